@@ -1,0 +1,157 @@
+//! `deployment_plan`: which CPUs each worker's step threads and the API server's result threads take.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::cpuset::CpuSet;
+use crate::topology::{SysfsTopology, Topology};
+
+/// The `step_thread_core` knob: `off`, a CPU number, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// Pin nothing.
+    Off,
+    /// Worker 0 on this CPU's core, the next workers on the next cores above it.
+    Cpu(usize),
+    /// Place each worker by its GPU's rank among the host's GPUs on its NUMA node.
+    Auto,
+}
+
+impl FromStr for Setting {
+    type Err = CpuPlanError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "off" => Ok(Setting::Off),
+            "auto" => Ok(Setting::Auto),
+            t if !t.is_empty() && t.len() <= 5 && t.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(Setting::Cpu(t.parse().expect("digits")))
+            }
+            _ => Err(CpuPlanError::Setting(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Setting::Off => f.write_str("off"),
+            Setting::Auto => f.write_str("auto"),
+            Setting::Cpu(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The CPUs one worker's main, GPU and plan threads share (one core's hardware threads in the mask), and how they were chosen, for the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepCpus {
+    /// The CPUs.
+    pub cpus: CpuSet,
+    /// How they were chosen.
+    pub why: String,
+}
+
+/// The process mask, how many of its CPUs the quota lets run, the pinned CPUs and the pool sizes taken from the CPUs left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuPlan {
+    /// The CPUs the container may run on.
+    pub mask: CpuSet,
+    /// How many of them the quota lets run at once.
+    pub usable: usize,
+    /// One entry per worker in the conductor's worker order; `None` for an unpinned worker.
+    pub workers: Vec<Option<StepCpus>>,
+    /// The API server's result threads' core, if pinned.
+    pub result: Option<StepCpus>,
+    /// How the plan was reached, in a line fit for a log.
+    pub why: String,
+}
+
+/// A `step_thread_core` value the process mask can't honour, or host files `auto` could not read.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuPlanError {
+    /// The setting is neither `off`, `auto` nor a CPU number.
+    #[error("step_thread_core {0:?} is not off, auto or a cpu number")]
+    Setting(String),
+    /// The mask cannot honour the setting.
+    #[error("step_thread_core {setting}: {reason}")]
+    Unfit {
+        /// The setting.
+        setting: Setting,
+        /// Why the mask cannot honour it.
+        reason: String,
+    },
+    /// A host file the plan needs could not be read or parsed.
+    #[error(transparent)]
+    Host(#[from] crate::error::Error),
+}
+
+impl CpuPlan {
+    /// The plan that pins nothing, with `why`.
+    pub fn unpinned(mask: CpuSet, usable: usize, workers: usize, why: impl Into<String>) -> Self {
+        CpuPlan {
+            mask,
+            usable,
+            workers: vec![None; workers],
+            result: None,
+            why: why.into(),
+        }
+    }
+
+    /// Every pinned CPU: the workers' and the API server's.
+    pub fn pinned(&self) -> CpuSet {
+        let mut all = CpuSet::new();
+        for s in self.workers.iter().flatten().chain(self.result.iter()) {
+            all.extend_from(&s.cpus);
+        }
+        all
+    }
+
+    /// The CPUs the quota lets run, less the pinned ones: what the pools are sized from. At least 1.
+    pub fn left(&self) -> usize {
+        self.usable.saturating_sub(self.pinned().len()).max(1)
+    }
+
+    /// The API server's intra-op threads: a quarter of the CPUs left, 1 to 4.
+    pub fn preprocess_threads(&self) -> usize {
+        (self.left() / 4).clamp(1, 4)
+    }
+
+    /// Threads one PNG deflates on: a quarter of the CPUs left, 1 to 4.
+    pub fn png_threads(&self) -> usize {
+        (self.left() / 4).clamp(1, 4)
+    }
+
+    /// Outputs the data worker encodes at once, so that times `png_threads` stays within the CPUs left.
+    pub fn encode_workers(&self) -> usize {
+        (self.left() / self.png_threads()).max(1)
+    }
+
+    /// Threads a large output read copies over: one encode's share of the CPUs left.
+    pub fn copy_workers(&self) -> usize {
+        (self.left() / self.encode_workers()).max(1)
+    }
+}
+
+/// The plan for a deployment whose workers' devices sit at PCI `addresses` (worker order; `None` for a CPU worker), reading the host's topology under `root`.
+pub fn deployment_plan(
+    setting: Setting,
+    addresses: &[Option<String>],
+    mask: &CpuSet,
+    usable: usize,
+    root: &Path,
+) -> Result<CpuPlan, CpuPlanError> {
+    deployment_plan_on(setting, addresses, mask, usable, &SysfsTopology::new(root))
+}
+
+/// [`deployment_plan`] over any [`Topology`] (sysfs, or an in-memory snapshot).
+pub fn deployment_plan_on(
+    setting: Setting,
+    addresses: &[Option<String>],
+    mask: &CpuSet,
+    usable: usize,
+    topo: &dyn Topology,
+) -> Result<CpuPlan, CpuPlanError> {
+    let _ = (setting, addresses, mask, usable, topo);
+    todo!("H2")
+}

@@ -1,0 +1,1 @@
+//! In-container shim (to be written).

@@ -1,0 +1,1 @@
+//! The cpuplan OCI hook.
