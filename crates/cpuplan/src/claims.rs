@@ -66,3 +66,9 @@ pub fn list_claims(dir: &Path, root: &Path) -> Result<Vec<Claim>> {
     let _ = (dir, root);
     todo!("H3")
 }
+
+/// Start time (field 22 of `<root>/proc/<pid>/stat`) of pid, `None` when it is gone (STUB).
+pub fn process_start_time(root: &Path, pid: u32) -> Result<Option<u64>> {
+    let _ = (root, pid);
+    todo!("H3")
+}

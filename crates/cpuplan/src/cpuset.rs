@@ -8,8 +8,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The highest CPU id a [`CpuSet`] holds (the kernel's default `NR_CPUS` limit is 8192).
 pub const MAX_CPU: usize = 8191;
 
-const WORDS: usize = (MAX_CPU + 1) / 64;
-
 /// A set of CPU ids, 0 to [`MAX_CPU`], iterated in ascending order.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct CpuSet {

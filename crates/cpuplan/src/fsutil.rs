@@ -20,7 +20,7 @@ impl Process {
     pub fn proc_dir(&self, root: &Path) -> PathBuf {
         match self {
             Process::Current => under(root, "/proc/self"),
-            Process::Pid(pid) => under(root, &format!("/proc/{pid}")),
+            Process::Pid(pid) => under(root, format!("/proc/{pid}")),
         }
     }
 }

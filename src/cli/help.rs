@@ -1,0 +1,69 @@
+//! `--help` texts.
+
+/// The top-level usage.
+pub const MAIN: &str = "\
+cpuplan-hook: plan a GPU container's CPUs before its workload starts (an OCI runtime hook)
+
+usage: cpuplan-hook [--config PATH] [SUBCOMMAND] [OPTIONS]
+
+subcommands:
+  hook [STAGE]   run as an OCI hook: the state on stdin (no subcommand: hook, stage from the status)
+  explain        the plan the hook would make for a bundle on this host, writing nothing
+  plan           a plan for given devices, mask and usable CPUs
+  quota          the cgroup CPU quota, mask and usable CPUs of a process
+  gpus           the host's GPUs like a PCI device
+  claims         the GPU claims on this host
+  help           this text
+
+--config PATH (before or after any subcommand): the hook config (default /etc/cpuplan/hook.json).
+Every subcommand takes --help. Bad arguments or files: exit status 2 and one line on stderr.
+";
+
+/// `hook --help`.
+pub const HOOK: &str = "\
+usage: cpuplan-hook hook [STAGE]   (the OCI state JSON on stdin, at most 1 MiB)
+
+STAGE: createRuntime or prestart (plan, write the cpuset and /run/cpuplan/plan.{env,json}),
+poststop (release the container's GPU claims); any other stage is logged and ignored.
+Without STAGE: poststop when the state's status is stopped, else createRuntime.
+";
+
+/// `explain --help`.
+pub const EXPLAIN: &str = "\
+usage: cpuplan-hook explain --bundle DIR [--root DIR] [--topology-root DIR] [--config PATH] [--json]
+
+The plan the hook would make for the bundle's config.json on this host, with no pid: the live
+cgroup and the GPU claims are skipped (and said so). Writes nothing. --root and --topology-root
+override the hook config's root and topology_root.
+";
+
+/// `plan --help`.
+pub const PLAN: &str = "\
+usage: cpuplan-hook plan --setting off|auto|CPU --devices LIST --mask CPUS --usable N [--root DIR] [--json]
+
+LIST: the workers' PCI addresses, comma-separated, - for a CPU worker (e.g. 0000:18:00.0,-).
+Prints the plan drawn over the host's NUMA nodes, or its JSON with --json. --root: the host root (default /).
+";
+
+/// `quota --help`.
+pub const QUOTA: &str = "\
+usage: cpuplan-hook quota [--root DIR] [--pid PID|self] [--json]
+
+The tightest cgroup CPU quota over the process's cgroup and its ancestors (v1 and v2), its CPU
+mask and the usable CPUs. JSON: {\"quota\":2.5,\"mask\":\"0-7\",\"usable\":2} (quota null when none).
+";
+
+/// `gpus --help`.
+pub const GPUS: &str = "\
+usage: cpuplan-hook gpus --like ADDR [--root DIR] [--json]
+
+The host's PCI functions with the vendor and class of the device at ADDR, in address order,
+with their NUMA node and local CPUs. JSON: [{\"address\":..,\"node\":..,\"local\":..}].
+";
+
+/// `claims --help`.
+pub const CLAIMS: &str = "\
+usage: cpuplan-hook claims [--config PATH] [--json]
+
+The GPU claims in the hook config's claims_dir, each with its holder and whether it is live.
+";

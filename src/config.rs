@@ -1,0 +1,303 @@
+//! The hook's own configuration, `/etc/cpuplan/hook.json`.
+
+use std::path::{Path, PathBuf};
+
+use cpuplan::Setting;
+use serde::Deserialize;
+
+/// Where the hook reads its configuration unless `--config` says otherwise.
+pub const DEFAULT_CONFIG: &str = "/etc/cpuplan/hook.json";
+
+/// Whether the hook narrows the container's cpuset to its GPUs' NUMA CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CpusetRule {
+    /// Narrow to the assigned GPUs' local CPUs when they hold at least `usable` CPUs.
+    #[default]
+    Numa,
+    /// Never write the cpuset.
+    Keep,
+}
+
+/// What a planning problem does to the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Log it, write the `off` plan with the cause, and let the container start.
+    #[default]
+    Allow,
+    /// Fail the hook, so the runtime refuses the container.
+    Deny,
+}
+
+/// The hook configuration, every key optional.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookConfig {
+    /// The default `step_thread_core` setting.
+    pub step_thread_core: Setting,
+    /// The cpuset rule.
+    pub cpuset: CpusetRule,
+    /// Directory inside the container for `plan.env` and `plan.json`.
+    pub dir: PathBuf,
+    /// Host directory of GPU claims.
+    pub claims_dir: PathBuf,
+    /// What a planning problem does.
+    pub on_error: OnError,
+    /// Log file, or `None` for stderr only.
+    pub log: Option<PathBuf>,
+    /// Host root for /proc, /sys and cgroup mounts.
+    pub root: PathBuf,
+    /// Where sysfs topology, `/sys/dev/char` and `/proc/driver/nvidia` are read.
+    pub topology_root: PathBuf,
+    /// How long to wait for the claims lock, in milliseconds.
+    pub claim_wait_ms: u64,
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        HookConfig {
+            step_thread_core: Setting::Auto,
+            cpuset: CpusetRule::Numa,
+            dir: PathBuf::from("/run/cpuplan"),
+            claims_dir: PathBuf::from("/run/cpuplan/claims"),
+            on_error: OnError::Allow,
+            log: Some(PathBuf::from("/var/log/cpuplan-hook.log")),
+            root: PathBuf::from("/"),
+            topology_root: PathBuf::from("/"),
+            claim_wait_ms: 2000,
+        }
+    }
+}
+
+/// The file as written, before defaults and checks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    step_thread_core: Option<serde_json::Value>,
+    cpuset: Option<CpusetRule>,
+    dir: Option<PathBuf>,
+    claims_dir: Option<PathBuf>,
+    on_error: Option<OnError>,
+    log: Option<String>,
+    root: Option<PathBuf>,
+    topology_root: Option<PathBuf>,
+    claim_wait_ms: Option<u64>,
+}
+
+/// A configuration file that cannot be used, naming the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("cannot read hook config {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not JSON, or an unknown key / a bad value type.
+    #[error("hook config {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// serde's message, which names the key.
+        message: String,
+    },
+    /// A key whose value is not allowed.
+    #[error("hook config {}: key {key:?}: {message}", path.display())]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl HookConfig {
+    /// The configuration at `path`; defaults when the file does not exist.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        match std::fs::read(path) {
+            Ok(bytes) => Self::parse(path, &bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// The configuration in `bytes`, read from `path` (named in errors).
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, ConfigError> {
+        let raw: RawConfig = serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let value_err = |key: &'static str, message: String| ConfigError::Value {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        let mut c = HookConfig::default();
+        if let Some(v) = raw.step_thread_core {
+            let text = match &v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                other => {
+                    return Err(value_err(
+                        "step_thread_core",
+                        format!("{other} is not off, auto or a cpu number"),
+                    ))
+                }
+            };
+            c.step_thread_core = text
+                .parse()
+                .map_err(|e: cpuplan::CpuPlanError| value_err("step_thread_core", e.to_string()))?;
+        }
+        if let Some(v) = raw.cpuset {
+            c.cpuset = v;
+        }
+        if let Some(v) = raw.dir {
+            check_container_dir(&v).map_err(|m| value_err("dir", m))?;
+            c.dir = v;
+        }
+        for (key, v, slot) in [
+            ("claims_dir", raw.claims_dir, &mut c.claims_dir),
+            ("root", raw.root.clone(), &mut c.root),
+        ] {
+            if let Some(v) = v {
+                if !v.is_absolute() {
+                    return Err(value_err(
+                        key,
+                        format!("{} is not an absolute path", v.display()),
+                    ));
+                }
+                *slot = v;
+            }
+        }
+        c.topology_root = match raw.topology_root {
+            Some(v) if !v.is_absolute() => {
+                return Err(value_err(
+                    "topology_root",
+                    format!("{} is not an absolute path", v.display()),
+                ))
+            }
+            Some(v) => v,
+            None => c.root.clone(),
+        };
+        if let Some(v) = raw.on_error {
+            c.on_error = v;
+        }
+        if let Some(v) = raw.log {
+            c.log = match v.as_str() {
+                "stderr" => None,
+                p if p.starts_with('/') => Some(PathBuf::from(p)),
+                p => {
+                    return Err(value_err(
+                        "log",
+                        format!("{p:?} is neither \"stderr\" nor an absolute path"),
+                    ))
+                }
+            };
+        }
+        if let Some(v) = raw.claim_wait_ms {
+            if v > 60_000 {
+                return Err(value_err("claim_wait_ms", format!("{v} is over 60000")));
+            }
+            c.claim_wait_ms = v;
+        }
+        Ok(c)
+    }
+}
+
+/// A plan directory inside the container must be absolute, normal (no `.`/`..`) and not `/`.
+fn check_container_dir(dir: &Path) -> Result<(), String> {
+    use std::path::Component;
+    if !dir.is_absolute() {
+        return Err(format!("{} is not an absolute path", dir.display()));
+    }
+    let mut normal = 0;
+    for c in dir.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(_) => normal += 1,
+            _ => return Err(format!("{} holds . or .. components", dir.display())),
+        }
+    }
+    if normal == 0 {
+        return Err("the container's / cannot be the plan directory".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<HookConfig, ConfigError> {
+        HookConfig::parse(Path::new("/etc/cpuplan/hook.json"), s.as_bytes())
+    }
+
+    #[test]
+    fn missing_file_means_defaults() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(
+            HookConfig::load(&d.path().join("none.json")).unwrap(),
+            HookConfig::default()
+        );
+    }
+
+    #[test]
+    fn every_key() {
+        let c = parse(
+            r#"{"step_thread_core": 3, "cpuset": "keep", "dir": "/run/x", "claims_dir": "/tmp/c",
+                "on_error": "deny", "log": "stderr", "root": "/r", "claim_wait_ms": 10}"#,
+        )
+        .unwrap();
+        assert_eq!(c.step_thread_core, Setting::Cpu(3));
+        assert_eq!(c.cpuset, CpusetRule::Keep);
+        assert_eq!(c.dir, PathBuf::from("/run/x"));
+        assert_eq!(c.on_error, OnError::Deny);
+        assert_eq!(c.log, None);
+        assert_eq!(
+            c.topology_root,
+            PathBuf::from("/r"),
+            "topology_root defaults to root"
+        );
+        assert_eq!(c.claim_wait_ms, 10);
+        assert_eq!(
+            parse(r#"{"step_thread_core": "off"}"#)
+                .unwrap()
+                .step_thread_core,
+            Setting::Off
+        );
+        assert_eq!(
+            parse(r#"{"topology_root": "/t"}"#).unwrap().topology_root,
+            PathBuf::from("/t")
+        );
+    }
+
+    #[test]
+    fn bad_keys_and_values_name_file_and_key() {
+        for (text, needle) in [
+            (r#"{"nope": 1}"#, "nope"),
+            (r#"{"cpuset": "all"}"#, "all"),
+            (r#"{"step_thread_core": "fast"}"#, "step_thread_core"),
+            (r#"{"step_thread_core": true}"#, "step_thread_core"),
+            (r#"{"dir": "run/x"}"#, "dir"),
+            (r#"{"dir": "/run/../etc"}"#, "dir"),
+            (r#"{"dir": "/"}"#, "dir"),
+            (r#"{"log": "relative.log"}"#, "log"),
+            (r#"{"root": "r"}"#, "root"),
+            (r#"{"on_error": "maybe"}"#, "maybe"),
+            ("{", "EOF"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains("/etc/cpuplan/hook.json") && e.contains(needle),
+                "{text}: {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The `numa` cpuset rule: narrow the container to its GPUs' local CPUs when they hold enough.
+
+use cpuplan::{CpuSet, HostGpu};
+
+/// The cpuset the `numa` rule picks for GPUs `gpus` (addresses) within `mask`, or `None` with why not.
+pub fn numa_cpuset(
+    gpus: &[String],
+    host: &[HostGpu],
+    mask: &CpuSet,
+    usable: usize,
+) -> (Option<CpuSet>, String) {
+    if gpus.is_empty() {
+        return (None, "cpuset kept: no GPU assigned".into());
+    }
+    let mut local = CpuSet::new();
+    for address in gpus {
+        match host
+            .iter()
+            .find(|g| &g.address == address)
+            .and_then(|g| g.local.as_ref())
+        {
+            Some(l) => local.extend_from(l),
+            None => {
+                return (
+                    None,
+                    format!("cpuset kept: sysfs gives no local CPUs for GPU {address}"),
+                )
+            }
+        }
+    }
+    let candidate = local.intersection(mask);
+    if candidate.len() < usable {
+        return (
+            None,
+            format!(
+                "cpuset kept: the GPUs' local CPUs in the mask ({}) hold {} CPUs, fewer than the {usable} usable",
+                candidate,
+                candidate.len()
+            ),
+        );
+    }
+    if &candidate == mask {
+        return (
+            None,
+            format!("cpuset kept: the mask {mask} is already the GPUs' local CPUs"),
+        );
+    }
+    let why = format!("cpuset {candidate}: the GPUs' local CPUs within the mask {mask}");
+    (Some(candidate), why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(a: &str, local: Option<&str>) -> HostGpu {
+        HostGpu {
+            address: a.into(),
+            node: Some(0),
+            local: local.map(|l| l.parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn narrows_only_when_enough() {
+        let host = [
+            gpu("0000:18:00.0", Some("0-3,8-11")),
+            gpu("0000:9a:00.0", Some("4-7,12-15")),
+            gpu("0000:aa:00.0", None),
+        ];
+        let mask: CpuSet = "0-15".parse().unwrap();
+        let (set, why) = numa_cpuset(&["0000:18:00.0".into()], &host, &mask, 8);
+        assert_eq!(set.unwrap().to_string(), "0-3,8-11", "{why}");
+        let (set, why) = numa_cpuset(&["0000:18:00.0".into()], &host, &mask, 9);
+        assert!(set.is_none() && why.contains("fewer than the 9"), "{why}");
+        let (set, _) = numa_cpuset(
+            &["0000:18:00.0".into(), "0000:9a:00.0".into()],
+            &host,
+            &mask,
+            9,
+        );
+        assert!(set.is_none(), "already the whole mask");
+        let (set, why) = numa_cpuset(&["0000:aa:00.0".into()], &host, &mask, 1);
+        assert!(set.is_none() && why.contains("no local CPUs"));
+        let (set, why) = numa_cpuset(&[], &host, &mask, 1);
+        assert!(set.is_none() && why.contains("no GPU"));
+    }
+}

@@ -1,0 +1,77 @@
+//! The hook's log: one line per event, to the configured file (appended, created 0640) and to stderr.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use log::{Level, LevelFilter, Log, Metadata, Record};
+
+struct HookLogger {
+    file: Mutex<Option<File>>,
+    stderr: bool,
+}
+
+static LOGGER: HookLogger = HookLogger {
+    file: Mutex::new(None),
+    stderr: true,
+};
+
+impl Log for HookLogger {
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        m.level() <= Level::Info
+    }
+
+    fn log(&self, r: &Record<'_>) {
+        if !self.enabled(r.metadata()) {
+            return;
+        }
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let line = format!(
+            "{secs:.3} {} cpuplan-hook[{}]: {}\n",
+            r.level(),
+            std::process::id(),
+            r.args()
+        );
+        if let Ok(mut f) = self.file.lock() {
+            if let Some(f) = f.as_mut() {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+        if self.stderr {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Starts logging to stderr and, when `file` is given, appending to it (created 0640).
+/// A log file that cannot be opened is reported on stderr and otherwise ignored.
+pub fn init(file: Option<&Path>) {
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(LevelFilter::Info);
+    if let Some(path) = file {
+        match OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(path)
+        {
+            Ok(f) => {
+                if let Ok(mut slot) = LOGGER.file.lock() {
+                    *slot = Some(f);
+                }
+            }
+            Err(e) => log::warn!(
+                "cannot open log file {}: {e}; logging to stderr only",
+                path.display()
+            ),
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Writing files inside a container's rootfs without following any link out of it.
+//!
+//! The container's mount namespace is entered through `/proc/<pid>/root` (so a tmpfs the
+//! runtime mounted on `/run` holds the files), the rootfs is resolved with that as root
+//! (`openat2(RESOLVE_IN_ROOT)`), and every component of the plan directory below it is
+//! opened one at a time with `O_NOFOLLOW`: a symlink, FIFO or other non-directory planted
+//! by the image is refused, never followed. Files are written to a fresh temporary name
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`) and renamed over the final name, so a planted
+//! `plan.env` symlink or FIFO is replaced, never opened.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, renameat, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fchmod, mkdirat, Mode};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+/// Why the plan files could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsError {
+    /// The container's init is gone, or `/proc/<pid>` cannot be opened.
+    #[error("container pid {pid}: {what}: {errno}")]
+    Process {
+        /// The pid.
+        pid: u32,
+        /// What was being opened.
+        what: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+    /// The pid shares the hook's mount namespace: not a container init, or a reused pid.
+    #[error("pid {0} is in the hook's own mount namespace: not a container's init (exited, and the pid reused?); writing nothing")]
+    SameNamespace(u32),
+    /// Writing a file's contents failed (a full or read-only filesystem).
+    #[error("{}: cannot write: {source}", path.display())]
+    Write {
+        /// The file inside the container.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A path component could not be opened or created.
+    #[error("{}: {what}: {errno}", path.display())]
+    Path {
+        /// The path inside the container.
+        path: PathBuf,
+        /// What went wrong.
+        what: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+}
+
+fn own(fd: RawFd) -> OwnedFd {
+    // SAFETY: `fd` was just returned by a successful open call and is owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Opens the container's rootfs: through `<proc_root>/proc/<pid>/root` when `pid` is given, else the host path.
+pub fn open_rootfs(
+    proc_root: &Path,
+    pid: Option<u32>,
+    rootfs: &Path,
+) -> Result<OwnedFd, RootfsError> {
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Some(pid) = pid else {
+        let fd =
+            openat(None, rootfs, dir_flags, Mode::empty()).map_err(|errno| RootfsError::Path {
+                path: rootfs.to_path_buf(),
+                what: "cannot open the rootfs",
+                errno,
+            })?;
+        return Ok(own(fd));
+    };
+    let proc_err = |what, errno| RootfsError::Process { pid, what, errno };
+    let proc_dir = cpuplan::fsutil::under(proc_root, format!("/proc/{pid}"));
+    let procfd = own(openat(None, &proc_dir, dir_flags, Mode::empty())
+        .map_err(|e| proc_err("cannot open /proc/<pid>", e))?);
+    let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
+        .map_err(|e| proc_err("cannot read its mount namespace", e))?;
+    let ours = std::fs::read_link(cpuplan::fsutil::under(proc_root, "/proc/self/ns/mnt")).ok();
+    if ours.as_deref().map(|p| p.as_os_str()) == Some(theirs.as_os_str()) {
+        return Err(RootfsError::SameNamespace(pid));
+    }
+    let rootfd = own(
+        openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())
+            .map_err(|e| proc_err("cannot open its root", e))?,
+    );
+    let rel = rootfs.strip_prefix("/").unwrap_or(rootfs);
+    let how = OpenHow::new()
+        .flags(dir_flags)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(rootfd.as_raw_fd(), rel, how).map_err(|errno| RootfsError::Path {
+        path: rootfs.to_path_buf(),
+        what: "cannot open the rootfs in the container's mount namespace",
+        errno,
+    })?;
+    Ok(own(fd))
+}
+
+/// Opens (creating, 0755) each component of `dir` below `root` without following links.
+pub fn open_dir_in(root: &OwnedFd, dir: &Path) -> Result<OwnedFd, RootfsError> {
+    let mut cur: Option<OwnedFd> = None;
+    let mut sofar = PathBuf::from("/");
+    for comp in dir.components() {
+        let name = match comp {
+            Component::RootDir => continue,
+            Component::Normal(n) => n,
+            _ => {
+                return Err(RootfsError::Path {
+                    path: dir.to_path_buf(),
+                    what: "the plan directory holds . or ..",
+                    errno: Errno::EINVAL,
+                })
+            }
+        };
+        sofar.push(name);
+        let parent = cur.as_ref().unwrap_or(root).as_raw_fd();
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = match openat(Some(parent), name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => {
+                match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(errno) => {
+                        return Err(RootfsError::Path {
+                            path: sofar,
+                            what: "cannot create directory",
+                            errno,
+                        })
+                    }
+                }
+                let fd = openat(Some(parent), name, flags, Mode::empty())
+                    .map_err(|errno| path_err(parent, name, &sofar, errno))?;
+                let _ = fchmod(fd, Mode::from_bits_truncate(0o755));
+                fd
+            }
+            Err(errno) => return Err(path_err(parent, name, &sofar, errno)),
+        };
+        cur = Some(own(fd));
+    }
+    cur.ok_or_else(|| RootfsError::Path {
+        path: dir.to_path_buf(),
+        what: "the plan directory cannot be the container's /",
+        errno: Errno::EINVAL,
+    })
+}
+
+fn path_err(parent: RawFd, name: &std::ffi::OsStr, path: &Path, errno: Errno) -> RootfsError {
+    let is_link =
+        nix::sys::stat::fstatat(Some(parent), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map(|st| st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK)
+            .unwrap_or(false);
+    let what = match errno {
+        _ if is_link => "is a symlink: refusing to follow it",
+        Errno::ELOOP => "is a symlink: refusing to follow it",
+        Errno::ENOTDIR => "is not a directory",
+        _ => "cannot open directory",
+    };
+    RootfsError::Path {
+        path: path.to_path_buf(),
+        what,
+        errno,
+    }
+}
+
+/// Writes `contents` as `dirfd/name` (mode 0644) through a temporary file and a rename.
+pub fn write_file_at(
+    dirfd: &OwnedFd,
+    dir: &Path,
+    name: &str,
+    contents: &[u8],
+) -> Result<(), RootfsError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = format!(".{name}.{}.{nanos}.tmp", std::process::id());
+    let err = |what, errno| RootfsError::Path {
+        path: dir.join(name),
+        what,
+        errno,
+    };
+    let fd = openat(
+        Some(dirfd.as_raw_fd()),
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(|e| err("cannot create a temporary file", e))?;
+    let fd = own(fd);
+    let cleanup = |e: RootfsError| {
+        let _ = unlinkat(
+            Some(dirfd.as_raw_fd()),
+            tmp.as_str(),
+            UnlinkatFlags::NoRemoveDir,
+        );
+        e
+    };
+    fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644))
+        .map_err(|e| cleanup(err("cannot chmod", e)))?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(contents).map_err(|e| {
+        cleanup(RootfsError::Write {
+            path: dir.join(name),
+            source: e,
+        })
+    })?;
+    drop(file);
+    renameat(
+        Some(dirfd.as_raw_fd()),
+        tmp.as_str(),
+        Some(dirfd.as_raw_fd()),
+        name,
+    )
+    .map_err(|e| cleanup(err("cannot rename into place", e)))?;
+    Ok(())
+}
+
+/// Writes each `(name, contents)` into `dir` inside the container's rootfs.
+pub fn write_plan_files(
+    proc_root: &Path,
+    pid: Option<u32>,
+    rootfs: &Path,
+    dir: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<(), RootfsError> {
+    let root = open_rootfs(proc_root, pid, rootfs)?;
+    let dirfd = open_dir_in(&root, dir)?;
+    for (name, contents) in files {
+        write_file_at(&dirfd, dir, name, contents)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
+        write_plan_files(
+            Path::new("/"),
+            None,
+            rootfs,
+            Path::new(dir),
+            &[("plan.env", b"A='1'\n")],
+        )
+    }
+
+    #[test]
+    fn creates_dirs_and_files_with_modes() {
+        let t = tempfile::tempdir().unwrap();
+        write(t.path(), "/run/cpuplan").unwrap();
+        let f = t.path().join("run/cpuplan/plan.env");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "A='1'\n");
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        let d = std::fs::metadata(t.path().join("run/cpuplan")).unwrap();
+        assert_eq!(d.permissions().mode() & 0o777, 0o755);
+        // Overwrites in place, leaving no temporary file.
+        write(t.path(), "/run/cpuplan").unwrap();
+        let names: Vec<_> = std::fs::read_dir(t.path().join("run/cpuplan"))
+            .unwrap()
+            .collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn refuses_symlinked_components() {
+        let host = tempfile::tempdir().unwrap();
+        let t = tempfile::tempdir().unwrap();
+        symlink(host.path(), t.path().join("run")).unwrap();
+        let e = write(t.path(), "/run/cpuplan").unwrap_err().to_string();
+        assert!(e.contains("symlink"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(host.path()).unwrap().count(),
+            0,
+            "nothing written through the link"
+        );
+    }
+
+    #[test]
+    fn replaces_a_planted_file_symlink_without_following_it() {
+        let host = tempfile::tempdir().unwrap();
+        let secret = host.path().join("shadow");
+        std::fs::write(&secret, "secret").unwrap();
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("run/cpuplan")).unwrap();
+        symlink(&secret, t.path().join("run/cpuplan/plan.env")).unwrap();
+        write(t.path(), "/run/cpuplan").unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+        let meta = std::fs::symlink_metadata(t.path().join("run/cpuplan/plan.env")).unwrap();
+        assert!(meta.file_type().is_file());
+    }
+
+    #[test]
+    fn a_fifo_is_replaced_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("run/cpuplan")).unwrap();
+        nix::unistd::mkfifo(
+            &t.path().join("run/cpuplan/plan.env"),
+            Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        write(t.path(), "/run/cpuplan").unwrap();
+        assert!(
+            std::fs::symlink_metadata(t.path().join("run/cpuplan/plan.env"))
+                .unwrap()
+                .is_file()
+        );
+    }
+
+    #[test]
+    fn a_directory_in_place_of_the_file_is_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("run/cpuplan/plan.env/x")).unwrap();
+        let e = write(t.path(), "/run/cpuplan").unwrap_err().to_string();
+        assert!(e.contains("plan.env") && e.contains("rename"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(t.path().join("run/cpuplan"))
+                .unwrap()
+                .count(),
+            1,
+            "temp file removed"
+        );
+    }
+
+    #[test]
+    fn dot_dot_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(write(t.path(), "/run/../../etc").is_err());
+    }
+
+    #[test]
+    fn own_pid_is_refused_as_same_namespace() {
+        let t = tempfile::tempdir().unwrap();
+        let e = write_plan_files(
+            Path::new("/"),
+            Some(std::process::id()),
+            t.path(),
+            Path::new("/run/cpuplan"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(e, RootfsError::SameNamespace(_)), "{e}");
+        assert!(!t.path().join("run").exists());
+    }
+
+    #[test]
+    fn a_gone_pid_writes_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let e = write_plan_files(
+            Path::new("/"),
+            Some(u32::MAX - 1),
+            t.path(),
+            Path::new("/run/cpuplan"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(e, RootfsError::Process { .. }), "{e}");
+        assert!(!t.path().join("run").exists());
+    }
+}

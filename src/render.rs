@@ -1,0 +1,215 @@
+//! The readable form of a plan: the host drawn as NUMA nodes of cores, then the why.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use cpuplan::{CpuPlan, CpuSet};
+
+/// One NUMA node (or the whole host when sysfs lists none) and its cores, lowest CPU first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCores {
+    /// The node id, `None` for a host without node directories.
+    pub node: Option<u32>,
+    /// The node's online CPUs.
+    pub cpus: CpuSet,
+    /// Its cores: each core's hardware threads within the node.
+    pub cores: Vec<CpuSet>,
+}
+
+/// The host's nodes and cores read under `root` (online CPUs only).
+pub fn host_nodes(root: &Path) -> Result<Vec<NodeCores>, cpuplan::Error> {
+    let online = crate::hook::inputs::online_cpus(root)?;
+    let node_dir = cpuplan::fsutil::under(root, "/sys/devices/system/node");
+    let mut nodes: Vec<(Option<u32>, CpuSet)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&node_dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("node"))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(cpus) = cpuplan::fsutil::read_cpu_list_optional(&e.path().join("cpulist"))?
+            {
+                let cpus = cpus.intersection(&online);
+                if !cpus.is_empty() {
+                    nodes.push((Some(id), cpus));
+                }
+            }
+        }
+    }
+    nodes.sort_by_key(|(id, _)| *id);
+    let mut covered = CpuSet::new();
+    for (_, c) in &nodes {
+        covered.extend_from(c);
+    }
+    let rest = online.difference(&covered);
+    if !rest.is_empty() {
+        nodes.push((None, rest));
+    }
+    let mut out = Vec::with_capacity(nodes.len());
+    for (node, cpus) in nodes {
+        let mut seen = CpuSet::new();
+        let mut cores = Vec::new();
+        for cpu in cpus.iter() {
+            if seen.contains(cpu) {
+                continue;
+            }
+            let core = cpuplan::smt_siblings(root, cpu)?.intersection(&cpus);
+            let core = if core.contains(cpu) {
+                core
+            } else {
+                [cpu].into_iter().collect()
+            };
+            seen.extend_from(&core);
+            cores.push(core);
+        }
+        out.push(NodeCores { node, cpus, cores });
+    }
+    Ok(out)
+}
+
+fn worker_mark(i: usize) -> char {
+    const MARKS: &[u8] = b"0123456789abcdefghijklmnopqstuvwxyz";
+    MARKS.get(i).map(|b| *b as char).unwrap_or('W')
+}
+
+/// The plan drawn over the host's nodes: one row per node, one cell per core.
+pub fn render(
+    plan: &CpuPlan,
+    setting: &str,
+    devices: &[Option<String>],
+    nodes: &[NodeCores],
+    notes: &[String],
+) -> String {
+    let mut s = String::new();
+    let cpus: usize = nodes.iter().map(|n| n.cpus.len()).sum();
+    let cores: usize = nodes.iter().map(|n| n.cores.len()).sum();
+    let _ = writeln!(
+        s,
+        "host: {} NUMA node(s), {cpus} CPUs, {cores} cores; mask {} ({} CPUs), usable {}, setting {setting}",
+        nodes.iter().filter(|n| n.node.is_some()).count(),
+        plan.mask,
+        plan.mask.len(),
+        plan.usable
+    );
+    let _ = writeln!(
+        s,
+        "cells: one per core. 0-9,a-z worker's core  R API server  o in the mask, left to pools  . outside the mask"
+    );
+    for n in nodes {
+        let label = n
+            .node
+            .map(|id| format!("node {id}"))
+            .unwrap_or_else(|| "no node".into());
+        let _ = writeln!(s, "{label}: cpus {}", n.cpus);
+        for chunk in n.cores.chunks(64) {
+            let mut line = String::new();
+            for core in chunk {
+                let mut c = if core.intersects(&plan.mask) {
+                    'o'
+                } else {
+                    '.'
+                };
+                if plan
+                    .result
+                    .as_ref()
+                    .is_some_and(|r| r.cpus.intersects(core))
+                {
+                    c = 'R';
+                }
+                for (i, w) in plan.workers.iter().enumerate() {
+                    if w.as_ref().is_some_and(|w| w.cpus.intersects(core)) {
+                        c = worker_mark(i);
+                    }
+                }
+                line.push(c);
+            }
+            let first = chunk.first().and_then(|c| c.first()).unwrap_or(0);
+            let _ = writeln!(s, "  {:>5} {line}", format!("c{first}"));
+        }
+    }
+    for (i, w) in plan.workers.iter().enumerate() {
+        let dev = devices
+            .get(i)
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| "cpu worker".into());
+        match w {
+            Some(w) => {
+                let _ = writeln!(
+                    s,
+                    "worker {} [{}] GPU {dev}: cpus {} ({})",
+                    i,
+                    worker_mark(i),
+                    w.cpus,
+                    w.why
+                );
+            }
+            None => {
+                let _ = writeln!(s, "worker {} GPU {dev}: unpinned", i);
+            }
+        }
+    }
+    match &plan.result {
+        Some(r) => {
+            let _ = writeln!(s, "API server [R]: cpus {} ({})", r.cpus, r.why);
+        }
+        None => {
+            let _ = writeln!(s, "API server: unpinned");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "pools: left {} -> preprocess_threads {}, png_threads {}, encode_workers {}, copy_workers {}",
+        plan.left(),
+        plan.preprocess_threads(),
+        plan.png_threads(),
+        plan.encode_workers(),
+        plan.copy_workers()
+    );
+    for n in notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let _ = writeln!(s, "why: {}", plan.why);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpuplan::StepCpus;
+
+    #[test]
+    fn draws_workers_server_mask() {
+        let nodes = vec![NodeCores {
+            node: Some(0),
+            cpus: "0-7".parse().unwrap(),
+            cores: (0..4).map(|c| [c, c + 4].into_iter().collect()).collect(),
+        }];
+        let plan = CpuPlan {
+            mask: "0-2,4-6".parse().unwrap(),
+            usable: 4,
+            workers: vec![Some(StepCpus {
+                cpus: "0,4".parse().unwrap(),
+                why: "w".into(),
+            })],
+            result: Some(StepCpus {
+                cpus: "2,6".parse().unwrap(),
+                why: "r".into(),
+            }),
+            why: "because".into(),
+        };
+        let text = render(&plan, "auto", &[Some("0000:18:00.0".into())], &nodes, &[]);
+        assert!(text.contains("node 0: cpus 0-7"), "{text}");
+        assert!(text.contains("   c0 0oR."), "{text}");
+        assert!(
+            text.contains("worker 0 [0] GPU 0000:18:00.0: cpus 0,4"),
+            "{text}"
+        );
+        assert!(text.contains("API server [R]: cpus 2,6"), "{text}");
+        assert!(text.ends_with("why: because\n"), "{text}");
+    }
+}
