@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use cpuplan::{CpuSet, Process};
+use cpuplan::Process;
 
 use crate::bundle::BundleConfig;
 use crate::config::{HookConfig, OnError};
@@ -252,7 +252,7 @@ fn fail(
             None => m,
         })
         .or_else(|| bundle.cpus.clone())
-        .unwrap_or_else(CpuSet::new);
+        .unwrap_or_default();
     let usable = cpuplan::usable_cpus(&mask, bundle.quota);
     let plan = decide::off_plan(mask.clone(), usable, 0, &cause);
     let file = HookPlan {
