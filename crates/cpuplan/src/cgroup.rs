@@ -1,9 +1,17 @@
-//! Locating a process's cgroup directories under a root (STUB: to be written).
+//! Locating a process's cgroup directories under a root, on cgroup v1, v2 and hybrid hosts.
+//!
+//! Each line of `<root>/proc/<pid>/cgroup` names a hierarchy and the process's path in it;
+//! the host's mount table (`<root>/proc/self/mountinfo`) says where that hierarchy is
+//! mounted and which of its paths the mount shows (the mount's root). The path is
+//! translated relative to that root on whole components; a path outside it, or one
+//! with `.` or `..`, gives no directory for that hierarchy (and spoils no other).
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
-use crate::fsutil::Process;
+use crate::error::{Error, Result};
+use crate::fsutil::{self, under, Process};
+use crate::mountinfo::{parse_mountinfo_line, MountInfo};
+use crate::proc_cgroup::{parse_proc_cgroup_line, CgroupLine};
 
 /// cgroup v1 or v2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,14 +35,282 @@ pub struct CgroupDir {
     pub dir: PathBuf,
 }
 
-/// Every hierarchy of `proc` that can be translated to a directory under `root`.
-pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
-    let _ = (root, proc);
-    todo!("H1")
+impl CgroupDir {
+    /// Whether this is a v1 hierarchy that holds `controller` (e.g. `cpu`).
+    pub fn has_v1_controller(&self, controller: &str) -> bool {
+        self.version == CgroupVersion::V1 && self.controllers.iter().any(|c| c == controller)
+    }
+
+    /// The directories from `dir` up to and including `mount`, leaf first.
+    pub fn levels(&self) -> Vec<&Path> {
+        let mut out = vec![self.dir.as_path()];
+        let mut cur = self.dir.as_path();
+        while cur != self.mount {
+            match cur.parent() {
+                Some(p) if p.starts_with(&self.mount) => {
+                    out.push(p);
+                    cur = p;
+                }
+                _ => break,
+            }
+        }
+        out
+    }
 }
 
-/// The directory where `controller` (e.g. `cpuset`) governs `proc`: the v1 hierarchy naming it, else v2 where its parent's `cgroup.subtree_control` enables it.
+/// Every hierarchy of `proc` that can be translated to a directory under `root`.
+pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
+    let lines = read_proc_cgroup(&proc.proc_dir(root).join("cgroup"))?;
+    let mounts = read_mountinfo(&under(root, "/proc/self/mountinfo"))?;
+    Ok(locate(root, &lines, &mounts))
+}
+
+/// The directory where `controller` (e.g. `cpuset`) governs `proc`: the v1 hierarchy naming it, else v2 where the process's cgroup lists it in its own `cgroup.controllers` (the kernel's rule for a controller being enabled there).
 pub fn controller_dir(root: &Path, proc: Process, controller: &str) -> Result<Option<CgroupDir>> {
-    let _ = (root, proc, controller);
-    todo!("H1")
+    let dirs = cgroup_dirs(root, proc)?;
+    if let Some(d) = dirs.iter().find(|d| d.has_v1_controller(controller)) {
+        return Ok(Some(d.clone()));
+    }
+    for d in dirs.iter().filter(|d| d.version == CgroupVersion::V2) {
+        let file = d.dir.join("cgroup.controllers");
+        if let Some(text) = fsutil::read_optional(&file)? {
+            if text.split_whitespace().any(|c| c == controller) {
+                return Ok(Some(d.clone()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The hierarchies of `lines` placed under `root` by the mounts that show them; untranslatable ones are left out.
+pub fn locate(root: &Path, lines: &[CgroupLine], mounts: &[MountInfo]) -> Vec<CgroupDir> {
+    let mut out = Vec::new();
+    for line in lines {
+        let mut best: Option<(&MountInfo, Vec<&str>, usize)> = None;
+        for m in mounts.iter().filter(|m| mount_matches(m, line)) {
+            let Some(rest) = translate(&line.path, &m.root) else {
+                continue;
+            };
+            let depth = components(&m.root).count();
+            let deeper = match &best {
+                Some((_, _, d)) => depth > *d,
+                None => true,
+            };
+            if deeper {
+                best = Some((m, rest, depth));
+            }
+        }
+        match best {
+            Some((m, rest, _)) => {
+                let mount = under(root, &m.mount_point);
+                let dir = rest.iter().fold(mount.clone(), |d, c| d.join(c));
+                out.push(CgroupDir {
+                    version: if line.is_v2() {
+                        CgroupVersion::V2
+                    } else {
+                        CgroupVersion::V1
+                    },
+                    controllers: line.controllers.clone(),
+                    mount,
+                    dir,
+                });
+            }
+            None => log::debug!(
+                "cgroup hierarchy {}:{}:{} has no mount that shows it",
+                line.id,
+                line.controllers.join(","),
+                line.path
+            ),
+        }
+    }
+    out
+}
+
+/// Whether mount `m` is of the hierarchy of `line`: the cgroup2 mount for v2; for v1 a `cgroup` mount whose super options hold every controller of the line.
+pub fn mount_matches(m: &MountInfo, line: &CgroupLine) -> bool {
+    if line.is_v2() {
+        m.fs_type == "cgroup2"
+    } else {
+        m.fs_type == "cgroup"
+            && !line.controllers.is_empty()
+            && line
+                .controllers
+                .iter()
+                .all(|c| m.super_option_list().any(|o| o == c))
+    }
+}
+
+/// The components of cgroup path `path` below mount root `mount_root`; `None` when it is outside that root (on whole components) or holds `.` or `..`.
+pub fn translate<'a>(path: &'a str, mount_root: &str) -> Option<Vec<&'a str>> {
+    let parts: Vec<&str> = components(path).collect();
+    if parts.iter().any(|c| *c == "." || *c == "..") {
+        return None;
+    }
+    let root: Vec<&str> = components(mount_root).collect();
+    if parts.len() < root.len() || parts[..root.len()] != root[..] {
+        return None;
+    }
+    Some(parts[root.len()..].to_vec())
+}
+
+/// The non-empty `/`-separated components of a path.
+fn components(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|c| !c.is_empty())
+}
+
+/// `/proc/<pid>/cgroup` read and parsed; a bad line is an error naming the file and quoting the line.
+fn read_proc_cgroup(path: &Path) -> Result<Vec<CgroupLine>> {
+    let text = fsutil::read(path)?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        match parse_proc_cgroup_line(line) {
+            Ok(Some(l)) => out.push(l),
+            Ok(None) => {}
+            Err(what) => {
+                return Err(Error::malformed(
+                    path,
+                    format!("line {}: {what}", n + 1),
+                    line,
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// mountinfo read and parsed; a bad line is an error naming the file and quoting the line.
+fn read_mountinfo(path: &Path) -> Result<Vec<MountInfo>> {
+    let text = fsutil::read(path)?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        match parse_mountinfo_line(line) {
+            Ok(Some(m)) => out.push(m),
+            Ok(None) => {}
+            Err(what) => {
+                return Err(Error::malformed(
+                    path,
+                    format!("line {}: {what}", n + 1),
+                    line,
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mountinfo::parse_mountinfo;
+    use crate::proc_cgroup::parse_proc_cgroup;
+
+    const MOUNTS: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset
+40 31 0:37 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+";
+
+    fn dirs(cgroup: &str, mounts: &str) -> Vec<CgroupDir> {
+        locate(
+            Path::new("/r"),
+            &parse_proc_cgroup(cgroup).unwrap(),
+            &parse_mountinfo(mounts).unwrap(),
+        )
+    }
+
+    #[test]
+    fn translate_on_whole_components() {
+        assert_eq!(translate("/a/b", "/"), Some(vec!["a", "b"]));
+        assert_eq!(translate("/", "/"), Some(vec![]));
+        assert_eq!(translate("/docker/abc", "/docker/abc"), Some(vec![]));
+        assert_eq!(translate("/docker/abc/x", "/docker/abc/"), Some(vec!["x"]));
+        assert_eq!(translate("/docker/abc-other", "/docker/abc"), None);
+        assert_eq!(translate("/docker", "/docker/abc"), None);
+        assert_eq!(translate("/a/../b", "/"), None);
+        assert_eq!(translate("/../../x", "/"), None);
+        assert_eq!(translate("/a/./b", "/"), None);
+        assert_eq!(translate("/a//b", "/"), Some(vec!["a", "b"]));
+    }
+
+    #[test]
+    fn locates_every_hierarchy_of_a_hybrid_host() {
+        let d = dirs(
+            "9:name=systemd:/s\n3:cpuset:/\n1:cpu,cpuacct:/k/p\n0::/u\n",
+            MOUNTS,
+        );
+        assert_eq!(d.len(), 4);
+        assert_eq!(d[0].dir, Path::new("/r/sys/fs/cgroup/systemd/s"));
+        assert_eq!(d[1].dir, Path::new("/r/sys/fs/cgroup/cpuset"));
+        assert_eq!(
+            d[2],
+            CgroupDir {
+                version: CgroupVersion::V1,
+                controllers: vec!["cpu".into(), "cpuacct".into()],
+                mount: "/r/sys/fs/cgroup/cpu,cpuacct".into(),
+                dir: "/r/sys/fs/cgroup/cpu,cpuacct/k/p".into(),
+            }
+        );
+        assert!(d[2].has_v1_controller("cpu") && !d[2].has_v1_controller("cpuset"));
+        assert_eq!(d[3].version, CgroupVersion::V2);
+        assert_eq!(d[3].dir, Path::new("/r/sys/fs/cgroup/unified/u"));
+        assert!(!d[3].has_v1_controller("cpu"));
+    }
+
+    #[test]
+    fn a_v1_line_needs_a_mount_with_all_its_controllers() {
+        // cpu alone is mounted with cpuacct: fine; cpu,blkio is not mounted anywhere.
+        assert_eq!(dirs("1:cpu:/a\n", MOUNTS).len(), 1);
+        assert!(dirs("1:cpu,blkio:/a\n", MOUNTS).is_empty());
+        assert!(dirs("1:memory:/a\n", MOUNTS).is_empty());
+        // No cgroup2 mount: the v2 line is dropped, the v1 one kept.
+        let v1_only = MOUNTS.lines().take(4).collect::<Vec<_>>().join("\n");
+        let d = dirs("1:cpu,cpuacct:/a\n0::/a\n", &v1_only);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].version, CgroupVersion::V1);
+    }
+
+    #[test]
+    fn the_longest_mount_root_that_holds_the_path_wins() {
+        let mounts = "\
+41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw
+50 31 0:38 /docker/abc /ctr/cg rw - cgroup2 cgroup2 rw
+51 31 0:38 /docker/zzz /ctr/other rw - cgroup2 cgroup2 rw
+";
+        let d = dirs("0::/docker/abc/inner\n", mounts);
+        assert_eq!(d[0].mount, Path::new("/r/ctr/cg"));
+        assert_eq!(d[0].dir, Path::new("/r/ctr/cg/inner"));
+        let d = dirs("0::/docker/abc-other\n", mounts);
+        assert_eq!(d[0].dir, Path::new("/r/sys/fs/cgroup/docker/abc-other"));
+        // Only a container's view: a path outside its root has no directory.
+        let view = "50 31 0:38 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert!(dirs("0::/docker/abc-other\n", view).is_empty());
+        assert_eq!(
+            dirs("0::/docker/abc\n", view)[0].dir,
+            Path::new("/r/sys/fs/cgroup")
+        );
+    }
+
+    #[test]
+    fn an_untranslatable_hierarchy_spoils_no_other() {
+        let d = dirs("1:cpu,cpuacct:/a/../../b\n0::/ok\n", MOUNTS);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].dir, Path::new("/r/sys/fs/cgroup/unified/ok"));
+    }
+
+    #[test]
+    fn levels_run_from_the_leaf_to_the_mount() {
+        let d = &dirs("0::/a/b\n", MOUNTS)[0];
+        assert_eq!(
+            d.levels(),
+            [
+                Path::new("/r/sys/fs/cgroup/unified/a/b"),
+                Path::new("/r/sys/fs/cgroup/unified/a"),
+                Path::new("/r/sys/fs/cgroup/unified"),
+            ]
+        );
+        let top = &dirs("0::/\n", MOUNTS)[0];
+        assert_eq!(top.levels(), [Path::new("/r/sys/fs/cgroup/unified")]);
+    }
 }
