@@ -104,9 +104,7 @@ pub fn parse_cpu_mask(path: &Path, text: &str) -> Result<CpuSet> {
         while bits != 0 {
             let cpu = i * 32 + bits.trailing_zeros() as usize;
             if cpu > MAX_CPU {
-                return Err(bad(&format!(
-                    "cpu {cpu} is past the highest id {MAX_CPU}"
-                )));
+                return Err(bad(&format!("cpu {cpu} is past the highest id {MAX_CPU}")));
             }
             set.insert(cpu);
             bits &= bits - 1;
@@ -236,7 +234,13 @@ mod tests {
         assert_eq!(pci_key("0000:2a:00.0"), Some((0, 0x2a, 0, 0)));
         assert_eq!(pci_key("10000:01:1f.7"), Some((0x10000, 1, 0x1f, 7)));
         assert!(pci_key("0000:9a:00.0") < pci_key("10000:00:00.0"));
-        for bad in ["", "0000:2a:00", "0000:2a:00.0:1", "x:00:00.0", "0000:100:00.0"] {
+        for bad in [
+            "",
+            "0000:2a:00",
+            "0000:2a:00.0:1",
+            "x:00:00.0",
+            "0000:100:00.0",
+        ] {
             assert_eq!(pci_key(bad), None, "{bad}");
         }
     }
@@ -287,8 +291,16 @@ mod tests {
         gpu(r, "0000:9a:00.0", "0x030201\n", "-1\n", "0-7\n");
         gpu(r, "0000:2a:00.0", "0x030200\n", "0\n", "0-3\n");
         // Same vendor, another class; another vendor, same class; no vendor; no class.
-        device(r, "0000:05:00.0", &[("vendor", "0x10de\n"), ("class", "0x068000\n")]);
-        device(r, "0000:06:00.0", &[("vendor", "0x1002\n"), ("class", "0x030200\n")]);
+        device(
+            r,
+            "0000:05:00.0",
+            &[("vendor", "0x10de\n"), ("class", "0x068000\n")],
+        );
+        device(
+            r,
+            "0000:06:00.0",
+            &[("vendor", "0x1002\n"), ("class", "0x030200\n")],
+        );
         device(r, "0000:07:00.0", &[("class", "0x030200\n")]);
         device(r, "0000:08:00.0", &[("vendor", "0x10de\n")]);
         // Not a PCI address: skipped.
@@ -314,7 +326,11 @@ mod tests {
                 ("local_cpus", "000000f0\n"),
             ],
         );
-        device(r, "0000:02:00.0", &[("vendor", "0x10de\n"), ("class", "0x030200\n")]);
+        device(
+            r,
+            "0000:02:00.0",
+            &[("vendor", "0x10de\n"), ("class", "0x030200\n")],
+        );
         let gpus = host_gpus(r, "0000:01:00.0").unwrap();
         assert_eq!(gpus[0].local, Some(parse_cpu_list("4-7").unwrap()));
         assert_eq!(gpus[0].node, None);
@@ -349,7 +365,10 @@ mod tests {
         assert!(is_not_found(&e));
         assert!(e.to_string().contains("0000:2a:00.0"), "{e}");
         let e = host_gpus(d.path(), "../../etc").unwrap_err();
-        assert!(is_not_found(&e) && e.to_string().contains("../../etc"), "{e}");
+        assert!(
+            is_not_found(&e) && e.to_string().contains("../../etc"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -369,6 +388,9 @@ mod tests {
         let e = host_gpus(r, "0000:01:00.0").unwrap_err();
         assert!(!is_not_found(&e));
         let msg = e.to_string();
-        assert!(msg.contains("0000:01:00.0/numa_node") && msg.contains("zero"), "{msg}");
+        assert!(
+            msg.contains("0000:01:00.0/numa_node") && msg.contains("zero"),
+            "{msg}"
+        );
     }
 }

@@ -7,6 +7,11 @@ use std::str::FromStr;
 use crate::cpuset::CpuSet;
 use crate::topology::{SysfsTopology, Topology};
 
+mod auto;
+mod cores;
+
+use cores::Cores;
+
 /// The `step_thread_core` knob: `off`, a CPU number, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
@@ -152,6 +157,84 @@ pub fn deployment_plan_on(
     usable: usize,
     topo: &dyn Topology,
 ) -> Result<CpuPlan, CpuPlanError> {
-    let _ = (setting, addresses, mask, usable, topo);
-    todo!("H2")
+    let n = addresses.len();
+    match setting {
+        Setting::Off => Ok(CpuPlan::unpinned(
+            mask.clone(),
+            usable,
+            n,
+            "step_thread_core off",
+        )),
+        _ if n == 0 => Ok(CpuPlan::unpinned(
+            mask.clone(),
+            usable,
+            0,
+            format!("step_thread_core {setting}: no workers; nothing pinned"),
+        )),
+        Setting::Cpu(cpu) => cpu_plan(cpu, n, mask, usable, topo),
+        Setting::Auto => auto::auto_plan(addresses, mask, usable, topo),
+    }
+}
+
+/// The plan for `step_thread_core <cpu>`: worker 0 on `cpu`'s core, worker k on the k-th core above it, the API server on the mask's last core.
+fn cpu_plan(
+    cpu: usize,
+    workers: usize,
+    mask: &CpuSet,
+    usable: usize,
+    topo: &dyn Topology,
+) -> Result<CpuPlan, CpuPlanError> {
+    let setting = Setting::Cpu(cpu);
+    let unfit = |reason: String| CpuPlanError::Unfit { setting, reason };
+    if !mask.contains(cpu) {
+        return Err(unfit(format!("cpu {cpu} is not in the mask {mask}")));
+    }
+    let mut cores = Cores::new(topo, mask);
+    let cores = cores.cores_in(mask)?;
+    let Some(start) = cores.iter().position(|c| c.contains(cpu)) else {
+        return Err(unfit(format!("cpu {cpu} is in no core of the mask {mask}")));
+    };
+    let api = cores.len() - 1;
+    if start + workers > api {
+        return Err(unfit(format!(
+            "cpu {cpu} is too near the top of the mask {mask} for {workers} workers: \
+             they would take {workers} cores from core {start} of {}, the API server the last",
+            cores.len()
+        )));
+    }
+    let mut pinned = CpuSet::new();
+    let mut steps = Vec::with_capacity(workers);
+    for (k, core) in cores[start..start + workers].iter().enumerate() {
+        pinned.extend_from(core);
+        let why = match k {
+            0 => format!("cpu {cpu}'s core"),
+            k => format!("core {k} above cpu {cpu}'s core"),
+        };
+        steps.push(Some(StepCpus {
+            cpus: core.clone(),
+            why,
+        }));
+    }
+    let last = &cores[api];
+    pinned.extend_from(last);
+    if mask.is_subset(&pinned) {
+        return Err(unfit(format!(
+            "{workers} workers and the API server would leave no cpu of the mask {mask} unpinned"
+        )));
+    }
+    Ok(CpuPlan {
+        mask: mask.clone(),
+        usable,
+        workers: steps,
+        result: Some(StepCpus {
+            cpus: last.clone(),
+            why: "the last core of the mask".to_string(),
+        }),
+        why: format!(
+            "step_thread_core {cpu}: {workers} workers on cpus {} from cpu {cpu}'s core up, API server on the last core of the mask ({last})",
+            cores[start..start + workers]
+                .iter()
+                .fold(CpuSet::new(), |acc, c| acc.union(c))
+        ),
+    })
 }
