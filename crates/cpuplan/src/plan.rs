@@ -238,3 +238,105 @@ fn cpu_plan(
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpuset::parse_cpu_list;
+    use crate::gpus::HostGpu;
+    use crate::topology::StaticTopology;
+
+    fn set(s: &str) -> CpuSet {
+        parse_cpu_list(s).unwrap()
+    }
+
+    fn gpu(address: &str, node: Option<u32>, local: &str) -> HostGpu {
+        HostGpu {
+            address: address.into(),
+            node,
+            local: Some(set(local)),
+        }
+    }
+
+    /// 16 CPUs without SMT.
+    fn flat(gpus: Vec<HostGpu>) -> StaticTopology {
+        StaticTopology {
+            siblings: vec![],
+            gpus,
+        }
+    }
+
+    fn some(a: &[&str]) -> Vec<Option<String>> {
+        a.iter().map(|s| Some(s.to_string())).collect()
+    }
+
+    #[test]
+    fn settings_parse_and_print() {
+        assert_eq!("off".parse::<Setting>().unwrap(), Setting::Off);
+        assert_eq!(" auto\n".parse::<Setting>().unwrap(), Setting::Auto);
+        assert_eq!("12".parse::<Setting>().unwrap(), Setting::Cpu(12));
+        for bad in ["", "-1", "on", "123456", "1.5"] {
+            let e = bad.parse::<Setting>().unwrap_err();
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+        }
+        assert_eq!(Setting::Cpu(7).to_string(), "7");
+        assert_eq!(Setting::Auto.to_string(), "auto");
+    }
+
+    #[test]
+    fn auto_ranks_gpus_within_their_node() {
+        let t = flat(vec![
+            gpu("0000:01:00.0", Some(0), "0-7"),
+            gpu("0000:02:00.0", Some(1), "8-15"),
+            gpu("0000:03:00.0", Some(0), "0-7"),
+        ]);
+        let p = deployment_plan_on(
+            Setting::Auto,
+            &some(&["0000:03:00.0", "0000:02:00.0"]),
+            &set("0-15"),
+            16,
+            &t,
+        )
+        .unwrap();
+        assert_eq!(p.workers[0].as_ref().unwrap().cpus, set("1"));
+        assert_eq!(p.workers[1].as_ref().unwrap().cpus, set("8"));
+        assert_eq!(p.result.unwrap().cpus, set("6"));
+    }
+
+    #[test]
+    fn auto_pins_nothing_where_inconsistent_locality_would_pin_a_cpu_twice() {
+        // Two GPUs, each rank 0 on its own "node", sharing the same local CPUs.
+        let t = flat(vec![
+            gpu("0000:01:00.0", Some(0), "0-7"),
+            gpu("0000:02:00.0", None, "0-7"),
+        ]);
+        let p = deployment_plan_on(
+            Setting::Auto,
+            &some(&["0000:01:00.0", "0000:02:00.0"]),
+            &set("0-7"),
+            8,
+            &t,
+        )
+        .unwrap();
+        assert!(p.pinned().is_empty());
+        assert!(p.why.contains("overlaps"), "{}", p.why);
+    }
+
+    #[test]
+    fn cpu_number_on_a_flat_topology() {
+        let p = deployment_plan_on(
+            Setting::Cpu(3),
+            &[None, None],
+            &set("0-15"),
+            16,
+            &flat(vec![]),
+        )
+        .unwrap();
+        assert_eq!(p.pinned(), set("3-4,15"));
+        assert_eq!(
+            p.workers[1].as_ref().unwrap().why,
+            "core 1 above cpu 3's core"
+        );
+        assert_eq!(p.left(), 13);
+    }
+}
