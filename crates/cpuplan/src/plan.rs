@@ -7,6 +7,11 @@ use std::str::FromStr;
 use crate::cpuset::CpuSet;
 use crate::topology::{SysfsTopology, Topology};
 
+mod auto;
+mod cores;
+
+use cores::Cores;
+
 /// The `step_thread_core` knob: `off`, a CPU number, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
@@ -152,6 +157,186 @@ pub fn deployment_plan_on(
     usable: usize,
     topo: &dyn Topology,
 ) -> Result<CpuPlan, CpuPlanError> {
-    let _ = (setting, addresses, mask, usable, topo);
-    todo!("H2")
+    let n = addresses.len();
+    match setting {
+        Setting::Off => Ok(CpuPlan::unpinned(
+            mask.clone(),
+            usable,
+            n,
+            "step_thread_core off",
+        )),
+        _ if n == 0 => Ok(CpuPlan::unpinned(
+            mask.clone(),
+            usable,
+            0,
+            format!("step_thread_core {setting}: no workers; nothing pinned"),
+        )),
+        Setting::Cpu(cpu) => cpu_plan(cpu, n, mask, usable, topo),
+        Setting::Auto => auto::auto_plan(addresses, mask, usable, topo),
+    }
+}
+
+/// The plan for `step_thread_core <cpu>`: worker 0 on `cpu`'s core, worker k on the k-th core above it, the API server on the mask's last core.
+fn cpu_plan(
+    cpu: usize,
+    workers: usize,
+    mask: &CpuSet,
+    usable: usize,
+    topo: &dyn Topology,
+) -> Result<CpuPlan, CpuPlanError> {
+    let setting = Setting::Cpu(cpu);
+    let unfit = |reason: String| CpuPlanError::Unfit { setting, reason };
+    if !mask.contains(cpu) {
+        return Err(unfit(format!("cpu {cpu} is not in the mask {mask}")));
+    }
+    let mut cores = Cores::new(topo, mask);
+    let cores = cores.cores_in(mask)?;
+    let Some(start) = cores.iter().position(|c| c.contains(cpu)) else {
+        return Err(unfit(format!("cpu {cpu} is in no core of the mask {mask}")));
+    };
+    let api = cores.len() - 1;
+    if start + workers > api {
+        return Err(unfit(format!(
+            "cpu {cpu} is too near the top of the mask {mask} for {workers} workers: \
+             they would take {workers} cores from core {start} of {}, the API server the last",
+            cores.len()
+        )));
+    }
+    let mut pinned = CpuSet::new();
+    let mut steps = Vec::with_capacity(workers);
+    for (k, core) in cores[start..start + workers].iter().enumerate() {
+        pinned.extend_from(core);
+        let why = match k {
+            0 => format!("cpu {cpu}'s core"),
+            k => format!("core {k} above cpu {cpu}'s core"),
+        };
+        steps.push(Some(StepCpus {
+            cpus: core.clone(),
+            why,
+        }));
+    }
+    let last = &cores[api];
+    pinned.extend_from(last);
+    if mask.is_subset(&pinned) {
+        return Err(unfit(format!(
+            "{workers} workers and the API server would leave no cpu of the mask {mask} unpinned"
+        )));
+    }
+    Ok(CpuPlan {
+        mask: mask.clone(),
+        usable,
+        workers: steps,
+        result: Some(StepCpus {
+            cpus: last.clone(),
+            why: "the last core of the mask".to_string(),
+        }),
+        why: format!(
+            "step_thread_core {cpu}: {workers} workers on cpus {} from cpu {cpu}'s core up, API server on the last core of the mask ({last})",
+            cores[start..start + workers]
+                .iter()
+                .fold(CpuSet::new(), |acc, c| acc.union(c))
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpuset::parse_cpu_list;
+    use crate::gpus::HostGpu;
+    use crate::topology::StaticTopology;
+
+    fn set(s: &str) -> CpuSet {
+        parse_cpu_list(s).unwrap()
+    }
+
+    fn gpu(address: &str, node: Option<u32>, local: &str) -> HostGpu {
+        HostGpu {
+            address: address.into(),
+            node,
+            local: Some(set(local)),
+        }
+    }
+
+    /// 16 CPUs without SMT.
+    fn flat(gpus: Vec<HostGpu>) -> StaticTopology {
+        StaticTopology {
+            siblings: vec![],
+            gpus,
+        }
+    }
+
+    fn some(a: &[&str]) -> Vec<Option<String>> {
+        a.iter().map(|s| Some(s.to_string())).collect()
+    }
+
+    #[test]
+    fn settings_parse_and_print() {
+        assert_eq!("off".parse::<Setting>().unwrap(), Setting::Off);
+        assert_eq!(" auto\n".parse::<Setting>().unwrap(), Setting::Auto);
+        assert_eq!("12".parse::<Setting>().unwrap(), Setting::Cpu(12));
+        for bad in ["", "-1", "on", "123456", "1.5"] {
+            let e = bad.parse::<Setting>().unwrap_err();
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+        }
+        assert_eq!(Setting::Cpu(7).to_string(), "7");
+        assert_eq!(Setting::Auto.to_string(), "auto");
+    }
+
+    #[test]
+    fn auto_ranks_gpus_within_their_node() {
+        let t = flat(vec![
+            gpu("0000:01:00.0", Some(0), "0-7"),
+            gpu("0000:02:00.0", Some(1), "8-15"),
+            gpu("0000:03:00.0", Some(0), "0-7"),
+        ]);
+        let p = deployment_plan_on(
+            Setting::Auto,
+            &some(&["0000:03:00.0", "0000:02:00.0"]),
+            &set("0-15"),
+            16,
+            &t,
+        )
+        .unwrap();
+        assert_eq!(p.workers[0].as_ref().unwrap().cpus, set("1"));
+        assert_eq!(p.workers[1].as_ref().unwrap().cpus, set("8"));
+        assert_eq!(p.result.unwrap().cpus, set("6"));
+    }
+
+    #[test]
+    fn auto_pins_nothing_where_inconsistent_locality_would_pin_a_cpu_twice() {
+        // Two GPUs, each rank 0 on its own "node", sharing the same local CPUs.
+        let t = flat(vec![
+            gpu("0000:01:00.0", Some(0), "0-7"),
+            gpu("0000:02:00.0", None, "0-7"),
+        ]);
+        let p = deployment_plan_on(
+            Setting::Auto,
+            &some(&["0000:01:00.0", "0000:02:00.0"]),
+            &set("0-7"),
+            8,
+            &t,
+        )
+        .unwrap();
+        assert!(p.pinned().is_empty());
+        assert!(p.why.contains("overlaps"), "{}", p.why);
+    }
+
+    #[test]
+    fn cpu_number_on_a_flat_topology() {
+        let p = deployment_plan_on(
+            Setting::Cpu(3),
+            &[None, None],
+            &set("0-15"),
+            16,
+            &flat(vec![]),
+        )
+        .unwrap();
+        assert_eq!(p.pinned(), set("3-4,15"));
+        assert_eq!(
+            p.workers[1].as_ref().unwrap().why,
+            "core 1 above cpu 3's core"
+        );
+        assert_eq!(p.left(), 13);
+    }
 }

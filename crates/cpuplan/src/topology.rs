@@ -1,9 +1,11 @@
-//! Where the planner learns the host's SMT siblings and GPUs: sysfs, or an in-memory snapshot (STUB).
+//! Where the planner learns the host's SMT siblings and GPUs: sysfs, or an in-memory snapshot.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::cpuset::CpuSet;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fsutil::{read_cpu_list_optional, under};
 use crate::gpus::HostGpu;
 
 /// The host facts `deployment_plan` needs.
@@ -39,6 +41,56 @@ pub struct StaticTopology {
     pub gpus: Vec<HostGpu>,
 }
 
+/// The host's online CPUs: `<root>/sys/devices/system/cpu/online`, else the `cpuN` directories there (empty if neither exists).
+pub fn online_cpus(root: &Path) -> Result<CpuSet> {
+    let cpu_dir = under(root, "/sys/devices/system/cpu");
+    if let Some(set) = read_cpu_list_optional(&cpu_dir.join("online"))? {
+        return Ok(set);
+    }
+    let entries = match std::fs::read_dir(&cpu_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CpuSet::new()),
+        Err(source) => {
+            return Err(Error::Io {
+                path: cpu_dir,
+                source,
+            })
+        }
+    };
+    let mut set = CpuSet::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| Error::Io {
+            path: cpu_dir.clone(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let Some(digits) = name.to_str().and_then(|n| n.strip_prefix("cpu")) else {
+            continue;
+        };
+        if !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(cpu) = digits.parse::<usize>() {
+                set.insert(cpu);
+            }
+        }
+    }
+    Ok(set)
+}
+
+impl StaticTopology {
+    /// A snapshot of sysfs under `root`: every online CPU's siblings, and the GPUs like the device at `like`.
+    pub fn from_sysfs(root: &Path, like: &str) -> Result<Self> {
+        let online = online_cpus(root)?;
+        let mut siblings = vec![CpuSet::new(); online.last().map_or(0, |c| c + 1)];
+        for cpu in &online {
+            siblings[cpu] = crate::smt::smt_siblings(root, cpu)?;
+        }
+        Ok(StaticTopology {
+            siblings,
+            gpus: crate::gpus::host_gpus(root, like)?,
+        })
+    }
+}
+
 impl Topology for SysfsTopology {
     fn smt_siblings(&self, cpu: usize) -> Result<CpuSet> {
         crate::smt::smt_siblings(&self.root, cpu)
@@ -46,5 +98,112 @@ impl Topology for SysfsTopology {
 
     fn host_gpus(&self, like: &str) -> Result<Vec<HostGpu>> {
         crate::gpus::host_gpus(&self.root, like)
+    }
+}
+
+impl Topology for StaticTopology {
+    /// The listed siblings (with `cpu` itself); `{cpu}` for a cpu not listed.
+    fn smt_siblings(&self, cpu: usize) -> Result<CpuSet> {
+        let mut set = self.siblings.get(cpu).cloned().unwrap_or_default();
+        set.insert(cpu);
+        Ok(set)
+    }
+
+    /// The snapshot's GPUs whatever `like`, provided `like` is one of them; else a `NotFound` error naming it, as sysfs gives for an absent device.
+    fn host_gpus(&self, like: &str) -> Result<Vec<HostGpu>> {
+        if self.gpus.iter().any(|g| g.address == like) {
+            Ok(self.gpus.clone())
+        } else {
+            Err(Error::Io {
+                path: PathBuf::from(like),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("no GPU {like:?} in the static topology"),
+                ),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpuset::parse_cpu_list;
+    use crate::gpus::is_not_found;
+
+    fn cpu_file(root: &Path, rel: &str, text: &str) {
+        let p = under(root, format!("/sys/devices/system/cpu/{rel}"));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn online_cpus_prefers_the_online_file() {
+        let d = tempfile::tempdir().unwrap();
+        cpu_file(d.path(), "online", "4-20\n");
+        cpu_file(d.path(), "cpu0/topology/core_id", "0\n");
+        assert_eq!(
+            online_cpus(d.path()).unwrap(),
+            parse_cpu_list("4-20").unwrap()
+        );
+    }
+
+    #[test]
+    fn online_cpus_falls_back_to_cpu_directories() {
+        let d = tempfile::tempdir().unwrap();
+        for c in [0, 1, 11] {
+            cpu_file(d.path(), &format!("cpu{c}/topology/core_id"), "0\n");
+        }
+        cpu_file(d.path(), "cpufreq/x", "");
+        cpu_file(d.path(), "cpuidle/x", "");
+        assert_eq!(
+            online_cpus(d.path()).unwrap(),
+            parse_cpu_list("0-1,11").unwrap()
+        );
+        let empty = tempfile::tempdir().unwrap();
+        assert!(online_cpus(empty.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn static_topology_answers_from_memory() {
+        let t = StaticTopology {
+            siblings: vec![parse_cpu_list("0,2").unwrap(), CpuSet::new()],
+            gpus: vec![HostGpu {
+                address: "0000:01:00.0".into(),
+                node: Some(0),
+                local: None,
+            }],
+        };
+        assert_eq!(t.smt_siblings(0).unwrap(), parse_cpu_list("0,2").unwrap());
+        assert_eq!(t.smt_siblings(1).unwrap(), parse_cpu_list("1").unwrap());
+        assert_eq!(t.smt_siblings(99).unwrap(), parse_cpu_list("99").unwrap());
+        assert_eq!(t.host_gpus("0000:01:00.0").unwrap().len(), 1);
+        let e = t.host_gpus("0000:02:00.0").unwrap_err();
+        assert!(
+            is_not_found(&e) && e.to_string().contains("0000:02:00.0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn from_sysfs_snapshots_siblings_and_gpus() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        cpu_file(r, "online", "0-3\n");
+        cpu_file(r, "cpu0/topology/thread_siblings_list", "0,2\n");
+        cpu_file(r, "cpu2/topology/thread_siblings_list", "0,2\n");
+        let dev = under(r, "/sys/bus/pci/devices/0000:01:00.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(dev.join("class"), "0x030200\n").unwrap();
+        let t = StaticTopology::from_sysfs(r, "0000:01:00.0").unwrap();
+        assert_eq!(t.siblings.len(), 4);
+        assert_eq!(t.siblings[2], parse_cpu_list("0,2").unwrap());
+        assert_eq!(t.siblings[3], parse_cpu_list("3").unwrap());
+        assert_eq!(t.gpus[0].address, "0000:01:00.0");
+        assert_eq!(
+            t.smt_siblings(0).unwrap(),
+            SysfsTopology::new(r).smt_siblings(0).unwrap()
+        );
     }
 }

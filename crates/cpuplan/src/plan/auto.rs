@@ -1,0 +1,168 @@
+//! `step_thread_core auto`: each worker on the core at its GPU's rank among the GPUs of its NUMA node.
+
+use std::collections::HashMap;
+
+use super::cores::Cores;
+use super::{CpuPlan, CpuPlanError, StepCpus};
+use crate::cpuset::CpuSet;
+use crate::gpus::{is_not_found, HostGpu};
+use crate::topology::Topology;
+
+/// A NUMA node as a log line names it.
+fn node_name(node: Option<u32>) -> String {
+    match node {
+        Some(n) => format!("node {n}"),
+        None => "no NUMA node".to_string(),
+    }
+}
+
+/// Where one worker's GPU sits: its rank among its node's GPUs and the cores it picks from.
+struct Placement<'g> {
+    gpu: &'g HostGpu,
+    rank: usize,
+    peers: usize,
+    cores: Vec<CpuSet>,
+}
+
+/// The `auto` plan for `addresses` (at least one worker); pins nothing, saying why, where the host can't place every worker.
+pub(crate) fn auto_plan(
+    addresses: &[Option<String>],
+    mask: &CpuSet,
+    usable: usize,
+    topo: &dyn Topology,
+) -> Result<CpuPlan, CpuPlanError> {
+    let n = addresses.len();
+    let nothing = |why: String| {
+        Ok(CpuPlan::unpinned(
+            mask.clone(),
+            usable,
+            n,
+            format!("step_thread_core auto: {why}; nothing pinned"),
+        ))
+    };
+
+    let addressed: Vec<(usize, &str)> = addresses
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| a.as_deref().map(|a| (i, a)))
+        .collect();
+    let Some(&(_, like)) = addressed.first() else {
+        return nothing("no worker has a GPU address".into());
+    };
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(addressed.len());
+    for &(i, addr) in &addressed {
+        if let Some(j) = seen.insert(addr, i) {
+            return nothing(format!("workers {j} and {i} share gpu {addr}"));
+        }
+    }
+
+    let gpus = match topo.host_gpus(like) {
+        Ok(gpus) => gpus,
+        Err(e) if is_not_found(&e) => return nothing(format!("gpu {like} is not in sysfs ({e})")),
+        Err(e) => return Err(e.into()),
+    };
+
+    let mut cores = Cores::new(topo, mask);
+    let mut placed: Vec<(usize, Placement)> = Vec::with_capacity(addressed.len());
+    for &(i, addr) in &addressed {
+        let Some(gpu) = gpus.iter().find(|g| g.address == addr) else {
+            return nothing(format!(
+                "worker {i}'s gpu {addr} is not among the host's {} GPUs like {like}",
+                gpus.len()
+            ));
+        };
+        let mut rank = 0;
+        let mut peers = 0;
+        for g in gpus.iter().filter(|g| g.node == gpu.node) {
+            if g.address == addr {
+                rank = peers;
+            }
+            peers += 1;
+        }
+        let Some(local) = &gpu.local else {
+            return nothing(format!("gpu {addr} has no local CPUs in sysfs"));
+        };
+        let node_cores = cores.cores_in(local)?;
+        if node_cores.len() < 2 * peers {
+            return nothing(format!(
+                "{} has {} cores in the mask for gpu {addr}'s {peers} GPUs, fewer than 2 per GPU",
+                node_name(gpu.node),
+                node_cores.len()
+            ));
+        }
+        let wanted = vec![
+            node_cores[rank].clone(),
+            node_cores[node_cores.len() - 1 - rank].clone(),
+        ];
+        placed.push((
+            i,
+            Placement {
+                gpu,
+                rank,
+                peers,
+                cores: wanted,
+            },
+        ));
+    }
+
+    let mut workers: Vec<Option<StepCpus>> = vec![None; n];
+    let mut taken = CpuSet::new();
+    let place = |p: &Placement, from: &str| {
+        format!(
+            "gpu {} rank {} of {} on {}: core {} from the {from}",
+            p.gpu.address,
+            p.rank,
+            p.peers,
+            node_name(p.gpu.node),
+            p.rank
+        )
+    };
+    for (i, p) in &placed {
+        let cpus = &p.cores[0];
+        if taken.intersects(cpus) {
+            return nothing(format!(
+                "worker {i}'s core {cpus} overlaps another worker's (sysfs places GPUs inconsistently)"
+            ));
+        }
+        taken.extend_from(cpus);
+        workers[*i] = Some(StepCpus {
+            cpus: cpus.clone(),
+            why: place(p, "bottom"),
+        });
+    }
+    let (first, p) = &placed[0];
+    let top = &p.cores[1];
+    if taken.intersects(top) {
+        return nothing(format!(
+            "the API server's core {top} overlaps a worker's (sysfs places GPUs inconsistently)"
+        ));
+    }
+    taken.extend_from(top);
+    if mask.is_subset(&taken) {
+        return nothing(format!(
+            "pinning {} would leave no CPU of the mask {mask} unpinned",
+            taken
+        ));
+    }
+    let result = StepCpus {
+        cpus: top.clone(),
+        why: format!("worker {first}'s {}", place(p, "top")),
+    };
+    let mut nodes: Vec<Option<u32>> = placed.iter().map(|(_, p)| p.gpu.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let nodes: Vec<String> = nodes.into_iter().map(node_name).collect();
+    let why = format!(
+        "step_thread_core auto: {} of {n} workers pinned by GPU rank on {} ({} host GPUs like {like}), API server on cpus {top}",
+        placed.len(),
+        nodes.join(", "),
+        gpus.len()
+    );
+    Ok(CpuPlan {
+        mask: mask.clone(),
+        usable,
+        workers,
+        result: Some(result),
+        why,
+    })
+}
