@@ -37,7 +37,10 @@ fn gpu_bundle(tag: &str, cmd: &str, extra_config: Value) -> (Bundle, std::path::
 }
 
 fn section<'a>(out: &'a str, name: &str) -> &'a str {
-    let start = out.find(&format!("--- {name}\n")).map(|i| i + name.len() + 5).unwrap_or(0);
+    let start = out
+        .find(&format!("--- {name}\n"))
+        .map(|i| i + name.len() + 5)
+        .unwrap_or(0);
     let rest = &out[start..];
     &rest[..rest.find("\n--- ").map(|i| i + 1).unwrap_or(rest.len())]
 }
@@ -49,7 +52,10 @@ fn the_container_sees_its_plan_and_cpuset_before_it_starts() {
     assert_eq!(rc, 0, "runc failed: {err}\n{out}");
     // The cpuset the hook chose: the GPU's local CPU 1 holds the 1 usable CPU.
     assert!(out.contains("cpus=1\n"), "{out}");
-    assert!(out.contains("mount=tmpfs /run tmpfs"), "plan files must sit on the runtime's /run tmpfs: {out}");
+    assert!(
+        out.contains("mount=tmpfs /run tmpfs"),
+        "plan files must sit on the runtime's /run tmpfs: {out}"
+    );
     let env = section(&out, "env");
     assert_eq!(line_value(env, "CPUPLAN_MASK"), Some("'1'"), "{env}");
     assert_eq!(line_value(env, "CPUPLAN_USABLE"), Some("'1'"));
@@ -58,7 +64,10 @@ fn the_container_sees_its_plan_and_cpuset_before_it_starts() {
     assert_eq!(line_value(env, "CPUPLAN_SETTING"), Some("'auto'"));
     assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("'1'"));
     assert_eq!(line_value(env, "GOMAXPROCS"), Some("'1'"));
-    assert!(line_value(env, "CPUPLAN_WHY").unwrap().contains("cpuset 1"), "{env}");
+    assert!(
+        line_value(env, "CPUPLAN_WHY").unwrap().contains("cpuset 1"),
+        "{env}"
+    );
     let json: Value = serde_json::from_str(section(&out, "json")).expect("plan.json parses");
     assert_eq!(json["container"], b.id.as_str());
     assert_eq!(json["mask"], "1");
@@ -84,14 +93,23 @@ fn the_container_sees_its_plan_and_cpuset_before_it_starts() {
 fn an_unwritable_plan_dir_still_starts_the_container_with_the_cause_logged() {
     let (mut b, log) = gpu_bundle("rofs", "echo started; ls /run", json!({}));
     let mounts = b.config["mounts"].as_array_mut().unwrap();
-    let run = mounts.iter_mut().find(|m| m["destination"] == "/run").unwrap();
+    let run = mounts
+        .iter_mut()
+        .find(|m| m["destination"] == "/run")
+        .unwrap();
     run["options"] = json!(["nosuid", "nodev", "mode=755", "ro"]);
     let (rc, out, err) = b.run();
     assert_eq!(rc, 0, "the container must start: {err}");
     assert!(out.contains("started"), "{out}");
     let log = std::fs::read_to_string(log).unwrap();
-    assert!(log.contains("planning problem") && log.contains("/run/cpuplan"), "{log}");
-    assert!(log.contains("Read-only file system") || log.contains("EROFS"), "{log}");
+    assert!(
+        log.contains("planning problem") && log.contains("/run/cpuplan"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Read-only file system") || log.contains("EROFS"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -101,7 +119,10 @@ fn deny_refuses_the_container_naming_the_cause() {
     let (rc, out, err) = b.run();
     assert_ne!(rc, 0, "deny must refuse the container: {out}");
     assert!(!out.contains("should-not-run"));
-    assert!(err.contains("\"fast\"") && err.contains("cpuplan.step-thread-core"), "{err}");
+    assert!(
+        err.contains("\"fast\"") && err.contains("cpuplan.step-thread-core"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -111,5 +132,10 @@ fn a_bad_setting_under_allow_starts_with_the_off_plan_and_the_cause() {
     let (rc, out, err) = b.run();
     assert_eq!(rc, 0, "{err}");
     assert_eq!(line_value(&out, "CPUPLAN_SETTING"), Some("'off'"), "{out}");
-    assert!(line_value(&out, "CPUPLAN_WHY").unwrap().contains("\"fast\""), "{out}");
+    assert!(
+        line_value(&out, "CPUPLAN_WHY")
+            .unwrap()
+            .contains("\"fast\""),
+        "{out}"
+    );
 }

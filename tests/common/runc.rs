@@ -18,10 +18,20 @@ pub fn fixtures() -> PathBuf {
 
 /// Fails (never skips) when the test cannot run here: not root, or runc/busybox missing.
 pub fn require_runc() {
-    assert!(nix::unistd::Uid::effective().is_root(), "the runc end-to-end tests run as root (CI does)");
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "the runc end-to-end tests run as root (CI does)"
+    );
     for (bin, pkg) in [("runc", "runc"), ("busybox", "busybox-static")] {
-        let ok = Command::new("sh").arg("-c").arg(format!("command -v {bin}")).output().map(|o| o.status.success());
-        assert!(ok.unwrap_or(false), "{bin} is missing: apt-get install -y {pkg} (.ci/run does)");
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {bin}"))
+            .output()
+            .map(|o| o.status.success());
+        assert!(
+            ok.unwrap_or(false),
+            "{bin} is missing: apt-get install -y {pkg} (.ci/run does)"
+        );
     }
 }
 
@@ -41,7 +51,10 @@ impl Bundle {
     /// A new bundle; the container runs `cmd` with `sh -c`.
     pub fn new(tag: &str, cmd: &str) -> Bundle {
         require_runc();
-        let dir = tempfile::Builder::new().prefix("cpuplan-e2e-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("cpuplan-e2e-")
+            .tempdir()
+            .expect("tempdir");
         let id = format!("cpuplan-{tag}-{}", std::process::id());
         let rootfs = dir.path().join("bundle/rootfs");
         for d in ["bin", "proc", "sys", "dev", "run", "tmp", "etc"] {
@@ -49,13 +62,25 @@ impl Bundle {
         }
         let busybox = which("busybox");
         std::fs::copy(&busybox, rootfs.join("bin/busybox")).unwrap();
-        for applet in ["sh", "cat", "grep", "sed", "ls", "env", "echo", "stat", "mount", "sleep", "true", "test", "find"] {
+        for applet in [
+            "sh", "cat", "grep", "sed", "ls", "env", "echo", "stat", "mount", "sleep", "true",
+            "test", "find",
+        ] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
         }
-        let out = Command::new("runc").arg("spec").current_dir(dir.path().join("bundle")).output().unwrap();
-        assert!(out.status.success(), "runc spec: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("runc")
+            .arg("spec")
+            .current_dir(dir.path().join("bundle"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "runc spec: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let config: Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("bundle/config.json")).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(dir.path().join("bundle/config.json")).unwrap())
+                .unwrap();
         let cgroup = format!("/{id}");
         let mut b = Bundle {
             dir,
@@ -87,7 +112,10 @@ impl Bundle {
 
     /// Adds `KEY=VALUE` to the container's env.
     pub fn env(&mut self, kv: &str) -> &mut Self {
-        self.config["process"]["env"].as_array_mut().unwrap().push(json!(kv));
+        self.config["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(kv));
         self
     }
 
@@ -121,7 +149,11 @@ impl Bundle {
 
     /// Runs the container in the foreground: (runc exit status, stdout, stderr).
     pub fn run(&self) -> (i32, String, String) {
-        std::fs::write(self.path().join("config.json"), serde_json::to_vec_pretty(&self.config).unwrap()).unwrap();
+        std::fs::write(
+            self.path().join("config.json"),
+            serde_json::to_vec_pretty(&self.config).unwrap(),
+        )
+        .unwrap();
         let out = Command::new("timeout")
             .arg("120")
             .arg("runc")
@@ -159,11 +191,16 @@ impl Drop for Bundle {
 
 /// The absolute path of a program on PATH.
 pub fn which(bin: &str) -> PathBuf {
-    let out = Command::new("sh").arg("-c").arg(format!("command -v {bin}")).output().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {bin}"))
+        .output()
+        .unwrap();
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// The value of `KEY=` in `text` (`KEY='v'` form unquoted when simple).
 pub fn line_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
 }
