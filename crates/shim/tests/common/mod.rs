@@ -194,3 +194,28 @@ pub fn elf_program_headers(path: &Path) -> Vec<u32> {
 
 /// ELF `PT_INTERP`: the program asks for a dynamic loader.
 pub const PT_INTERP: u32 = 3;
+
+/// Builds example `name` of this crate (as `cargo test` would) and returns its path.
+pub fn build_example(name: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "cpuplan-shim",
+            "--example",
+            name,
+            "--target-dir",
+        ])
+        .arg(target_dir())
+        .current_dir(workspace_root())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo");
+    assert!(
+        out.status.success(),
+        "building example {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir().join("examples").join(name)
+}
