@@ -1,0 +1,384 @@
+//! [`Plan`]: the plan the hook wrote into the container, from `plan.json` or the `CPUPLAN_*` variables.
+
+use std::path::{Path, PathBuf};
+
+use cpuplan::json::{Pools, ResultJson, WorkerJson};
+use cpuplan::{CpuSet, PlanFile, PLAN_VERSION};
+
+use crate::error::{Result, ShimError};
+
+/// Where the hook writes the plan inside the container.
+pub const DEFAULT_PLAN: &str = "/run/cpuplan/plan.json";
+
+/// The variable naming another plan file than [`DEFAULT_PLAN`].
+pub const PLAN_VAR: &str = "CPUPLAN_PLAN";
+
+/// The env file's name, next to the plan.
+pub const ENV_FILE: &str = "plan.env";
+
+/// A deployment's plan as this container's processes read it, and where it was read from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The plan, in the planner's JSON form.
+    pub file: PlanFile,
+    /// Where it came from (a path, or "the environment"), for messages.
+    pub source: String,
+}
+
+impl Plan {
+    /// The plan file to read: `$CPUPLAN_PLAN` when set and not empty, else [`DEFAULT_PLAN`].
+    pub fn default_path() -> PathBuf {
+        match std::env::var_os(PLAN_VAR) {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => PathBuf::from(DEFAULT_PLAN),
+        }
+    }
+
+    /// Reads the plan file named by `$CPUPLAN_PLAN`, else [`DEFAULT_PLAN`].
+    pub fn load() -> Result<Plan> {
+        Self::load_from(&Self::default_path())
+    }
+
+    /// Reads the plan file at `path`; [`ShimError::NoPlan`] when it does not exist.
+    pub fn load_from(path: &Path) -> Result<Plan> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse_json(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ShimError::NoPlan(format!(
+                "{} does not exist",
+                path.display()
+            ))),
+            Err(source) => Err(ShimError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// The plan in `text`, the JSON the hook wrote at `path` (extra keys are ignored).
+    pub fn parse_json(text: &str, path: &Path) -> Result<Plan> {
+        let file: PlanFile = serde_json::from_str(text).map_err(|source| ShimError::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if file.version != PLAN_VERSION {
+            return Err(ShimError::Version {
+                path: path.to_path_buf(),
+                found: file.version,
+                expected: PLAN_VERSION,
+            });
+        }
+        Ok(Plan {
+            file,
+            source: path.display().to_string(),
+        })
+    }
+
+    /// The plan in this process's `CPUPLAN_*` variables (those `plan.env` sets).
+    pub fn from_env() -> Result<Plan> {
+        Self::from_vars(|k| std::env::var(k).ok(), "the environment")
+    }
+
+    /// The plan in [`crate::envfile::parse_env`]'s output, read from `path`.
+    pub fn from_env_vars(vars: &[(String, String)], path: &Path) -> Result<Plan> {
+        let get = |k: &str| {
+            vars.iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        Self::from_vars(get, &path.display().to_string())
+    }
+
+    /// The plan in the `CPUPLAN_*` variables that `get` returns; `source` names where they came from.
+    ///
+    /// `CPUPLAN_MASK` and `CPUPLAN_USABLE` are required. `CPUPLAN_WORKERS` lists each
+    /// worker's CPUs, `;`-separated, empty for an unpinned worker; an empty or absent
+    /// value means no worker is pinned (no workers, or all unpinned: the same plan).
+    /// `CPUPLAN_LEFT`, `CPUPLAN_PINNED` and the pool sizes are recomputed when absent.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>, source: &str) -> Result<Plan> {
+        let bad = |name: &str, value: &str, what: &str| ShimError::Var {
+            source_name: source.to_string(),
+            name: name.to_string(),
+            value: value.to_string(),
+            what: what.to_string(),
+        };
+        let cpus = |name: &str, value: &str| -> Result<CpuSet> {
+            cpuplan::parse_cpu_list(value.trim()).map_err(|e| bad(name, value, &e.reason))
+        };
+        let count = |name: &str, value: &str| -> Result<usize> {
+            value
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| bad(name, value, "not a count"))
+        };
+        let Some(mask_text) = get("CPUPLAN_MASK") else {
+            return Err(ShimError::NoPlan(format!(
+                "CPUPLAN_MASK is not set in {source}"
+            )));
+        };
+        let mask = cpus("CPUPLAN_MASK", &mask_text)?;
+        if mask.is_empty() {
+            return Err(bad("CPUPLAN_MASK", &mask_text, "the mask is empty"));
+        }
+        let usable_text =
+            get("CPUPLAN_USABLE").ok_or_else(|| bad("CPUPLAN_USABLE", "", "not set"))?;
+        let usable = count("CPUPLAN_USABLE", &usable_text)?;
+
+        let workers_text = get("CPUPLAN_WORKERS").unwrap_or_default();
+        let devices_text = get("CPUPLAN_DEVICES").unwrap_or_default();
+        let mut workers = Vec::new();
+        if !workers_text.is_empty() {
+            let devices: Vec<&str> = devices_text.split(';').collect();
+            let lists: Vec<&str> = workers_text.split(';').collect();
+            if !devices_text.is_empty() && devices.len() != lists.len() {
+                return Err(bad(
+                    "CPUPLAN_DEVICES",
+                    &devices_text,
+                    &format!("{} devices for {} workers", devices.len(), lists.len()),
+                ));
+            }
+            for (i, list) in lists.iter().enumerate() {
+                if list.trim().is_empty() {
+                    workers.push(None);
+                    continue;
+                }
+                let device = devices
+                    .get(i)
+                    .map(|d| d.trim())
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_string);
+                workers.push(Some(WorkerJson {
+                    device,
+                    cpus: cpuplan::parse_cpu_list(list.trim()).map_err(|e| {
+                        bad(
+                            "CPUPLAN_WORKERS",
+                            &workers_text,
+                            &format!("worker {i}: {}", e.reason),
+                        )
+                    })?,
+                    why: format!("worker {i} of CPUPLAN_WORKERS in {source}"),
+                }));
+            }
+        }
+        let result = match get("CPUPLAN_RESULT") {
+            Some(r) if !r.trim().is_empty() => Some(ResultJson {
+                cpus: cpus("CPUPLAN_RESULT", &r)?,
+                why: format!("CPUPLAN_RESULT in {source}"),
+            }),
+            _ => None,
+        };
+        let mut file = PlanFile {
+            version: PLAN_VERSION,
+            setting: get("CPUPLAN_SETTING").unwrap_or_else(|| "unknown".into()),
+            mask,
+            usable,
+            workers,
+            result,
+            pinned: CpuSet::new(),
+            left: 0,
+            pools: Pools {
+                preprocess_threads: 0,
+                png_threads: 0,
+                encode_workers: 0,
+                copy_workers: 0,
+            },
+            why: get("CPUPLAN_WHY").unwrap_or_default(),
+        };
+        // Derived values: the ones given, else the planner's.
+        let derived = PlanFile::new(&file.to_plan(), &file.setting, &[]);
+        file.pinned = match get("CPUPLAN_PINNED") {
+            Some(p) => cpus("CPUPLAN_PINNED", &p)?,
+            None => derived.pinned,
+        };
+        let opt_count = |name: &str, default: usize| -> Result<usize> {
+            get(name).map_or(Ok(default), |v| count(name, &v))
+        };
+        file.left = opt_count("CPUPLAN_LEFT", derived.left)?;
+        file.pools = Pools {
+            preprocess_threads: opt_count(
+                "CPUPLAN_PREPROCESS_THREADS",
+                derived.pools.preprocess_threads,
+            )?,
+            png_threads: opt_count("CPUPLAN_PNG_THREADS", derived.pools.png_threads)?,
+            encode_workers: opt_count("CPUPLAN_ENCODE_WORKERS", derived.pools.encode_workers)?,
+            copy_workers: opt_count("CPUPLAN_COPY_WORKERS", derived.pools.copy_workers)?,
+        };
+        Ok(Plan {
+            file,
+            source: source.to_string(),
+        })
+    }
+
+    /// The plan file if there is one, else the `CPUPLAN_*` variables; [`ShimError::NoPlan`] when neither is present.
+    ///
+    /// A plan file that exists but does not parse is an error, not a reason to fall back.
+    pub fn find() -> Result<Plan> {
+        match Self::load() {
+            Err(ShimError::NoPlan(file)) => match Self::from_env() {
+                Err(ShimError::NoPlan(vars)) => {
+                    Err(ShimError::NoPlan(format!("{file}, and {vars}")))
+                }
+                other => other,
+            },
+            other => other,
+        }
+    }
+
+    /// The CPUs the container may run on: the process mask while this plan is installed.
+    pub fn mask(&self) -> &CpuSet {
+        &self.file.mask
+    }
+
+    /// How many of the mask's CPUs the quota lets run.
+    pub fn usable(&self) -> usize {
+        self.file.usable
+    }
+
+    /// The CPUs the quota lets run, less the pinned ones: what pools are sized from.
+    pub fn left(&self) -> usize {
+        self.file.left
+    }
+
+    /// How many workers the plan lists (pinned or not).
+    pub fn workers(&self) -> usize {
+        self.file.workers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn from(pairs: &[(&str, &str)]) -> Result<Plan> {
+        let m = vars(pairs);
+        Plan::from_vars(|k| m.get(k).cloned(), "plan.env")
+    }
+
+    #[test]
+    fn builds_a_plan_from_the_variables() {
+        let p = from(&[
+            ("CPUPLAN_SETTING", "auto"),
+            ("CPUPLAN_MASK", "0-55,112-167"),
+            ("CPUPLAN_USABLE", "16"),
+            ("CPUPLAN_WORKERS", "1,113;"),
+            ("CPUPLAN_DEVICES", "0000:2a:00.0;"),
+            ("CPUPLAN_RESULT", "54,166"),
+            ("CPUPLAN_WHY", "auto: by rank"),
+        ])
+        .unwrap();
+        assert_eq!(p.file.setting, "auto");
+        assert_eq!(p.workers(), 2);
+        let w0 = p.file.workers[0].as_ref().unwrap();
+        assert_eq!(w0.cpus.to_string(), "1,113");
+        assert_eq!(w0.device.as_deref(), Some("0000:2a:00.0"));
+        assert!(p.file.workers[1].is_none());
+        assert_eq!(p.file.result.as_ref().unwrap().cpus.to_string(), "54,166");
+        // Recomputed as the planner does: 16 usable less 4 pinned.
+        assert_eq!(p.file.pinned.to_string(), "1,54,113,166");
+        assert_eq!(p.left(), 12);
+        assert_eq!(p.file.pools.encode_workers, 4);
+        assert_eq!(p.file.why, "auto: by rank");
+    }
+
+    #[test]
+    fn given_derived_values_are_kept() {
+        let p = from(&[
+            ("CPUPLAN_MASK", "0-3"),
+            ("CPUPLAN_USABLE", "4"),
+            ("CPUPLAN_LEFT", "7"),
+            ("CPUPLAN_PNG_THREADS", "2"),
+        ])
+        .unwrap();
+        assert_eq!(p.left(), 7);
+        assert_eq!(p.file.pools.png_threads, 2);
+        assert_eq!(p.workers(), 0);
+        assert!(p.file.result.is_none());
+    }
+
+    #[test]
+    fn bad_variables_name_the_variable_and_value() {
+        for (pairs, name, value) in [
+            (
+                vec![("CPUPLAN_MASK", "0-x"), ("CPUPLAN_USABLE", "2")],
+                "CPUPLAN_MASK",
+                "0-x",
+            ),
+            (
+                vec![("CPUPLAN_MASK", "0-1"), ("CPUPLAN_USABLE", "two")],
+                "CPUPLAN_USABLE",
+                "two",
+            ),
+            (vec![("CPUPLAN_MASK", "0-1")], "CPUPLAN_USABLE", ""),
+            (
+                vec![
+                    ("CPUPLAN_MASK", "0-1"),
+                    ("CPUPLAN_USABLE", "2"),
+                    ("CPUPLAN_WORKERS", "1;9-2"),
+                ],
+                "CPUPLAN_WORKERS",
+                "1;9-2",
+            ),
+            (
+                vec![
+                    ("CPUPLAN_MASK", "0-1"),
+                    ("CPUPLAN_USABLE", "2"),
+                    ("CPUPLAN_WORKERS", "0;1"),
+                    ("CPUPLAN_DEVICES", "a"),
+                ],
+                "CPUPLAN_DEVICES",
+                "a",
+            ),
+        ] {
+            let e = from(&pairs).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(&format!("plan.env: {name}={value:?}")),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_mask_is_no_plan() {
+        let e = from(&[("CPUPLAN_USABLE", "2")]).unwrap_err();
+        assert!(matches!(e, ShimError::NoPlan(_)), "{e}");
+    }
+
+    #[test]
+    fn json_plans_check_their_version_and_name_the_file() {
+        let path = Path::new("/run/cpuplan/plan.json");
+        let e = Plan::parse_json("{\"version\": 1", path).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/run/cpuplan/plan.json: not a cpuplan plan"),
+            "{e}"
+        );
+        let mut v = serde_json::to_value(sample_file()).unwrap();
+        v["version"] = 9.into();
+        let e = Plan::parse_json(&v.to_string(), path).unwrap_err();
+        assert!(e.to_string().contains("plan version 9"), "{e}");
+        v["version"] = 1.into();
+        v["hook"] = "extra keys are ignored".into();
+        let p = Plan::parse_json(&v.to_string(), path).unwrap();
+        assert_eq!(p.file, sample_file());
+        assert_eq!(p.source, "/run/cpuplan/plan.json");
+    }
+
+    fn sample_file() -> PlanFile {
+        from(&[
+            ("CPUPLAN_MASK", "0-1"),
+            ("CPUPLAN_USABLE", "2"),
+            ("CPUPLAN_WORKERS", "1"),
+        ])
+        .unwrap()
+        .file
+    }
+}

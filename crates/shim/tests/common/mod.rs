@@ -1,0 +1,221 @@
+//! Helpers the shim's integration tests share: plans for this machine's CPUs, the target dir, the static launcher.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use cpuplan::{CpuPlan, CpuSet, PlanFile, StepCpus};
+
+/// The CPUs this test thread may run on; the tests need two of them (CI has 2 CPUs).
+pub fn machine_mask() -> CpuSet {
+    let mask = cpuplan_shim::thread_affinity().expect("sched_getaffinity");
+    assert!(
+        mask.len() >= 2,
+        "these tests need a process mask of 2 CPUs or more, got {mask}"
+    );
+    mask
+}
+
+/// The first two CPUs of [`machine_mask`] (0 and 1 on CI).
+pub fn two_cpus() -> (usize, usize) {
+    let m = machine_mask();
+    let mut it = m.iter();
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+/// One CPU as a set.
+pub fn one(cpu: usize) -> CpuSet {
+    [cpu].into_iter().collect()
+}
+
+/// A plan over the machine's first two CPUs: worker 0 on the second, worker 1 unpinned, the API server on the first.
+pub fn sample_plan() -> CpuPlan {
+    let (a, b) = two_cpus();
+    CpuPlan {
+        mask: [a, b].into_iter().collect(),
+        usable: 2,
+        workers: vec![
+            Some(StepCpus {
+                cpus: one(b),
+                why: format!("step_thread_core {b}: worker 0 on cpu {b}"),
+            }),
+            None,
+        ],
+        result: Some(StepCpus {
+            cpus: one(a),
+            why: format!("the API server's core, cpu {a}"),
+        }),
+        why: format!("step_thread_core {b}: the plan's why, with a quote: it's"),
+    }
+}
+
+/// `KEY='value'` with `'` written `'\''`, as the hook writes `plan.env` (written here independently of the shim's formatter).
+pub fn hook_line(key: &str, value: &str) -> String {
+    let mut s = format!("{key}='");
+    for c in value.chars() {
+        if c == '\'' {
+            s.push_str("'\\''");
+        } else {
+            s.push(c);
+        }
+    }
+    s.push('\'');
+    s
+}
+
+/// The `plan.env` text the hook writes for `plan` (workers on `devices`).
+pub fn hook_env(plan: &CpuPlan, setting: &str, devices: &[Option<String>]) -> String {
+    let f = PlanFile::new(plan, setting, devices);
+    let workers: Vec<String> = f
+        .workers
+        .iter()
+        .map(|w| w.as_ref().map(|w| w.cpus.to_string()).unwrap_or_default())
+        .collect();
+    let devs: Vec<String> = (0..f.workers.len())
+        .map(|i| devices.get(i).cloned().flatten().unwrap_or_default())
+        .collect();
+    let left = f.left.to_string();
+    let usable = f.usable.to_string();
+    let mut lines = vec![
+        "# written by cpuplan-hook".to_string(),
+        hook_line("CPUPLAN_SETTING", &f.setting),
+        hook_line("CPUPLAN_MASK", &f.mask.to_string()),
+        hook_line("CPUPLAN_USABLE", &usable),
+        hook_line("CPUPLAN_LEFT", &left),
+        hook_line("CPUPLAN_PINNED", &f.pinned.to_string()),
+        hook_line("CPUPLAN_WORKERS", &workers.join(";")),
+        hook_line("CPUPLAN_DEVICES", &devs.join(";")),
+        hook_line(
+            "CPUPLAN_RESULT",
+            &f.result
+                .as_ref()
+                .map(|r| r.cpus.to_string())
+                .unwrap_or_default(),
+        ),
+        hook_line(
+            "CPUPLAN_PREPROCESS_THREADS",
+            &f.pools.preprocess_threads.to_string(),
+        ),
+        hook_line("CPUPLAN_PNG_THREADS", &f.pools.png_threads.to_string()),
+        hook_line(
+            "CPUPLAN_ENCODE_WORKERS",
+            &f.pools.encode_workers.to_string(),
+        ),
+        hook_line("CPUPLAN_COPY_WORKERS", &f.pools.copy_workers.to_string()),
+        hook_line("CPUPLAN_WHY", &f.why),
+    ];
+    for k in [
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "BLIS_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "RAYON_NUM_THREADS",
+    ] {
+        lines.push(hook_line(k, &left));
+    }
+    lines.push(hook_line("GOMAXPROCS", &usable));
+    lines.join("\n") + "\n"
+}
+
+/// Writes `plan.json` (with an extra key, as the hook adds) and `plan.env` for `plan` into `dir`; returns the JSON's path.
+pub fn write_plan(dir: &Path, plan: &CpuPlan) -> PathBuf {
+    let devices = vec![Some("0000:2a:00.0".to_string()), None];
+    let f = PlanFile::new(plan, "auto", &devices);
+    let mut v = serde_json::to_value(&f).unwrap();
+    v["container"] = "written-by-the-test".into();
+    let json = dir.join("plan.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    std::fs::write(dir.join("plan.env"), hook_env(plan, "auto", &devices)).unwrap();
+    json
+}
+
+/// The workspace's target directory (this test binary lives in `<target>/debug/deps`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+/// The debug profile's output dir, where the cdylib and staticlib are.
+pub fn profile_dir() -> PathBuf {
+    std::env::current_exe()
+        .unwrap()
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The command the README documents for the static launcher (run in the workspace root).
+pub const STATIC_BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static' cargo build -p cpuplan-shim --bin cpuplan-exec --target x86_64-unknown-linux-gnu";
+
+/// Builds the static `cpuplan-exec` with [`STATIC_BUILD`] (once per test binary) and returns its path.
+pub fn static_exec() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = target_dir();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let cmd = STATIC_BUILD.replacen("cargo", &cargo, 1);
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!("{cmd} --target-dir '{}'", target.display()))
+                .current_dir(workspace_root())
+                .env_remove("CARGO_TARGET_DIR")
+                .output()
+                .expect("run cargo");
+            assert!(
+                out.status.success(),
+                "static build failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            target.join("x86_64-unknown-linux-gnu/debug/cpuplan-exec")
+        })
+        .clone()
+}
+
+/// The ELF program header types of the file at `path` (64-bit little-endian only).
+pub fn elf_program_headers(path: &Path) -> Vec<u32> {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..4], b"\x7fELF", "{} is not ELF", path.display());
+    assert_eq!((b[4], b[5]), (2, 1), "not a 64-bit little-endian ELF");
+    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..phnum).map(|i| u32_at(phoff + i * phentsize)).collect()
+}
+
+/// ELF `PT_INTERP`: the program asks for a dynamic loader.
+pub const PT_INTERP: u32 = 3;
+
+/// Builds example `name` of this crate (as `cargo test` would) and returns its path.
+pub fn build_example(name: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "cpuplan-shim",
+            "--example",
+            name,
+            "--target-dir",
+        ])
+        .arg(target_dir())
+        .current_dir(workspace_root())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo");
+    assert!(
+        out.status.success(),
+        "building example {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir().join("examples").join(name)
+}

@@ -1,0 +1,310 @@
+//! `cpuplan-exec`: the environment it sets, the affinity CMD gets, exit statuses, plan errors, the static build.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{elf_program_headers, sample_plan, static_exec, two_cpus, write_plan, PT_INTERP};
+use cpuplan_shim::parse_env;
+
+const EXEC: &str = env!("CARGO_BIN_EXE_cpuplan-exec");
+
+fn exec(args: &[&str]) -> Output {
+    Command::new(EXEC)
+        .args(args)
+        .env_remove("CPUPLAN_PLAN")
+        .env_remove("OMP_NUM_THREADS")
+        .env("GOMAXPROCS", "kept-by-the-test")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn var<'a>(env: &'a str, key: &str) -> Option<&'a str> {
+    env.lines().find_map(|l| l.strip_prefix(&format!("{key}=")))
+}
+
+#[test]
+fn sets_the_plans_variables_keeps_set_ones_and_pins_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    let p = plan.to_str().unwrap();
+    let o = exec(&[
+        "--plan",
+        p,
+        "--worker",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "grep Cpus_allowed_list /proc/self/status; env",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let (a, b) = two_cpus();
+    assert!(
+        out.starts_with(&format!("Cpus_allowed_list:\t{b}\n")),
+        "{out}"
+    );
+    assert_eq!(var(&out, "OMP_NUM_THREADS"), Some("1"));
+    assert_eq!(var(&out, "RAYON_NUM_THREADS"), Some("1"));
+    assert_eq!(
+        var(&out, "GOMAXPROCS"),
+        Some("kept-by-the-test"),
+        "a set variable is not overridden"
+    );
+    assert_eq!(
+        var(&out, "CPUPLAN_MASK"),
+        Some(sample_plan().mask.to_string().as_str())
+    );
+    assert_eq!(var(&out, "CPUPLAN_WORKERS"), Some(format!("{b};").as_str()));
+    assert_eq!(var(&out, "CPUPLAN_RESULT"), Some(a.to_string().as_str()));
+    assert_eq!(
+        var(&out, "CPUPLAN_WHY"),
+        Some(format!("step_thread_core {b}: the plan's why, with a quote: it's").as_str())
+    );
+    assert_eq!(
+        var(&out, "CPUPLAN_PLAN"),
+        Some(p),
+        "CMD's libraries find the plan"
+    );
+    assert_eq!(err, "", "a pinned worker is silent without -v");
+}
+
+#[test]
+fn the_result_option_and_an_unpinned_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    let p = plan.to_str().unwrap();
+    let (a, _) = two_cpus();
+    let o = exec(&[
+        "--plan",
+        p,
+        "--result",
+        "--",
+        "grep",
+        "Cpus_allowed_list",
+        "/proc/self/status",
+    ]);
+    assert_eq!(text(&o).0, format!("Cpus_allowed_list:\t{a}\n"));
+    // Worker 1 is unpinned: CMD keeps the launcher's mask, and stderr says why.
+    let o = exec(&[
+        "--plan",
+        p,
+        "--worker",
+        "1",
+        "--",
+        "grep",
+        "Cpus_allowed_list",
+        "/proc/self/status",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success());
+    let mask = common::machine_mask();
+    assert_eq!(out, format!("Cpus_allowed_list:\t{mask}\n"));
+    assert!(
+        err.starts_with("cpuplan-exec: worker 1 left unpinned: the plan leaves it unpinned"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_env_file_alone_is_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    std::fs::remove_file(&plan).unwrap();
+    let (_, b) = two_cpus();
+    let o = exec(&["--plan", plan.to_str().unwrap(), "--worker=0", "-v", "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; echo \"omp=$OMP_NUM_THREADS plan=${CPUPLAN_PLAN-unset}\""]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(out, format!("Cpus_allowed_list:\t{b}\nomp=1 plan=unset\n"));
+    assert!(
+        err.contains(&format!("worker 0 pinned to cpus {b}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn exit_status_is_passed_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    let p = plan.to_str().unwrap();
+    assert_eq!(
+        exec(&["--plan", p, "--", "sh", "-c", "exit 7"])
+            .status
+            .code(),
+        Some(7)
+    );
+    assert_eq!(exec(&["--plan", p, "--", "true"]).status.code(), Some(0));
+    let o = exec(&["--plan", p, "--", "no-such-command-cpuplan"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert_eq!(
+        text(&o).1,
+        "cpuplan-exec: cannot run no-such-command-cpuplan: ENOENT: No such file or directory\n"
+    );
+    let o = exec(&["--plan", p, "--", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126), "a directory is not executable");
+}
+
+#[test]
+fn a_missing_plan_is_an_error_unless_optional() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("plan.json");
+    let o = exec(&["--plan", p.to_str().unwrap(), "--worker", "0", "--", "true"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(
+        text(&o).1,
+        format!(
+            "cpuplan-exec: no plan: neither {} nor {} exists\n",
+            p.display(),
+            dir.path().join("plan.env").display()
+        )
+    );
+    let o = exec(&[
+        "--plan",
+        p.to_str().unwrap(),
+        "--optional",
+        "--worker",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "echo ran",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o).0, "ran\n");
+    assert!(text(&o).1.ends_with("running unpinned (--optional)\n"));
+}
+
+#[test]
+fn a_malformed_plan_is_one_line_and_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    let p = plan.to_str().unwrap();
+
+    std::fs::write(
+        dir.path().join("plan.env"),
+        "CPUPLAN_MASK='0-1'\nOMP_NUM_THREADS=$(nproc)\n",
+    )
+    .unwrap();
+    let o = exec(&["--plan", p, "--optional", "--", "true"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "--optional does not excuse a malformed plan"
+    );
+    assert_eq!(
+        text(&o).1,
+        format!(
+            "cpuplan-exec: {}:2: '$' is special to the shell (quote the value): \"OMP_NUM_THREADS=$(nproc)\"\n",
+            dir.path().join("plan.env").display()
+        )
+    );
+
+    std::fs::remove_file(dir.path().join("plan.env")).unwrap();
+    std::fs::write(&plan, "{\"version\": 1, \"mask\": \"0-x\"}").unwrap();
+    let o = exec(&["--plan", p, "--", "true"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = text(&o).1;
+    assert!(
+        err.starts_with(&format!(
+            "cpuplan-exec: {p}: not a cpuplan plan: invalid cpu list \"0-x\""
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+}
+
+#[test]
+fn a_worker_outside_the_mask_cannot_be_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = sample_plan();
+    let beyond = common::machine_mask().last().unwrap() + 1;
+    plan.workers[0].as_mut().unwrap().cpus = common::one(beyond);
+    let p = write_plan(dir.path(), &plan);
+    let o = exec(&["--plan", p.to_str().unwrap(), "--worker", "0", "--", "true"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o).1.starts_with(&format!(
+            "cpuplan-exec: cannot pin worker 0: cpus {beyond} are not all in the process mask"
+        )),
+        "{}",
+        text(&o).1
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["--worker"][..],
+        &["--worker", "0"],
+        &["--frobnicate", "--", "true"],
+    ] {
+        let o = exec(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(text(&o).1.starts_with("cpuplan-exec: "), "{args:?}");
+    }
+    let o = exec(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(text(&o).0.starts_with("usage: cpuplan-exec"));
+}
+
+#[test]
+fn sh_and_the_shim_read_plan_env_alike() {
+    // README "Inside the container", way 1: source plan.env.
+    let dir = tempfile::tempdir().unwrap();
+    write_plan(dir.path(), &sample_plan());
+    let env_path = dir.path().join("plan.env");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("set -a; . \"$1\"; set +a; exec env")
+        .arg("sh")
+        .arg(&env_path)
+        .env_clear()
+        .output()
+        .unwrap();
+    let shell = String::from_utf8_lossy(&o.stdout).into_owned();
+    let ours = parse_env(&std::fs::read_to_string(&env_path).unwrap(), &env_path).unwrap();
+    assert_eq!(ours.len(), 20);
+    for (k, v) in &ours {
+        assert_eq!(var(&shell, k), Some(v.as_str()), "{k}");
+    }
+}
+
+#[test]
+fn the_static_build_has_no_interpreter_and_runs() {
+    let bin = static_exec();
+    let headers = elf_program_headers(&bin);
+    assert!(!headers.is_empty());
+    assert!(
+        !headers.contains(&PT_INTERP),
+        "{} asks for a dynamic loader",
+        bin.display()
+    );
+    if let Ok(o) = Command::new("file").arg(&bin).output() {
+        let desc = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            desc.contains("statically linked") || desc.contains("static-pie"),
+            "{desc}"
+        );
+    }
+    let o = Command::new(&bin)
+        .args([
+            "--optional",
+            "--plan",
+            "/nonexistent/plan.json",
+            "--",
+            "sh",
+            "-c",
+            "exit 5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(5));
+}
