@@ -73,6 +73,15 @@ fn parse_one(item: &str) -> Result<DeviceId, String> {
         }
         return Ok(DeviceId::Mig(item.to_string()));
     }
+    // <gpu>:<mig>: the parent GPU by index or UUID.
+    if let Some((gpu, mig)) = item.rsplit_once(':').filter(|_| !item.contains('.')) {
+        if !mig.is_empty() && mig.bytes().all(|b| b.is_ascii_digit()) {
+            return parse_one(gpu).and_then(|id| match id {
+                DeviceId::Index(_) | DeviceId::Uuid(_) => Ok(id),
+                _ => Err("not <gpu>:<mig>".into()),
+            });
+        }
+    }
     if item.starts_with("GPU-") {
         return uuid_id(item);
     }
@@ -86,15 +95,6 @@ fn parse_one(item: &str) -> Result<DeviceId, String> {
     }
     if let Some(pci) = normalize_pci(item).filter(|_| item.contains('.')) {
         return Ok(DeviceId::Pci(pci));
-    }
-    // <gpu>:<mig>: the parent GPU by index or UUID.
-    if let Some((gpu, mig)) = item.rsplit_once(':') {
-        if !mig.is_empty() && mig.bytes().all(|b| b.is_ascii_digit()) {
-            return parse_one(gpu).and_then(|id| match id {
-                DeviceId::Index(_) | DeviceId::Uuid(_) => Ok(id),
-                _ => Err("not <gpu>:<mig>".into()),
-            });
-        }
     }
     Err("neither an index, a GPU-/MIG- UUID nor a PCI bus id".into())
 }
