@@ -166,3 +166,55 @@ pub extern "C" fn cpuplan_last_error() -> *const c_char {
 pub extern "C" fn cpuplan_last_why() -> *const c_char {
     LAST_WHY.with(|c| c.borrow().as_ref().map_or(std::ptr::null(), |s| s.as_ptr()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> Option<String> {
+        let p = cpuplan_last_error();
+        // SAFETY: a non-NULL cpuplan_last_error() is a NUL-terminated string owned by this
+        // thread's slot, unchanged until this thread's next call.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn a_panic_is_caught_and_reported() {
+        assert_eq!(guard(|| panic!("boom")), -libc::EIO);
+        assert_eq!(
+            last_error().as_deref(),
+            Some("cpuplan: internal error (panic)")
+        );
+        assert_eq!(guard(|| Ok(5)), 5);
+        assert_eq!(last_error(), None);
+    }
+
+    #[test]
+    fn errors_become_negative_errnos_with_their_message() {
+        assert_eq!(guard(|| Err(ShimError::NoPlan("x".into()))), -libc::ENOENT);
+        assert_eq!(last_error().as_deref(), Some("no plan: x"));
+        assert_eq!(guard(|| Err(ShimError::EmptyCpus)), -libc::EINVAL);
+        let io = std::io::Error::from_raw_os_error(libc::EPERM);
+        let e = ShimError::SetAffinity {
+            cpus: cpuplan::CpuSet::new(),
+            source: io,
+        };
+        assert_eq!(guard(|| Err(e)), -libc::EPERM);
+    }
+
+    #[test]
+    fn a_nul_in_a_message_does_not_lose_it() {
+        assert_eq!(c_string("a\0b".into()).to_str().unwrap(), "a\\0b");
+    }
+
+    #[test]
+    fn a_load_path_that_is_not_there_is_enoent() {
+        let path = CString::new("/nonexistent/cpuplan/plan.json").unwrap();
+        // SAFETY: `path` is a NUL-terminated string alive for the call.
+        assert_eq!(unsafe { cpuplan_load(path.as_ptr()) }, -libc::ENOENT);
+        assert_eq!(
+            last_error().as_deref(),
+            Some("no plan: /nonexistent/cpuplan/plan.json does not exist")
+        );
+    }
+}

@@ -27,3 +27,8 @@ pub use pin::{pin_result, pin_result_with, pin_thread, pin_worker, pin_worker_wi
 pub use plan::{Plan, DEFAULT_PLAN, ENV_FILE, PLAN_VAR};
 pub use state::{first_use_mask, install, installed, process_mask};
 pub use thread::{on_process_mask, spawn, Builder};
+
+/// The README's Rust example, run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -22,6 +22,8 @@ pub fn on_process_mask() -> Result<CpuSet> {
 }
 
 /// [`std::thread::spawn`] for a thread that moves onto the process mask before it runs `f`.
+///
+/// Panics, as `std::thread::spawn` does, if the OS cannot create a thread; [`Builder::spawn`] returns the error.
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

@@ -195,7 +195,7 @@ pub fn elf_program_headers(path: &Path) -> Vec<u32> {
 /// ELF `PT_INTERP`: the program asks for a dynamic loader.
 pub const PT_INTERP: u32 = 3;
 
-/// Builds example `name` of this crate (as `cargo test` would) and returns its path.
+/// Builds example `name` of this crate in the dev profile (as `cargo test` would) and returns its path.
 pub fn build_example(name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
@@ -217,5 +217,5 @@ pub fn build_example(name: &str) -> PathBuf {
         "building example {name} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    profile_dir().join("examples").join(name)
+    target_dir().join("debug/examples").join(name)
 }
