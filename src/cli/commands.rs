@@ -1,6 +1,6 @@
 //! The subcommands of `cpuplan-hook`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
@@ -41,6 +41,9 @@ pub fn main_with(mut words: Vec<String>, out: &mut dyn Write) -> Result<Exit> {
         "gpus" => gpus(&rest, out),
         "explain" => explain(&rest, &config_path, out),
         "claims" => claims(&rest, &config_path, out),
+        "precreate" => precreate(&rest, &config_path, out),
+        "install" => install(&rest, &config_path, out),
+        "uninstall" => uninstall(&rest, &config_path, out),
         other => Err(UsageError(format!(
             "unknown subcommand {other:?} (see cpuplan-hook --help)"
         ))
@@ -56,6 +59,9 @@ fn hook(words: &[String], config: &Path, out: &mut dyn Write) -> Result<Exit> {
     }
     if a.positional.len() > 1 {
         return Err(UsageError("hook: at most one STAGE".into()).into());
+    }
+    if let Err(e) = crate::privileges::drop_capabilities() {
+        eprintln!("cpuplan-hook: warning: could not drop capabilities: {e}");
     }
     let stdin = std::io::stdin().lock();
     match crate::hook::run_hook(a.positional.first().map(String::as_str), stdin, config) {
@@ -248,6 +254,86 @@ fn claims(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<E
                 if c.live { "live" } else { "stale" }
             )?;
         }
+    }
+    Ok(Exit::Ok)
+}
+
+fn precreate(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<Exit> {
+    let a = Args::parse("precreate", words, &[], &[])?;
+    if a.help {
+        out.write_all(help::PRECREATE.as_bytes())?;
+        return Ok(Exit::Ok);
+    }
+    if let Err(e) = crate::privileges::drop_capabilities() {
+        eprintln!("cpuplan-hook: warning: could not drop capabilities: {e}");
+    }
+    let mut input = Vec::new();
+    std::io::Read::take(std::io::stdin().lock(), crate::bundle::MAX_CONFIG)
+        .read_to_end(&mut input)?;
+    let (config, problem) = match HookConfig::load(config_path) {
+        Ok(c) => (c, None),
+        Err(e) => (HookConfig::default(), Some(e)),
+    };
+    crate::logging::init(config.log.as_deref());
+    if let Some(e) = problem {
+        // The config's own on_error is unknown: allow, and pass the runtime config through.
+        log::warn!("precreate: {e}; config left unchanged");
+        out.write_all(&input)?;
+        return Ok(Exit::Ok);
+    }
+    match crate::precreate::precreate(&config, &input) {
+        Ok(v) => {
+            serde_json::to_writer(&mut *out, &v)?;
+            Ok(Exit::Ok)
+        }
+        Err(e) => {
+            eprintln!("cpuplan-hook: {e}");
+            Ok(Exit::Code(1))
+        }
+    }
+}
+
+fn layout(a: &Args, config_path: &Path) -> crate::install::Layout {
+    crate::install::Layout {
+        prefix: PathBuf::from(a.value("prefix").unwrap_or(crate::install::DEFAULT_PREFIX)),
+        hooks_dir: PathBuf::from(
+            a.value("hooks-dir")
+                .unwrap_or(crate::install::DEFAULT_HOOKS_DIR),
+        ),
+        config: config_path.to_path_buf(),
+    }
+}
+
+fn install(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<Exit> {
+    let a = Args::parse(
+        "install",
+        words,
+        &["prefix", "hooks-dir"],
+        &["with-precreate"],
+    )?;
+    if a.help {
+        out.write_all(help::INSTALL.as_bytes())?;
+        return Ok(Exit::Ok);
+    }
+    let me = std::env::current_exe().context("cannot find this binary")?;
+    let said = crate::install::install(&layout(&a, config_path), &me, a.switch("with-precreate"))
+        .map_err(|e| BadInput(e.to_string()))?;
+    for line in said {
+        writeln!(out, "{line}")?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn uninstall(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<Exit> {
+    let a = Args::parse("uninstall", words, &["prefix", "hooks-dir"], &[])?;
+    if a.help {
+        out.write_all(help::INSTALL.as_bytes())?;
+        return Ok(Exit::Ok);
+    }
+    let said =
+        crate::install::uninstall(&layout(&a, config_path)).map_err(|e| BadInput(e.to_string()))?;
+    for line in said {
+        writeln!(out, "{line}")?;
     }
     Ok(Exit::Ok)
 }

@@ -13,6 +13,9 @@ subcommands:
   quota          the cgroup CPU quota, mask and usable CPUs of a process
   gpus           the host's GPUs like a PCI device
   claims         the GPU claims on this host
+  precreate      podman's precreate stage: runtime config on stdin, the config to use on stdout
+  install        install the binary, the hooks.d files and a default config
+  uninstall      undo install
   help           this text
 
 --config PATH (before or after any subcommand): the hook config (default /etc/cpuplan/hook.json).
@@ -66,4 +69,28 @@ pub const CLAIMS: &str = "\
 usage: cpuplan-hook claims [--config PATH] [--json]
 
 The GPU claims in the hook config's claims_dir, each with its holder and whether it is live.
+";
+
+/// `precreate --help`.
+pub const PRECREATE: &str = "\
+usage: cpuplan-hook precreate   (podman's precreate stage: the runtime config JSON on stdin)
+
+Prints the config to use: the plan's variables added to process.env (never overriding one the
+image or user set), linux.resources.cpu.cpus narrowed to the planned mask where the numa rule
+applies, and the plan's JSON in the annotation cpuplan.plan. No pid yet: quota and mask come
+from the config and the host; GPU claims and plan files stay with the createRuntime hook.
+A config that cannot be planned is printed unchanged (on_error: allow).
+";
+
+/// `install --help` and `uninstall --help`.
+pub const INSTALL: &str = "\
+usage: cpuplan-hook install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
+       cpuplan-hook uninstall [--prefix DIR] [--hooks-dir DIR] [--config PATH]
+
+install copies this binary to <prefix>/libexec/cpuplan/cpuplan-hook (prefix /usr/local), writes
+cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir
+(/etc/containers/oci/hooks.d), writes a default hook config at --config
+(/etc/cpuplan/hook.json) if none exists, and prints what containerd users add. Idempotent;
+refuses to overwrite a hooks.d file it did not write. uninstall removes them (the config only
+if it is still the default).
 ";
