@@ -143,6 +143,11 @@ pub fn create_runtime(
 ) -> Result<Report, Problem> {
     let pid = state.pid();
     let g = gather(config, bundle, state.state.annotations().as_ref(), pid)?;
+    if let Some(pid) = pid {
+        // Before any write: a pid in the hook's own mount namespace (an exited container's pid
+        // reused by a host process) must get neither a cpuset nor a claim, only the refusal.
+        crate::output::rootfs::open_rootfs(&config.root, Some(pid), &bundle.rootfs)?;
+    }
     let (want, mut cpuset_why) = decide::decide_cpuset(config, &g);
     let mut mask = g.mask.clone();
     let mut written = None;
