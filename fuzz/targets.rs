@@ -112,8 +112,11 @@ pub fn config(data: &[u8]) {
     }
 }
 
+/// A target's function.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, as `fuzz/fuzz_targets/<name>.rs` and `fuzz/regressions/<name>/` name them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("cpu_list", cpu_list),
     ("mountinfo", mountinfo),
     ("proc_cgroup", proc_cgroup),
