@@ -189,8 +189,7 @@ fn cpu_plan(
     if !mask.contains(cpu) {
         return Err(unfit(format!("cpu {cpu} is not in the mask {mask}")));
     }
-    let mut cores = Cores::new(topo, mask);
-    let cores = cores.cores_in(mask)?;
+    let cores = Cores::new(topo).all(mask)?;
     let Some(start) = cores.iter().position(|c| c.contains(cpu)) else {
         return Err(unfit(format!("cpu {cpu} is in no core of the mask {mask}")));
     };
