@@ -30,9 +30,10 @@ impl FromStr for Setting {
         match s.trim() {
             "off" => Ok(Setting::Off),
             "auto" => Ok(Setting::Auto),
-            t if !t.is_empty() && t.len() <= 5 && t.bytes().all(|b| b.is_ascii_digit()) => {
-                Ok(Setting::Cpu(t.parse().expect("digits")))
-            }
+            t if !t.is_empty() && t.len() <= 5 && t.bytes().all(|b| b.is_ascii_digit()) => t
+                .parse()
+                .map(Setting::Cpu)
+                .map_err(|_| CpuPlanError::Setting(s.to_string())),
             _ => Err(CpuPlanError::Setting(s.to_string())),
         }
     }
