@@ -27,7 +27,7 @@ pub(crate) enum Ends {
 /// The cores of CPU sets on a topology, with each CPU's siblings read at most once.
 pub(crate) struct Cores<'a> {
     topo: &'a dyn Topology,
-    /// Siblings per CPU, read on first use.
+    /// Siblings read but reaching outside the set they were read for, per CPU.
     siblings: Vec<Option<CpuSet>>,
     /// Ends already computed, by the CPU set and `p`.
     ends: Vec<(CpuSet, usize, Ends)>,
@@ -45,16 +45,25 @@ impl<'a> Cores<'a> {
 
     /// `cpu`'s siblings within `within`, `cpu` included.
     fn core_of(&mut self, cpu: usize, within: &CpuSet) -> Result<CpuSet> {
+        let mut core = match self.siblings.get_mut(cpu).and_then(Option::take) {
+            Some(sib) => sib,
+            None => self.topo.smt_siblings(cpu)?,
+        };
+        if !core.is_subset(within) {
+            let cached = core;
+            core = cached.intersection(within);
+            self.keep(cpu, cached);
+        }
+        core.insert(cpu);
+        Ok(core)
+    }
+
+    /// Keeps `cpu`'s siblings for a later set that holds the ones outside this one.
+    fn keep(&mut self, cpu: usize, siblings: CpuSet) {
         if self.siblings.len() <= cpu {
             self.siblings.resize(cpu + 1, None);
         }
-        let sib = match &self.siblings[cpu] {
-            Some(sib) => sib,
-            None => self.siblings[cpu].insert(self.topo.smt_siblings(cpu)?),
-        };
-        let mut core = sib.intersection(within);
-        core.insert(cpu);
-        Ok(core)
+        self.siblings[cpu] = Some(siblings);
     }
 
     /// Every core of `cpus` (each a CPU's siblings within `cpus`), ordered by lowest CPU.
