@@ -1,1 +1,2 @@
 //! The cpuplan OCI hook.
+pub mod devices;

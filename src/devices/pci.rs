@@ -1,0 +1,116 @@
+//! PCI bus ids as NVIDIA and sysfs spell them, normalized to `0000:2a:00.0`.
+
+/// `0000:2a:00.0`, `00000000:2A:00.0` or `2a:00.0` as lowercase `dddd:bb:dd.f`; `None` if it is no PCI bus id.
+pub(crate) fn normalize_pci(id: &str) -> Option<String> {
+    let (domain, bus, device, function) = pci_parts(id)?;
+    Some(format!("{domain:04x}:{bus:02x}:{device:02x}.{function}"))
+}
+
+/// The order of PCI addresses (domain, bus, device, function); `None` if it is no PCI bus id.
+pub(crate) fn pci_sort_key(id: &str) -> Option<(u32, u8, u8, u8)> {
+    pci_parts(id)
+}
+
+/// The numbers of `[domain:]bus:device.function`: a 4 to 8 hex digit domain (0 if absent), two hex digits each for bus and device, function 0 to 7.
+fn pci_parts(id: &str) -> Option<(u32, u8, u8, u8)> {
+    let (rest, function) = id.rsplit_once('.')?;
+    let mut parts: Vec<&str> = rest.split(':').collect();
+    let domain = match parts.len() {
+        2 => 0,
+        3 => {
+            let d = parts.remove(0);
+            if !(4..=8).contains(&d.len()) {
+                return None;
+            }
+            hex(d)?
+        }
+        _ => return None,
+    };
+    let byte = |s: &str| (s.len() == 2).then(|| hex(s)).flatten().map(|v| v as u8);
+    let bus = byte(parts[0])?;
+    let device = byte(parts[1])?;
+    let function = match function.as_bytes() {
+        [f @ b'0'..=b'7'] => f - b'0',
+        _ => return None,
+    };
+    Some((domain, bus, device, function))
+}
+
+/// A string of hex digits (nothing else, not even a sign) as a number.
+fn hex(s: &str) -> Option<u32> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(s, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_normalizes_to_one() {
+        for id in [
+            "0000:2a:00.0",
+            "00000000:2A:00.0",
+            "2a:00.0",
+            "2A:00.0",
+            "000000:2a:00.0",
+        ] {
+            assert_eq!(normalize_pci(id).as_deref(), Some("0000:2a:00.0"), "{id}");
+        }
+        assert_eq!(
+            normalize_pci("0001:db:1f.7").as_deref(),
+            Some("0001:db:1f.7")
+        );
+        assert_eq!(
+            normalize_pci("10000:01:00.1").as_deref(),
+            Some("10000:01:00.1")
+        );
+    }
+
+    #[test]
+    fn junk_is_no_pci_id() {
+        for id in [
+            "",
+            "0",
+            "2a:00",
+            "2a:00.8",
+            "2a:0.0",
+            "2a:000.0",
+            "000:2a:00.0",
+            "000000000:2a:00.0",
+            "0000:2a:00:00.0",
+            "0000:2g:00.0",
+            "+000:2a:00.0",
+            "0000:2a:00.0 ",
+            "GPU-2a:00.0",
+            "renderD128",
+            "0000:2a:00.01",
+        ] {
+            assert_eq!(normalize_pci(id), None, "{id:?}");
+        }
+    }
+
+    #[test]
+    fn keys_order_by_number_not_by_text() {
+        let mut ids = vec![
+            "0000:db:00.0",
+            "10000:01:00.0",
+            "0000:18:00.1",
+            "0000:18:00.0",
+            "0001:00:00.0",
+        ];
+        ids.sort_by_key(|id| pci_sort_key(id));
+        assert_eq!(
+            ids,
+            [
+                "0000:18:00.0",
+                "0000:18:00.1",
+                "0000:db:00.0",
+                "0001:00:00.0",
+                "10000:01:00.0"
+            ]
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! Which GPUs a container has, against the fixture host `tests/fixtures/devices/host`.
+
+use std::path::{Path, PathBuf};
+
+use cpuplan_hook::devices::{
+    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, CharDevice, DeviceError,
+    VisibleDevices,
+};
+
+/// The fixture host: 8 NVIDIA H100s, an AMD GPU and a few other char devices.
+fn host() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devices/host")
+}
+
+const ADDRS: [&str; 8] = [
+    "0000:18:00.0",
+    "0000:2a:00.0",
+    "0000:3a:00.0",
+    "0000:5d:00.0",
+    "0000:9a:00.0",
+    "0000:ab:00.0",
+    "0000:ba:00.0",
+    "0000:db:00.0",
+];
+const UUID_3A: &str = "GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033";
+const AMD: &str = "0000:0a:00.0";
+
+fn c(major: i64, minor: i64) -> CharDevice {
+    CharDevice { major, minor }
+}
+
+/// The GPUs of a container with these devices and this `NVIDIA_VISIBLE_DEVICES`.
+fn gpus(devices: &[CharDevice], visible: Option<&str>) -> Vec<String> {
+    container_gpus(&host(), devices, visible).unwrap()
+}
+
+fn err(devices: &[CharDevice], visible: Option<&str>) -> DeviceError {
+    container_gpus(&host(), devices, visible).unwrap_err()
+}
+
+#[test]
+fn the_driver_lists_eight_gpus_in_pci_order() {
+    let list = nvidia_gpus(&host()).unwrap();
+    let addrs: Vec<&str> = list.iter().map(|g| g.address.as_str()).collect();
+    assert_eq!(addrs, ADDRS);
+    let minors: Vec<u32> = list.iter().map(|g| g.minor.unwrap()).collect();
+    assert_eq!(minors, [0, 1, 3, 2, 4, 5, 6, 7]);
+    assert_eq!(list[2].uuid.as_deref(), Some(UUID_3A));
+    assert!(list.iter().all(|g| g.uuid.is_some()));
+}
+
+#[test]
+fn a_host_without_the_nvidia_driver_has_no_nvidia_gpus() {
+    let empty = tempfile::tempdir().unwrap();
+    assert!(nvidia_gpus(empty.path()).unwrap().is_empty());
+    assert_eq!(
+        container_gpus(empty.path(), &[], Some("all")).unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn char_devices_resolve_through_sysfs() {
+    assert_eq!(
+        char_device_pci(&host(), 226, 128).unwrap().as_deref(),
+        Some(AMD)
+    );
+    assert_eq!(
+        char_device_pci(&host(), 226, 0).unwrap().as_deref(),
+        Some(AMD)
+    );
+    assert_eq!(
+        char_device_pci(&host(), 226, 1).unwrap().as_deref(),
+        Some("0000:18:00.0")
+    );
+    // A virtual device (no `device` link), a platform device, and one sysfs does not know.
+    assert_eq!(char_device_pci(&host(), 10, 200).unwrap(), None);
+    assert_eq!(char_device_pci(&host(), 4, 64).unwrap(), None);
+    assert_eq!(char_device_pci(&host(), 1, 3).unwrap(), None);
+    let e = char_device_pci(&host(), -1, 3).unwrap_err().to_string();
+    assert!(e.contains("-1:3"), "{e}");
+}
+
+#[test]
+fn nvidia_device_nodes_map_by_device_minor() {
+    // /dev/nvidia2 is minor 2, which the driver gives 0000:5d:00.0 (index 3).
+    assert_eq!(gpus(&[c(195, 2)], None), ["0000:5d:00.0"]);
+    assert_eq!(
+        gpus(&[c(195, 7), c(195, 0), c(195, 3)], None),
+        ["0000:18:00.0", "0000:3a:00.0", "0000:db:00.0"]
+    );
+    // nvidiactl, nvidia-modeset, nvidia-uvm (dynamic major, virtual) and /dev/null name no GPU.
+    assert_eq!(
+        gpus(&[c(195, 255), c(195, 254), c(10, 200), c(1, 3)], None),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn every_gpu_is_counted_once_in_address_order() {
+    // The AMD render node and card, NVIDIA minor 0, its DRM card and the same GPU by index.
+    let got = gpus(
+        &[c(226, 128), c(195, 0), c(226, 1), c(226, 0), c(195, 5)],
+        Some("0,0000:18:00.0,5:1"),
+    );
+    assert_eq!(got, [AMD, "0000:18:00.0", "0000:ab:00.0"]);
+}
+
+#[test]
+fn the_keywords_of_nvidia_visible_devices() {
+    assert_eq!(gpus(&[], Some("all")), ADDRS);
+    for none in [None, Some(""), Some("none"), Some("void")] {
+        assert_eq!(gpus(&[], none), Vec::<String>::new(), "{none:?}");
+    }
+    // `none` does not hide the GPUs the devices give.
+    assert_eq!(gpus(&[c(226, 128)], Some("none")), [AMD]);
+    assert_eq!(parse_visible_devices(None).unwrap(), VisibleDevices::Unset);
+}
+
+#[test]
+fn indices_count_in_pci_order_not_minor_order() {
+    assert_eq!(gpus(&[], Some("2")), ["0000:3a:00.0"]);
+    assert_eq!(gpus(&[], Some("3")), ["0000:5d:00.0"]);
+    assert_eq!(
+        gpus(&[], Some("7,0,3,3")),
+        ["0000:18:00.0", "0000:5d:00.0", "0000:db:00.0"]
+    );
+}
+
+#[test]
+fn uuids_and_pci_bus_ids_in_every_spelling() {
+    assert_eq!(gpus(&[], Some(UUID_3A)), ["0000:3a:00.0"]);
+    assert_eq!(gpus(&[], Some(&UUID_3A.to_uppercase())), ["0000:3a:00.0"]);
+    for id in ["0000:9a:00.0", "00000000:9A:00.0", "9a:00.0", "9A:00.0"] {
+        assert_eq!(gpus(&[], Some(id)), ["0000:9a:00.0"], "{id}");
+    }
+    assert_eq!(
+        gpus(&[], Some(" 00000000:DB:00.0 , 2a:00.0 ")),
+        ["0000:2a:00.0", "0000:db:00.0"]
+    );
+}
+
+#[test]
+fn mig_devices_count_as_their_parent_gpu() {
+    assert_eq!(
+        gpus(&[], Some(&format!("MIG-{UUID_3A}/1/0"))),
+        ["0000:3a:00.0"]
+    );
+    assert_eq!(gpus(&[], Some("4:0,4:1")), ["0000:9a:00.0"]);
+    assert_eq!(
+        gpus(&[], Some(&format!("{UUID_3A}:2,1:0"))),
+        ["0000:2a:00.0", "0000:3a:00.0"]
+    );
+    // A bare MIG uuid is placed by the /dev/nvidiaN the runtime gave with it (minor 6).
+    assert_eq!(
+        gpus(
+            &[c(195, 6), c(195, 255)],
+            Some("MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718")
+        ),
+        ["0000:ba:00.0"]
+    );
+}
+
+#[test]
+fn a_bare_mig_uuid_without_an_nvidia_device_is_a_problem_naming_it() {
+    let mig = "MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718";
+    // The AMD render node is no NVIDIA device, so it cannot place the MIG device.
+    let e = err(&[c(226, 128), c(195, 255)], Some(mig));
+    assert!(matches!(e, DeviceError::BareMig { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("NVIDIA_VISIBLE_DEVICES=") && text.contains(&format!("{mig:?}")),
+        "{text}"
+    );
+}
+
+#[test]
+fn ids_that_match_no_gpu_name_the_variable_and_the_value() {
+    for (value, entry) in [
+        ("8", "8"),
+        ("0,99999", "99999"),
+        (
+            "GPU-00000000-0000-0000-0000-000000000000",
+            "GPU-00000000-0000-0000-0000-000000000000",
+        ),
+        ("0000:0a:00.0", "0000:0a:00.0"), // the AMD GPU is no NVIDIA GPU
+        ("0000:19:00.0", "0000:19:00.0"),
+        ("8:0", "8:0"),
+        (
+            "MIG-GPU-00000000-0000-0000-0000-000000000000/1/0",
+            "MIG-GPU-00000000-0000-0000-0000-000000000000/1/0",
+        ),
+    ] {
+        let e = err(&[], Some(value));
+        assert!(
+            matches!(e, DeviceError::VisibleUnknown { .. }),
+            "{value}: {e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("NVIDIA_VISIBLE_DEVICES={value:?}"))
+                && text.contains(&format!("{entry:?} matches no GPU")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn junk_in_nvidia_visible_devices_is_refused() {
+    for value in [
+        "-1",
+        "0,-1",
+        "gpu0",
+        "0,,1",
+        "4294967296",
+        "all,0",
+        "GPU-zz",
+    ] {
+        let e = err(&[], Some(value));
+        assert!(
+            matches!(e, DeviceError::VisibleJunk { .. }),
+            "{value}: {e:?}"
+        );
+        assert!(e.to_string().contains(&format!("{value:?}")), "{e}");
+    }
+}
+
+#[test]
+fn an_nvidia_minor_the_driver_does_not_list_is_a_problem() {
+    let e = err(&[c(195, 9)], None).to_string();
+    assert!(e.contains("195:9") && e.contains("Device Minor 9"), "{e}");
+    let e = err(&[c(195, 256)], None).to_string();
+    assert!(e.contains("195:256"), "{e}");
+}
+
+/// A topology root with one NVIDIA GPU whose information file is `info`.
+fn one_gpu_host(info: &str) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("proc/driver/nvidia/gpus/0000:18:00.0");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("information"), info).unwrap();
+    root
+}
+
+#[test]
+fn a_missing_device_minor_names_the_information_file() {
+    let good =
+        std::fs::read_to_string(host().join("proc/driver/nvidia/gpus/0000:18:00.0/information"))
+            .unwrap();
+    let root = one_gpu_host(&good.replace("Device Minor: \t 0\n", ""));
+    for result in [
+        nvidia_gpus(root.path()).map(|_| ()),
+        container_gpus(root.path(), &[], Some("all")).map(|_| ()),
+        container_gpus(root.path(), &[c(195, 0)], None).map(|_| ()),
+    ] {
+        let e = result.unwrap_err();
+        assert!(matches!(e, DeviceError::Malformed { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("0000:18:00.0/information") && text.contains("Device Minor"),
+            "{text}"
+        );
+    }
+    // A GPU that is fine still resolves in a tree with the same file intact.
+    let root = one_gpu_host(&good);
+    assert_eq!(
+        container_gpus(root.path(), &[c(195, 0)], Some("0")).unwrap(),
+        ["0000:18:00.0"]
+    );
+}
+
+#[test]
+fn a_gpu_directory_not_named_by_a_pci_address_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("proc/driver/nvidia/gpus/not-a-gpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = nvidia_gpus(root.path()).unwrap_err().to_string();
+    assert!(e.contains("\"not-a-gpu\""), "{e}");
+}
+
+#[test]
+fn a_gpu_directory_without_its_information_file_names_it() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("proc/driver/nvidia/gpus/0000:18:00.0")).unwrap();
+    let e = nvidia_gpus(root.path()).unwrap_err().to_string();
+    assert!(e.contains("0000:18:00.0/information"), "{e}");
+}
+
+#[test]
+fn nothing_names_a_gpu_when_nothing_is_given() {
+    assert_eq!(gpus(&[], None), Vec::<String>::new());
+}
