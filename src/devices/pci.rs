@@ -92,6 +92,23 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn normalizing_is_total_and_idempotent(s in "\\PC*") {
+            if let Some(n) = normalize_pci(&s) {
+                proptest::prop_assert_eq!(normalize_pci(&n), Some(n.clone()));
+                proptest::prop_assert_eq!(pci_sort_key(&n), pci_sort_key(&s));
+            }
+        }
+
+        #[test]
+        fn every_address_round_trips(d in 0u32..=0xffff, b: u8, dev: u8, f in 0u8..8) {
+            let upper = format!("{d:08X}:{b:02X}:{dev:02X}.{f}");
+            let want = format!("{d:04x}:{b:02x}:{dev:02x}.{f}");
+            proptest::prop_assert_eq!(normalize_pci(&upper), Some(want));
+        }
+    }
+
     #[test]
     fn keys_order_by_number_not_by_text() {
         let mut ids = vec![

@@ -118,6 +118,15 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_value_parses_or_is_refused_without_panic(s in "\\PC*") {
+            if let Err(e) = parse_visible_devices(Some(&s)) {
+                proptest::prop_assert!(e.to_string().contains("NVIDIA_VISIBLE_DEVICES="));
+            }
+        }
+    }
+
     #[test]
     fn the_keywords() {
         assert_eq!(parse_visible_devices(None).unwrap(), VisibleDevices::Unset);

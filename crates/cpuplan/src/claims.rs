@@ -128,8 +128,7 @@ pub fn is_pci_address(s: &str) -> bool {
         && bus.len() == 2
         && hex(device)
         && device.len() == 2
-        && function.len() == 1
-        && matches!(function.as_bytes()[0], b'0'..=b'7')
+        && matches!(function.as_bytes(), [b'0'..=b'7'])
 }
 
 /// The start time (field 22 of `<root>/proc/<pid>/stat`, ticks since boot), or `None` if the process is gone.
@@ -442,6 +441,20 @@ mod tests {
         assert_eq!(parse_start_time("no paren at all 1 2 3"), None);
         let junk = "1 (x) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 abc 2 3";
         assert_eq!(parse_start_time(junk), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_without_panic(s in "\\PC*") {
+            let _ = parse_start_time(&s);
+            let _ = is_pci_address(&s);
+        }
+
+        #[test]
+        fn the_start_time_survives_any_comm(comm in "\\PC*", start in 0u64..u64::MAX) {
+            let stat = format!("9 ({comm}) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1 2");
+            proptest::prop_assert_eq!(parse_start_time(&stat), Some(start));
+        }
     }
 
     #[test]
