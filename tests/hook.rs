@@ -152,7 +152,7 @@ fn an_unknown_gpu_is_a_planning_problem_allow_and_deny() {
     let r = report(&h);
     let cause = r.problem.expect("a problem");
     assert!(
-        cause.contains("NVIDIA_VISIBLE_DEVICES") && cause.contains("gpu-00000000"),
+        cause.contains("NVIDIA_VISIBLE_DEVICES") && cause.contains("GPU-00000000"),
         "{cause}"
     );
     assert_eq!(env_line(&h, "CPUPLAN_SETTING"), "'off'");
