@@ -1,2 +1,3 @@
+pub mod fakehost;
 pub mod hookfx;
 pub mod runc;
