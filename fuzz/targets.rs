@@ -73,15 +73,13 @@ pub fn visible_devices(data: &[u8]) {
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("NVIDIA_VISIBLE_DEVICES")),
     }
-    let _ = cpuplan_hook::devices::normalize_pci(&text);
-    let _ = cpuplan_hook::devices::pci_sort_key(&text);
 }
 
 /// An NVIDIA `information` file.
 pub fn nvidia_info(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let path = Path::new("/proc/driver/nvidia/gpus/0000:3b:00.0/information");
-    if let Err(e) = cpuplan_hook::devices::nvidia::parse_information(path, &text) {
+    if let Err(e) = cpuplan_hook::devices::parse_information(path, &text) {
         assert!(e.to_string().contains("information"));
     }
 }
