@@ -236,7 +236,8 @@ fn the_hook_keeps_exactly_its_capabilities() {
     // The hook drops its capabilities, then blocks reading the state on stdin.
     let t = Instant::now();
     let want = format!("{keep:016x}");
-    while status_field(pid, "CapBnd") != want && t.elapsed() < Duration::from_secs(10) {
+    // no_new_privs is set last, after every capability set was changed.
+    while status_field(pid, "NoNewPrivs") != "1" && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let caps: Vec<(String, String)> = [
