@@ -1,1 +1,2 @@
+pub mod fakehost;
 pub mod runc;
