@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# benches/container-start.sh [RUNS]   (default 50; as root, with runc, busybox-static, jq, python3)
+# benches/container-start.sh [RUNS]   (default 50; as root, with runc, busybox-static, jq, gcc)
 #
 # What the hook costs at container start. Real runc starts a busybox-static container whose
 # workload is `true`, RUNS times each, interleaved (the order rotates every round):
@@ -11,7 +11,7 @@
 #       plans, writes plan.env/plan.json, and poststop releases the claim.
 # All three containers have the same config.json apart from the hooks.
 # It prints each one's median wall time of `runc run`, the ratios c/a and c/b, then the hook's
-# own cost: the static binary run alone (spawn to exit, from python's posix_spawn + wait4) on a
+# own cost: the static binary run alone (spawn to exit, from a small C posix_spawn + wait4) on a
 # prepared state and bundle (a container made by `runc create`, so it has a pid, a cgroup and a
 # /run tmpfs), with its peak RSS from wait4's rusage, next to /bin/true measured the same way.
 #
@@ -24,7 +24,7 @@ RUNS=${1:-50}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
 [ "$(id -u)" = 0 ] || { echo "container-start.sh: run as root (runc needs it)" >&2; exit 2; }
-for p in runc:runc busybox:busybox-static jq:jq python3:python3; do
+for p in runc:runc busybox:busybox-static jq:jq cc:gcc nsenter:util-linux; do
   command -v "${p%%:*}" >/dev/null || { echo "container-start.sh: ${p%%:*} is missing: apt-get install -y ${p#*:}" >&2; exit 2; }
 done
 BUSYBOX=$(command -v busybox)
@@ -40,12 +40,13 @@ if [ -z "${HOOK:-}" ]; then
 fi
 HOOK=$(readlink -f "$HOOK")
 [ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }
-TRUE_BIN=$(readlink -f "$(command -v true)")
+TRUE_BIN=$(readlink -f "$(type -P true)")
 
 T=$(mktemp -d /tmp/cpuplan-bench.XXXXXX)
 TAG=cpuplan-bench-$$
 RUNC=(runc --root "$T/state")
 cleanup() {
+  mountpoint -q "$T/claims" 2>/dev/null && umount "$T/claims"
   for id in $("${RUNC[@]}" list -q 2>/dev/null); do "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true; done
   for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
     [ -d "$h$TAG" ] && find "$h$TAG" -depth -type d -exec rmdir {} + 2>/dev/null || true
@@ -61,6 +62,10 @@ mkdir -p "$R"/{bin,proc,sys,dev,run,tmp,etc}
 cp "$BUSYBOX" "$R/bin/busybox"
 for a in sh true cat; do ln -s busybox "$R/bin/$a"; done
 
+# The claims directory on a tmpfs, as the default /run/cpuplan/claims is on a host with
+# systemd (this VM's /run is on disk, where each claim's fsync costs milliseconds).
+mkdir "$T/claims"
+mount -t tmpfs -o mode=700 tmpfs "$T/claims"
 cat >"$T/hook.json" <<EOF
 {"step_thread_core": "auto", "topology_root": "$REPO/examples/host",
  "claims_dir": "$T/claims", "log": "$T/hook.log", "claim_wait_ms": 2000}
@@ -83,15 +88,19 @@ mkbundle() { # NAME HOOKS_JSON
   mv "$B/config.json.new" "$B/config.json"
 }
 hooks_for() { # BINARY ARGS...   -> hooks JSON with the binary at createRuntime and poststop
-  local bin=$1; shift
-  jq -n --arg bin "$bin" --args '
-    def h(s): {"path": $bin, "args": ([$bin] + $ARGS.positional + [s]),
+  local bin=$1 args
+  shift
+  args=$(printf '%s\n' "$@" | jq -R . | jq -s .)
+  jq -n --arg bin "$bin" --argjson args "$args" '
+    def h(s): {"path": $bin, "args": ([$bin] + $args + [s]),
                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": 30};
-    {"createRuntime": [h("createRuntime")], "poststop": [h("poststop")]}' "$@"
+    {"createRuntime": [h("createRuntime")], "poststop": [h("poststop")]}'
 }
+hooks_b=$(hooks_for "$TRUE_BIN")
+hooks_c=$(hooks_for "$HOOK" --config "$T/hook.json" hook)
 mkbundle a '{}'
-mkbundle b "$(hooks_for "$TRUE_BIN")"
-mkbundle c "$(hooks_for "$HOOK" --config "$T/hook.json" hook)"
+mkbundle b "$hooks_b"
+mkbundle c "$hooks_c"
 
 n=0
 run_one() { # VARIANT -> appends the wall time in µs to $T/times.VARIANT
@@ -108,7 +117,7 @@ run_one() { # VARIANT -> appends the wall time in µs to $T/times.VARIANT
     [ -f "$T/hook.log" ] && tail -5 "$T/hook.log" >&2
     exit 1
   fi
-  echo $(( (${t1/./} - ${t0/./}) )) >>"$T/times.$v"
+  echo $(( 10#${t1/./} - 10#${t0/./} )) >>"$T/times.$v"
 }
 
 echo "== warm-up (3 runs each, not counted)" >&2
@@ -124,73 +133,95 @@ for ((i = 0; i < RUNS; i++)); do
   for v in ${orders[i % 3]}; do run_one "$v"; done
 done
 
-# The hook alone on a prepared state and bundle: a created (not started) container.
+# The hook alone on a prepared state and bundle: a created (not started) container. `runc
+# create` has already pivoted into the rootfs, so the prepared bundle (the same config.json,
+# in another directory) names a rootfs, $R, that also exists under /proc/<pid>/root after
+# the pivot (on the host: $R$R), with a tmpfs on its run/ in the container's mount
+# namespace, as runc mounts /run: the hook takes every step it takes at createRuntime.
 mkbundle p '{}'
 jq --arg cg "/$TAG/prepared" '.linux.cgroupsPath = $cg' "$T/p/config.json" >"$T/p/config.json.new"
 mv "$T/p/config.json.new" "$T/p/config.json"
 "${RUNC[@]}" create --bundle "$T/p" "$TAG-prepared" </dev/null >/dev/null
-"${RUNC[@]}" state "$TAG-prepared" | jq -c '{ociVersion, id, status, pid, bundle, annotations: (.annotations // {})}' >"$T/state.json"
+mkdir -p "$T/prepared" "$R$R/run"
+cp "$T/p/config.json" "$T/prepared/config.json"
+"${RUNC[@]}" state "$TAG-prepared" \
+  | jq -c --arg b "$T/prepared" '{ociVersion, id, status, pid, bundle: $b, annotations: (.annotations // {})}' >"$T/state.json"
+nsenter -t "$(jq .pid "$T/state.json")" -m /bin/busybox mount -t tmpfs -o mode=755 tmpfs "$R/run"
 
-python3 - "$T" "$RUNS" "$HOOK" "$TRUE_BIN" <<'PY'
-import os, statistics, sys, time
+# A small spawner: posix_spawn, wait4; prints each run's wall ms and ru_maxrss (KiB). Its own
+# RSS is about 1 MiB, and ru_maxrss counts the larger of the spawner's at exec and the child's.
+cat >"$T/spawn.c" <<'EOF'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+extern char **environ;
+int main(int argc, char **argv) {
+  if (argc < 4) { fprintf(stderr, "usage: spawn N STDIN_FILE PATH ARGS...\n"); return 2; }
+  for (int i = 0, n = atoi(argv[1]); i < n; i++) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, argv[2], O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    struct timespec t0, t1;
+    struct rusage ru;
+    pid_t pid;
+    int st;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (posix_spawn(&pid, argv[3], &fa, NULL, argv + 3, environ) != 0) { perror(argv[3]); return 1; }
+    if (wait4(pid, &st, 0, &ru) < 0) { perror("wait4"); return 1; }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    posix_spawn_file_actions_destroy(&fa);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "%s: wait status %d\n", argv[3], st); return 1; }
+    printf("%.4f %ld\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, ru.ru_maxrss);
+  }
+  return 0;
+}
+EOF
+cc -O2 -o "$T/spawn" "$T/spawn.c"
 
-T, runs, hook, true_bin = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+N=$(( RUNS > 50 ? RUNS : 50 ))
+echo "== the hook alone, $N runs of each stage" >&2
+for ((i = 0; i < N; i++)); do   # interleaved: createRuntime, poststop, /bin/true
+  "$T/spawn" 1 "$T/state.json" "$HOOK" --config "$T/hook.json" hook createRuntime >>"$T/hook.create"
+  "$T/spawn" 1 "$T/state.json" "$HOOK" --config "$T/hook.json" hook poststop >>"$T/hook.poststop"
+  "$T/spawn" 1 "$T/state.json" "$TRUE_BIN" >>"$T/true.spawn"
+done
+planned=$(grep -c -- "-prepared: pid .* setting auto" "$T/hook.log" || true)
+released=$(grep -c -- "-prepared: stopped, released 1 GPU claim" "$T/hook.log" || true)
+if [ "$planned" -lt "$N" ] || [ "$released" -lt "$N" ]; then
+  echo "container-start.sh: the hook planned the prepared container $planned times and released $released claims, of $N:" >&2
+  tail -5 "$T/hook.log" >&2
+  exit 1
+fi
 
-def times(v):
-    with open(f"{T}/times.{v}") as f:
-        return [int(l) / 1000.0 for l in f]
-
-med = {v: statistics.median(times(v)) for v in "abc"}
-
-def spawn(argv, stdin_path):
-    """Wall ms from posix_spawn to wait4, and the child's peak RSS in KiB."""
-    fd = os.open(stdin_path, os.O_RDONLY)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        t0 = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-                             file_actions=[(os.POSIX_SPAWN_DUP2, fd, 0),
-                                           (os.POSIX_SPAWN_DUP2, null, 1)])
-        _, status, ru = os.wait4(pid, 0)
-        t1 = time.perf_counter()
-    finally:
-        os.close(fd)
-        os.close(null)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"container-start.sh: {argv} exited with {os.waitstatus_to_exitcode(status)}")
-    return (t1 - t0) * 1000.0, ru.ru_maxrss
-
-state = f"{T}/state.json"
-cfg = f"{T}/hook.json"
-n = max(runs, 50)
-create, post, tru, rss = [], [], [], []
-for _ in range(n):
-    ms, kib = spawn([hook, "--config", cfg, "hook", "createRuntime"], state)
-    create.append(ms); rss.append(kib)
-    ms, kib = spawn([hook, "--config", cfg, "hook", "poststop"], state)
-    post.append(ms); rss.append(kib)
-    tru.append(spawn([true_bin], state)[0])
-with open(f"{T}/hook.log") as f:
-    log = f.read()
-prepared = [l for l in log.splitlines() if "-prepared: pid" in l]
-if len(prepared) < n or "setting auto" not in prepared[-1]:
-    sys.exit("container-start.sh: the hook did not plan the prepared container:\n" + log[-2000:])
-
-c_hook = statistics.median(create)
-peak = max(rss) / 1024.0
-print(f"container start, median of {runs} interleaved `runc run` (workload `true`):")
-print(f"  (a) no hook                      {med['a']:8.2f} ms")
-print(f"  (b) /bin/true as both hooks      {med['b']:8.2f} ms")
-print(f"  (c) cpuplan-hook as both hooks   {med['c']:8.2f} ms")
-print(f"  c/a = {med['c'] / med['a']:.3f}   c/b = {med['c'] / med['b']:.3f}   (target c/b <= 1.05)")
-print(f"the hook alone, median of {n} spawns on a created container (spawn to exit):")
-print(f"  createRuntime {c_hook:.3f} ms   poststop {statistics.median(post):.3f} ms   "
-      f"/bin/true {statistics.median(tru):.3f} ms   (target <= 2 ms)")
-print(f"  peak RSS {peak:.2f} MiB (max ru_maxrss over {2 * n} runs; target <= 4 MiB)")
-print(f"  log line: {prepared[-1].split(': ', 1)[-1][:160]}")
-missed = []
-if med['c'] / med['b'] > 1.05: missed.append("c/b")
-if c_hook > 2.0: missed.append("hook time")
-if peak > 4.0: missed.append("peak RSS")
-print("targets: " + ("all met" if not missed else "MISSED: " + ", ".join(missed)))
-PY
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+ma=$(median <"$T/times.a"); mb=$(median <"$T/times.b"); mc=$(median <"$T/times.c")
+hc=$(cut -d' ' -f1 "$T/hook.create" | median)
+hp=$(cut -d' ' -f1 "$T/hook.poststop" | median)
+ht=$(cut -d' ' -f1 "$T/true.spawn" | median)
+rss=$(cat "$T/hook.create" "$T/hook.poststop" | cut -d' ' -f2 | sort -n | tail -1)
+rss_true=$(cut -d' ' -f2 "$T/true.spawn" | sort -n | tail -1)
+line=$(grep -- "-prepared: pid" "$T/hook.log" | tail -1 | cut -d' ' -f4- | cut -c1-240)
+awk -v a="$ma" -v b="$mb" -v c="$mc" -v hc="$hc" -v hp="$hp" -v ht="$ht" -v rss="$rss" -v rt="$rss_true" \
+    -v runs="$RUNS" -v n="$N" -v line="$line" 'BEGIN {
+  printf "container start, median of %d interleaved `runc run` (workload `true`):\n", runs
+  printf "  (a) no hook                      %8.2f ms\n", a / 1000
+  printf "  (b) /bin/true as both hooks      %8.2f ms\n", b / 1000
+  printf "  (c) cpuplan-hook as both hooks   %8.2f ms\n", c / 1000
+  printf "  c/a = %.3f   c/b = %.3f   (target c/b <= 1.05)\n", c / a, c / b
+  printf "the hook alone, median of %d spawns of each on a created container (spawn to exit):\n", n
+  printf "  createRuntime %.3f ms   poststop %.3f ms   /bin/true %.3f ms   (target <= 2 ms)\n", hc, hp, ht
+  printf "  peak RSS %.2f MiB (max ru_maxrss of %d runs; /bin/true %.2f MiB; target <= 4 MiB)\n", rss / 1024, 2 * n, rt / 1024
+  printf "  its log: %s\n", line
+  missed = ""
+  if (c / b > 1.05) missed = missed " c/b"
+  if (hc > 2) missed = missed " hook-time"
+  if (rss / 1024 > 4) missed = missed " peak-RSS"
+  print "targets: " (missed == "" ? "all met" : "MISSED:" missed)
+}'
