@@ -1,1 +1,2 @@
+pub mod podman;
 pub mod runc;
