@@ -1,2 +1,3 @@
+pub mod containerd;
 pub mod podman;
 pub mod runc;
