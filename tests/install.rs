@@ -276,3 +276,27 @@ fn the_printed_containerd_hooks_are_those_of_the_shipped_base_spec() {
         "{printed}"
     );
 }
+
+#[test]
+fn relative_paths_are_registered_absolute() {
+    let i = Installed::new();
+    let out = Command::new(hook_bin())
+        .args(["--config", "etc/hook.json", "install"])
+        .args(["--prefix", "prefix", "--hooks-dir", "hooks.d"])
+        .current_dir(i.tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hook = i.json("cpuplan.json");
+    assert_eq!(hook["hook"]["path"], json!(i.binary()), "{hook}");
+    assert_eq!(
+        hook["hook"]["args"][2],
+        json!(i.tmp.path().join("etc/hook.json")),
+        "{hook}"
+    );
+    assert!(i.tmp.path().join("etc/hook.json").exists());
+}
