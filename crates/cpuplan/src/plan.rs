@@ -30,9 +30,10 @@ impl FromStr for Setting {
         match s.trim() {
             "off" => Ok(Setting::Off),
             "auto" => Ok(Setting::Auto),
-            t if !t.is_empty() && t.len() <= 5 && t.bytes().all(|b| b.is_ascii_digit()) => {
-                Ok(Setting::Cpu(t.parse().expect("digits")))
-            }
+            t if !t.is_empty() && t.len() <= 5 && t.bytes().all(|b| b.is_ascii_digit()) => t
+                .parse()
+                .map(Setting::Cpu)
+                .map_err(|_| CpuPlanError::Setting(s.to_string())),
             _ => Err(CpuPlanError::Setting(s.to_string())),
         }
     }
@@ -189,8 +190,7 @@ fn cpu_plan(
     if !mask.contains(cpu) {
         return Err(unfit(format!("cpu {cpu} is not in the mask {mask}")));
     }
-    let mut cores = Cores::new(topo, mask);
-    let cores = cores.cores_in(mask)?;
+    let cores = Cores::new(topo).all(mask)?;
     let Some(start) = cores.iter().position(|c| c.contains(cpu)) else {
         return Err(unfit(format!("cpu {cpu} is in no core of the mask {mask}")));
     };

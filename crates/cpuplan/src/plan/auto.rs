@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::cores::Cores;
+use super::cores::{Cores, Ends};
 use super::{CpuPlan, CpuPlanError, StepCpus};
 use crate::cpuset::CpuSet;
 use crate::gpus::{is_not_found, HostGpu};
@@ -62,7 +62,7 @@ pub(crate) fn auto_plan(
         Err(e) => return Err(e.into()),
     };
 
-    let mut cores = Cores::new(topo, mask);
+    let mut cores = Cores::new(topo);
     let mut placed: Vec<(usize, Placement)> = Vec::with_capacity(addressed.len());
     for &(i, addr) in &addressed {
         let Some(gpu) = gpus.iter().find(|g| g.address == addr) else {
@@ -82,18 +82,16 @@ pub(crate) fn auto_plan(
         let Some(local) = &gpu.local else {
             return nothing(format!("gpu {addr} has no local CPUs in sysfs"));
         };
-        let node_cores = cores.cores_in(local)?;
-        if node_cores.len() < 2 * peers {
-            return nothing(format!(
-                "{} has {} cores in the mask for gpu {addr}'s {peers} GPUs, fewer than 2 per GPU",
-                node_name(gpu.node),
-                node_cores.len()
-            ));
-        }
-        let wanted = vec![
-            node_cores[rank].clone(),
-            node_cores[node_cores.len() - 1 - rank].clone(),
-        ];
+        let (bottom, top) = match cores.ends(&local.intersection(mask), peers)? {
+            Ends::Enough { bottom, top } => (bottom, top),
+            Ends::Short(count) => {
+                return nothing(format!(
+                    "{} has {count} cores in the mask for gpu {addr}'s {peers} GPUs, fewer than 2 per GPU",
+                    node_name(gpu.node)
+                ))
+            }
+        };
+        let wanted = vec![bottom[rank].clone(), top[rank].clone()];
         placed.push((
             i,
             Placement {

@@ -1,0 +1,235 @@
+//! The hook's library entry point over a fake host: every input source, output and failure mode.
+
+mod common;
+
+use std::path::Path;
+
+use common::fakehost::FakeHost;
+use cpuplan_hook::hook::{run_hook, HookError, Report};
+use serde_json::{json, Value};
+
+fn run(h: &FakeHost) -> Result<Option<Report>, HookError> {
+    let (state, cfg) = h.state();
+    run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
+}
+
+fn report(h: &FakeHost) -> Report {
+    run(h).expect("hook ran").expect("a createRuntime report")
+}
+
+fn env_line(h: &FakeHost, key: &str) -> String {
+    let env = h.plan_file("plan.env").expect("plan.env written");
+    env.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(String::from))
+        .unwrap_or_else(|| panic!("{key} not in plan.env:\n{env}"))
+}
+
+#[test]
+fn visible_devices_and_a_cpu_number_setting() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=1,0");
+    let r = report(&h);
+    assert_eq!(r.problem, None);
+    // numa: both GPUs on node 0, whose 112 CPUs hold the 8 usable ones.
+    assert_eq!(h.cpuset(), "0-55,112-167");
+    assert_eq!(r.plan.plan.mask.to_string(), "0-55,112-167");
+    assert_eq!(r.plan.plan.usable, 8);
+    let w: Vec<String> = r
+        .plan
+        .plan
+        .workers
+        .iter()
+        .map(|w| w.as_ref().unwrap().cpus.to_string())
+        .collect();
+    assert_eq!(w, ["2,114", "3,115"]);
+    assert_eq!(
+        r.plan.plan.result.as_ref().unwrap().cpus.to_string(),
+        "55,167"
+    );
+    assert_eq!(env_line(&h, "CPUPLAN_WORKERS"), "'2,114;3,115'");
+    assert_eq!(
+        env_line(&h, "CPUPLAN_DEVICES"),
+        "'0000:18:00.0;0000:2a:00.0'"
+    );
+    assert_eq!(env_line(&h, "CPUPLAN_RESULT"), "'55,167'");
+    assert_eq!(env_line(&h, "CPUPLAN_PINNED"), "'2-3,55,114-115,167'");
+    assert_eq!(env_line(&h, "CPUPLAN_LEFT"), "'2'");
+    assert_eq!(env_line(&h, "RAYON_NUM_THREADS"), "'2'");
+    assert_eq!(env_line(&h, "GOMAXPROCS"), "'8'");
+    assert_eq!(env_line(&h, "CPUPLAN_PREPROCESS_THREADS"), "'1'");
+    assert_eq!(env_line(&h, "CPUPLAN_PNG_THREADS"), "'1'");
+    assert_eq!(env_line(&h, "CPUPLAN_ENCODE_WORKERS"), "'2'");
+    assert_eq!(env_line(&h, "CPUPLAN_COPY_WORKERS"), "'1'");
+    let json: Value = serde_json::from_str(&h.plan_file("plan.json").unwrap()).unwrap();
+    assert_eq!(json["container"], "ctr");
+    assert_eq!(json["inputs"]["cgroup_quota"], 8.0);
+    assert_eq!(json["inputs"]["cpuset"], "0-55,112-167");
+    assert_eq!(json["inputs"]["setting_from"], "hook config");
+}
+
+#[test]
+fn linux_devices_name_gpus_by_minor() {
+    let mut h = FakeHost::new();
+    h.spec["linux"]["devices"] = json!([
+        {"path": "/dev/nvidia5", "type": "c", "major": 195, "minor": 5},
+        {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255}
+    ]);
+    h.config["step_thread_core"] = json!("60");
+    let r = report(&h);
+    assert_eq!(r.plan.inputs.gpus, ["0000:ab:00.0"]);
+    assert_eq!(h.cpuset(), "56-111,168-223", "GPU 5 is on node 1");
+}
+
+#[test]
+fn setting_sources_in_order() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=0");
+    h.env("CPUPLAN_STEP_THREAD_CORE=off");
+    let r = report(&h);
+    assert_eq!(r.plan.plan.setting, "off");
+    assert_eq!(
+        r.plan.inputs.setting_from,
+        "process.env CPUPLAN_STEP_THREAD_CORE"
+    );
+    h.spec["annotations"] = json!({"cpuplan.step-thread-core": "4"});
+    let r = report(&h);
+    assert_eq!(r.plan.plan.setting, "4");
+    assert_eq!(
+        r.plan.plan.workers[0].as_ref().unwrap().cpus.to_string(),
+        "4,116"
+    );
+    assert_eq!(
+        r.plan.inputs.setting_from,
+        "annotation cpuplan.step-thread-core"
+    );
+}
+
+#[test]
+fn quota_and_cpus_from_config_and_cgroup_tightest_wins() {
+    let mut h = FakeHost::new();
+    h.spec["linux"]["resources"] =
+        json!({"cpu": {"quota": 250000, "period": 100000, "cpus": "0-5,112-117"}});
+    h.config["step_thread_core"] = json!("off");
+    let r = report(&h);
+    assert_eq!(r.plan.inputs.quota, Some(2.5));
+    assert_eq!(r.plan.plan.usable, 2);
+    assert_eq!(r.plan.plan.mask.to_string(), "0-5,112-117");
+    assert_eq!(h.cpuset(), "0-223", "no GPU: the cpuset is left alone");
+    assert_eq!(env_line(&h, "GOMAXPROCS"), "'2'");
+}
+
+#[test]
+fn numa_keeps_the_mask_when_the_gpus_local_cpus_are_too_few() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=0");
+    h.spec["linux"]["resources"] = json!({"cpu": {"cpus": "50-60"}});
+    h.config["step_thread_core"] = json!("off");
+    let r = report(&h);
+    // node 0's CPUs in the mask are 50-55: 6 < 8 usable.
+    assert_eq!(h.cpuset(), "0-223");
+    assert_eq!(r.plan.plan.mask.to_string(), "50-60");
+    assert!(
+        r.plan.plan.why.contains("fewer than the 8 usable"),
+        "{}",
+        r.plan.plan.why
+    );
+}
+
+#[test]
+fn cpuset_keep_never_writes() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=0");
+    h.config["cpuset"] = json!("keep");
+    let r = report(&h);
+    assert_eq!(h.cpuset(), "0-223");
+    assert!(r.cpuset_file.is_none());
+}
+
+#[test]
+fn an_unknown_gpu_is_a_planning_problem_allow_and_deny() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000");
+    let r = report(&h);
+    let cause = r.problem.expect("a problem");
+    assert!(
+        cause.contains("NVIDIA_VISIBLE_DEVICES") && cause.contains("gpu-00000000"),
+        "{cause}"
+    );
+    assert_eq!(env_line(&h, "CPUPLAN_SETTING"), "'off'");
+    assert!(env_line(&h, "CPUPLAN_WHY").contains("matches no GPU"));
+    assert_eq!(h.cpuset(), "0-223");
+    h.config["on_error"] = json!("deny");
+    let e = run(&h).unwrap_err().to_string();
+    assert!(
+        e.contains("container ctr") && e.contains("matches no GPU"),
+        "{e}"
+    );
+}
+
+#[test]
+fn malformed_cgroup_files_name_the_file() {
+    let h = FakeHost::new();
+    std::fs::write(
+        h.file("sys/fs/cgroup/cpu,cpuacct/ctr/cpu.cfs_quota_us"),
+        "lots\n",
+    )
+    .unwrap();
+    let cause = report(&h).problem.expect("a problem");
+    assert!(
+        cause.contains("cpu.cfs_quota_us") && cause.contains("lots"),
+        "{cause}"
+    );
+}
+
+#[test]
+fn a_bad_hook_config_names_file_and_key() {
+    let mut h = FakeHost::new();
+    h.config["cpuset"] = json!("everything");
+    let (state, cfg) = h.state();
+    let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap();
+    assert!(r.is_none(), "no bundle read, nothing written");
+    assert!(h.plan_file("plan.env").is_none());
+    let mut h = FakeHost::new();
+    h.config["on_error"] = json!("deny");
+    h.config["surprise"] = json!(1);
+    let (state, cfg) = h.state();
+    let e = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap();
+    // An unusable config cannot say deny: the default (allow) applies.
+    assert!(e.is_none());
+}
+
+#[test]
+fn an_unwritable_plan_dir_is_reported_and_allowed() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=0");
+    std::fs::write(h.bundle().join("rootfs/run"), "not a dir").unwrap();
+    let r = report(&h);
+    let cause = r.problem.expect("a problem");
+    assert!(
+        cause.contains("/run") && cause.contains("not a directory"),
+        "{cause}"
+    );
+}
+
+#[test]
+fn a_malformed_state_always_fails() {
+    let h = FakeHost::new();
+    let (_, cfg) = h.state();
+    for bad in ["", "{", r#"{"id":"x","status":"creating","bundle":"rel"}"#] {
+        assert!(
+            run_hook(Some("createRuntime"), bad.as_bytes(), &cfg).is_err(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn other_stages_do_nothing() {
+    let h = FakeHost::new();
+    let (state, cfg) = h.state();
+    assert!(run_hook(Some("startContainer"), state.as_bytes(), &cfg)
+        .unwrap()
+        .is_none());
+    assert!(h.plan_file("plan.env").is_none());
+    assert!(!Path::new(&h.cpuset()).exists());
+}
