@@ -119,6 +119,14 @@ fn the_create_runtime_hooks_d_file_plans_the_container() {
     // Without the precreate hook the environment is the image's and the user's only.
     let env = section(out, "env");
     assert!(!env.contains("OMP_NUM_THREADS="), "{env}");
+    // Removing the container runs the poststop stage of the same hooks.d file.
+    let rm = p.cmd(&["rm", "crt"]);
+    assert_eq!(rm.rc, 0, "podman rm: {}", rm.err);
+    let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
+    assert!(
+        log.contains(&format!("container {}: stopped, released", id.out.trim())),
+        "poststop: {log}"
+    );
 }
 
 #[test]
