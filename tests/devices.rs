@@ -1,15 +1,18 @@
-//! Which GPUs a container has, over the example host's driver files and a tree with an AMD render node.
+//! Which GPUs a container has, against the fixture host `tests/fixtures/devices/host`.
 
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use cpuplan_hook::devices::{container_gpus, nvidia_gpus, CharDevice};
+use cpuplan_hook::devices::{
+    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, CharDevice, DeviceError,
+    VisibleDevices,
+};
 
+/// The fixture host: 8 NVIDIA H100s, an AMD GPU and a few other char devices.
 fn host() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/host")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devices/host")
 }
 
-const ALL: [&str; 8] = [
+const ADDRS: [&str; 8] = [
     "0000:18:00.0",
     "0000:2a:00.0",
     "0000:3a:00.0",
@@ -19,160 +22,271 @@ const ALL: [&str; 8] = [
     "0000:ba:00.0",
     "0000:db:00.0",
 ];
+const UUID_3A: &str = "GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033";
+const AMD: &str = "0000:0a:00.0";
 
+fn c(major: i64, minor: i64) -> CharDevice {
+    CharDevice { major, minor }
+}
+
+/// The GPUs of a container with these devices and this `NVIDIA_VISIBLE_DEVICES`.
 fn gpus(devices: &[CharDevice], visible: Option<&str>) -> Vec<String> {
     container_gpus(&host(), devices, visible).unwrap()
 }
 
-fn err(devices: &[CharDevice], visible: Option<&str>) -> String {
-    container_gpus(&host(), devices, visible)
-        .unwrap_err()
-        .to_string()
-}
-
-fn nv(minor: i64) -> CharDevice {
-    CharDevice { major: 195, minor }
+fn err(devices: &[CharDevice], visible: Option<&str>) -> DeviceError {
+    container_gpus(&host(), devices, visible).unwrap_err()
 }
 
 #[test]
-fn the_driver_lists_eight_gpus_in_address_order() {
+fn the_driver_lists_eight_gpus_in_pci_order() {
     let list = nvidia_gpus(&host()).unwrap();
+    let addrs: Vec<&str> = list.iter().map(|g| g.address.as_str()).collect();
+    assert_eq!(addrs, ADDRS);
+    let minors: Vec<u32> = list.iter().map(|g| g.minor.unwrap()).collect();
+    assert_eq!(minors, [0, 1, 3, 2, 4, 5, 6, 7]);
+    assert_eq!(list[2].uuid.as_deref(), Some(UUID_3A));
+    assert!(list.iter().all(|g| g.uuid.is_some()));
+}
+
+#[test]
+fn a_host_without_the_nvidia_driver_has_no_nvidia_gpus() {
+    let empty = tempfile::tempdir().unwrap();
+    assert!(nvidia_gpus(empty.path()).unwrap().is_empty());
     assert_eq!(
-        list.iter().map(|g| g.address.as_str()).collect::<Vec<_>>(),
-        ALL
-    );
-    assert_eq!(
-        list.iter().map(|g| g.minor.unwrap()).collect::<Vec<_>>(),
-        (0..8).collect::<Vec<u32>>()
+        container_gpus(empty.path(), &[], Some("all")).unwrap(),
+        Vec::<String>::new()
     );
 }
 
 #[test]
-fn visible_devices_forms() {
-    assert!(gpus(&[], None).is_empty());
-    assert!(gpus(&[], Some("none")).is_empty());
-    assert!(gpus(&[], Some("void")).is_empty());
-    assert!(gpus(&[], Some("")).is_empty());
-    assert_eq!(gpus(&[], Some("all")), ALL);
+fn char_devices_resolve_through_sysfs() {
     assert_eq!(
-        gpus(&[], Some("5,1")),
-        ["0000:2a:00.0", "0000:ab:00.0"],
-        "worker order is address order"
+        char_device_pci(&host(), 226, 128).unwrap().as_deref(),
+        Some(AMD)
     );
     assert_eq!(
-        gpus(&[], Some("1,1,0000:2a:00.0")),
-        ["0000:2a:00.0"],
-        "counted once"
-    );
-    let uuid = nvidia_gpus(&host()).unwrap()[3].uuid.clone().unwrap();
-    assert_eq!(gpus(&[], Some(&uuid)), ["0000:5d:00.0"]);
-    assert_eq!(gpus(&[], Some(&uuid.to_uppercase())), ["0000:5d:00.0"]);
-    assert_eq!(gpus(&[], Some("00000000:9A:00.0")), ["0000:9a:00.0"]);
-    assert_eq!(
-        gpus(&[], Some("2:0")),
-        ["0000:3a:00.0"],
-        "<gpu>:<mig> is the parent"
+        char_device_pci(&host(), 226, 0).unwrap().as_deref(),
+        Some(AMD)
     );
     assert_eq!(
-        gpus(&[], Some(&format!("MIG-{}/1/0", uuid))),
-        ["0000:5d:00.0"]
+        char_device_pci(&host(), 226, 1).unwrap().as_deref(),
+        Some("0000:18:00.0")
+    );
+    // A virtual device (no `device` link), a platform device, and one sysfs does not know.
+    assert_eq!(char_device_pci(&host(), 10, 200).unwrap(), None);
+    assert_eq!(char_device_pci(&host(), 4, 64).unwrap(), None);
+    assert_eq!(char_device_pci(&host(), 1, 3).unwrap(), None);
+    let e = char_device_pci(&host(), -1, 3).unwrap_err().to_string();
+    assert!(e.contains("-1:3"), "{e}");
+}
+
+#[test]
+fn nvidia_device_nodes_map_by_device_minor() {
+    // /dev/nvidia2 is minor 2, which the driver gives 0000:5d:00.0 (index 3).
+    assert_eq!(gpus(&[c(195, 2)], None), ["0000:5d:00.0"]);
+    assert_eq!(
+        gpus(&[c(195, 7), c(195, 0), c(195, 3)], None),
+        ["0000:18:00.0", "0000:3a:00.0", "0000:db:00.0"]
+    );
+    // nvidiactl, nvidia-modeset, nvidia-uvm (dynamic major, virtual) and /dev/null name no GPU.
+    assert_eq!(
+        gpus(&[c(195, 255), c(195, 254), c(10, 200), c(1, 3)], None),
+        Vec::<String>::new()
     );
 }
 
 #[test]
-fn linux_devices_name_gpus_by_minor() {
-    assert_eq!(
-        gpus(&[nv(7), nv(0), nv(255)], None),
-        ["0000:18:00.0", "0000:db:00.0"],
-        "nvidiactl is no GPU"
+fn every_gpu_is_counted_once_in_address_order() {
+    // The AMD render node and card, NVIDIA minor 0, its DRM card and the same GPU by index.
+    let got = gpus(
+        &[c(226, 128), c(195, 0), c(226, 1), c(226, 0), c(195, 5)],
+        Some("0,0000:18:00.0,5:1"),
     );
-    assert_eq!(gpus(&[nv(2)], Some("2")), ["0000:3a:00.0"]);
-    // A bare MIG UUID is the parent the devices give.
+    assert_eq!(got, [AMD, "0000:18:00.0", "0000:ab:00.0"]);
+}
+
+#[test]
+fn the_keywords_of_nvidia_visible_devices() {
+    assert_eq!(gpus(&[], Some("all")), ADDRS);
+    for none in [None, Some(""), Some("none"), Some("void")] {
+        assert_eq!(gpus(&[], none), Vec::<String>::new(), "{none:?}");
+    }
+    // `none` does not hide the GPUs the devices give.
+    assert_eq!(gpus(&[c(226, 128)], Some("none")), [AMD]);
+    assert_eq!(parse_visible_devices(None).unwrap(), VisibleDevices::Unset);
+}
+
+#[test]
+fn indices_count_in_pci_order_not_minor_order() {
+    assert_eq!(gpus(&[], Some("2")), ["0000:3a:00.0"]);
+    assert_eq!(gpus(&[], Some("3")), ["0000:5d:00.0"]);
     assert_eq!(
-        gpus(&[nv(4)], Some("MIG-1a2b3c4d-0000-1111-2222-333344445555")),
-        ["0000:9a:00.0"]
+        gpus(&[], Some("7,0,3,3")),
+        ["0000:18:00.0", "0000:5d:00.0", "0000:db:00.0"]
     );
 }
 
 #[test]
-fn unknown_ids_are_planning_problems_naming_them() {
-    for (devs, vis, needle) in [
-        (vec![], Some("8"), "\"8\""),
-        (
-            vec![],
-            Some("GPU-00000000-dead-beef-0000-000000000000"),
-            "gpu-00000000-dead-beef",
+fn uuids_and_pci_bus_ids_in_every_spelling() {
+    assert_eq!(gpus(&[], Some(UUID_3A)), ["0000:3a:00.0"]);
+    assert_eq!(gpus(&[], Some(&UUID_3A.to_uppercase())), ["0000:3a:00.0"]);
+    for id in ["0000:9a:00.0", "00000000:9A:00.0", "9a:00.0", "9A:00.0"] {
+        assert_eq!(gpus(&[], Some(id)), ["0000:9a:00.0"], "{id}");
+    }
+    assert_eq!(
+        gpus(&[], Some(" 00000000:DB:00.0 , 2a:00.0 ")),
+        ["0000:2a:00.0", "0000:db:00.0"]
+    );
+}
+
+#[test]
+fn mig_devices_count_as_their_parent_gpu() {
+    assert_eq!(
+        gpus(&[], Some(&format!("MIG-{UUID_3A}/1/0"))),
+        ["0000:3a:00.0"]
+    );
+    assert_eq!(gpus(&[], Some("4:0,4:1")), ["0000:9a:00.0"]);
+    assert_eq!(
+        gpus(&[], Some(&format!("{UUID_3A}:2,1:0"))),
+        ["0000:2a:00.0", "0000:3a:00.0"]
+    );
+    // A bare MIG uuid is placed by the /dev/nvidiaN the runtime gave with it (minor 6).
+    assert_eq!(
+        gpus(
+            &[c(195, 6), c(195, 255)],
+            Some("MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718")
         ),
-        (vec![], Some("0000:77:00.0"), "0000:77:00.0"),
+        ["0000:ba:00.0"]
+    );
+}
+
+#[test]
+fn a_bare_mig_uuid_without_an_nvidia_device_is_a_problem_naming_it() {
+    let mig = "MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718";
+    // The AMD render node is no NVIDIA device, so it cannot place the MIG device.
+    let e = err(&[c(226, 128), c(195, 255)], Some(mig));
+    assert!(matches!(e, DeviceError::BareMig { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("NVIDIA_VISIBLE_DEVICES=") && text.contains(&format!("{mig:?}")),
+        "{text}"
+    );
+}
+
+#[test]
+fn ids_that_match_no_gpu_name_the_variable_and_the_value() {
+    for (value, entry) in [
+        ("8", "8"),
+        ("0,99999", "99999"),
         (
-            vec![],
-            Some("MIG-1a2b3c4d-0000-1111-2222-333344445555"),
-            "MIG-1a2b3c4d",
+            "GPU-00000000-0000-0000-0000-000000000000",
+            "GPU-00000000-0000-0000-0000-000000000000",
         ),
-        (vec![nv(9)], None, "/dev/nvidia9"),
-        (vec![], Some("junk"), "\"junk\""),
-        (vec![], Some("-1"), "\"-1\""),
-        (vec![], Some("99999999"), "99999999"),
+        ("0000:0a:00.0", "0000:0a:00.0"), // the AMD GPU is no NVIDIA GPU
+        ("0000:19:00.0", "0000:19:00.0"),
+        ("8:0", "8:0"),
+        (
+            "MIG-GPU-00000000-0000-0000-0000-000000000000/1/0",
+            "MIG-GPU-00000000-0000-0000-0000-000000000000/1/0",
+        ),
     ] {
-        let e = err(&devs, vis);
-        assert!(e.contains(needle), "{vis:?}: {e}");
+        let e = err(&[], Some(value));
         assert!(
-            e.contains("NVIDIA_VISIBLE_DEVICES") || e.contains("linux.devices"),
-            "{e}"
+            matches!(e, DeviceError::VisibleUnknown { .. }),
+            "{value}: {e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("NVIDIA_VISIBLE_DEVICES={value:?}"))
+                && text.contains(&format!("{entry:?} matches no GPU")),
+            "{text}"
         );
     }
 }
 
 #[test]
-fn a_missing_device_minor_names_the_file() {
-    let t = tempfile::tempdir().unwrap();
-    let d = t.path().join("proc/driver/nvidia/gpus/0000:18:00.0");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(
-        d.join("information"),
-        "Model: \t\t NVIDIA H100\nBus Location: \t 0000:18:00.0\n",
-    )
-    .unwrap();
-    let e = container_gpus(t.path(), &[], Some("0"))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("0000:18:00.0/information") && e.contains("Device Minor"),
-        "{e}"
+fn junk_in_nvidia_visible_devices_is_refused() {
+    for value in [
+        "-1",
+        "0,-1",
+        "gpu0",
+        "0,,1",
+        "4294967296",
+        "all,0",
+        "GPU-zz",
+    ] {
+        let e = err(&[], Some(value));
+        assert!(
+            matches!(e, DeviceError::VisibleJunk { .. }),
+            "{value}: {e:?}"
+        );
+        assert!(e.to_string().contains(&format!("{value:?}")), "{e}");
+    }
+}
+
+#[test]
+fn an_nvidia_minor_the_driver_does_not_list_is_a_problem() {
+    let e = err(&[c(195, 9)], None).to_string();
+    assert!(e.contains("195:9") && e.contains("Device Minor 9"), "{e}");
+    let e = err(&[c(195, 256)], None).to_string();
+    assert!(e.contains("195:256"), "{e}");
+}
+
+/// A topology root with one NVIDIA GPU whose information file is `info`.
+fn one_gpu_host(info: &str) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("proc/driver/nvidia/gpus/0000:18:00.0");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("information"), info).unwrap();
+    root
+}
+
+#[test]
+fn a_missing_device_minor_names_the_information_file() {
+    let good =
+        std::fs::read_to_string(host().join("proc/driver/nvidia/gpus/0000:18:00.0/information"))
+            .unwrap();
+    let root = one_gpu_host(&good.replace("Device Minor: \t 0\n", ""));
+    for result in [
+        nvidia_gpus(root.path()).map(|_| ()),
+        container_gpus(root.path(), &[], Some("all")).map(|_| ()),
+        container_gpus(root.path(), &[c(195, 0)], None).map(|_| ()),
+    ] {
+        let e = result.unwrap_err();
+        assert!(matches!(e, DeviceError::Malformed { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("0000:18:00.0/information") && text.contains("Device Minor"),
+            "{text}"
+        );
+    }
+    // A GPU that is fine still resolves in a tree with the same file intact.
+    let root = one_gpu_host(&good);
+    assert_eq!(
+        container_gpus(root.path(), &[c(195, 0)], Some("0")).unwrap(),
+        ["0000:18:00.0"]
     );
 }
 
 #[test]
-fn other_accelerators_through_sys_dev_char() {
-    let t = tempfile::tempdir().unwrap();
-    let pci = t
-        .path()
-        .join("sys/devices/pci0000:00/0000:00:03.1/0000:0a:00.0");
-    std::fs::create_dir_all(pci.join("drm/renderD128")).unwrap();
-    symlink("../../../0000:0a:00.0", pci.join("drm/renderD128/device")).unwrap();
-    std::fs::create_dir_all(t.path().join("sys/dev/char")).unwrap();
-    symlink(
-        "../../devices/pci0000:00/0000:00:03.1/0000:0a:00.0/drm/renderD128",
-        t.path().join("sys/dev/char/226:128"),
-    )
-    .unwrap();
-    // A char device that is no PCI function (a tty) gives nothing.
-    std::fs::create_dir_all(t.path().join("sys/devices/virtual/tty/tty0")).unwrap();
-    symlink(
-        "../../devices/virtual/tty/tty0",
-        t.path().join("sys/dev/char/4:0"),
-    )
-    .unwrap();
-    let devs = [
-        CharDevice {
-            major: 226,
-            minor: 128,
-        },
-        CharDevice { major: 4, minor: 0 },
-        CharDevice { major: 1, minor: 3 },
-    ];
-    assert_eq!(
-        container_gpus(t.path(), &devs, None).unwrap(),
-        ["0000:0a:00.0"]
-    );
+fn a_gpu_directory_not_named_by_a_pci_address_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("proc/driver/nvidia/gpus/not-a-gpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = nvidia_gpus(root.path()).unwrap_err().to_string();
+    assert!(e.contains("\"not-a-gpu\""), "{e}");
+}
+
+#[test]
+fn a_gpu_directory_without_its_information_file_names_it() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("proc/driver/nvidia/gpus/0000:18:00.0")).unwrap();
+    let e = nvidia_gpus(root.path()).unwrap_err().to_string();
+    assert!(e.contains("0000:18:00.0/information"), "{e}");
+}
+
+#[test]
+fn nothing_names_a_gpu_when_nothing_is_given() {
+    assert_eq!(gpus(&[], None), Vec::<String>::new());
 }

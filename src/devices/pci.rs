@@ -1,53 +1,47 @@
-//! PCI addresses: the forms container runtimes and nvidia-smi write, and their numeric order.
+//! PCI bus ids as NVIDIA and sysfs spell them, normalized to `0000:2a:00.0`.
 
-/// `addr` as `dddd:bb:dd.f` lowercase (domains of more than 4 digits kept, leading zeros past 4 dropped),
-/// from `0000:2a:00.0`, `00000000:2A:00.0` or `2a:00.0`; `None` if it is not a PCI address.
-pub fn normalize_pci(addr: &str) -> Option<String> {
-    let addr = addr.trim().to_ascii_lowercase();
-    let parts: Vec<&str> = addr.split(':').collect();
-    let (domain, bus, devfn) = match parts.as_slice() {
-        [d, b, df] => (*d, *b, *df),
-        [b, df] => ("0000", *b, *df),
-        _ => return None,
-    };
-    let (dev, func) = devfn.split_once('.')?;
-    let hex = |s: &str, max: usize| {
-        !s.is_empty() && s.len() <= max && s.bytes().all(|c| c.is_ascii_hexdigit())
-    };
-    if !hex(domain, 8)
-        || !hex(bus, 2)
-        || !hex(dev, 2)
-        || func.len() != 1
-        || !matches!(func.as_bytes()[0], b'0'..=b'7')
-    {
-        return None;
-    }
-    let domain = u32::from_str_radix(domain, 16).ok()?;
-    let bus = u8::from_str_radix(bus, 16).ok()?;
-    let dev = u8::from_str_radix(dev, 16).ok()?;
-    if dev > 0x1f {
-        return None;
-    }
-    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func}"))
+/// `0000:2a:00.0`, `00000000:2A:00.0` or `2a:00.0` as lowercase `dddd:bb:dd.f`; `None` if it is no PCI bus id.
+pub(crate) fn normalize_pci(id: &str) -> Option<String> {
+    let (domain, bus, device, function) = pci_parts(id)?;
+    Some(format!("{domain:04x}:{bus:02x}:{device:02x}.{function}"))
 }
 
-/// The numeric order of PCI addresses (domain, bus, device, function); unparsable ones last.
-pub fn pci_sort_key(addr: &str) -> (u64, u64, u64, u64, String) {
-    let parse = || -> Option<(u64, u64, u64, u64)> {
-        let (domain, rest) = addr.split_once(':')?;
-        let (bus, devfn) = rest.split_once(':')?;
-        let (dev, func) = devfn.split_once('.')?;
-        Some((
-            u64::from_str_radix(domain, 16).ok()?,
-            u64::from_str_radix(bus, 16).ok()?,
-            u64::from_str_radix(dev, 16).ok()?,
-            u64::from_str_radix(func, 16).ok()?,
-        ))
+/// The order of PCI addresses (domain, bus, device, function); `None` if it is no PCI bus id.
+pub(crate) fn pci_sort_key(id: &str) -> Option<(u32, u8, u8, u8)> {
+    pci_parts(id)
+}
+
+/// The numbers of `[domain:]bus:device.function`: a 4 to 8 hex digit domain (0 if absent), two hex digits each for bus and device, function 0 to 7.
+fn pci_parts(id: &str) -> Option<(u32, u8, u8, u8)> {
+    let (rest, function) = id.rsplit_once('.')?;
+    let mut parts: Vec<&str> = rest.split(':').collect();
+    let domain = match parts.len() {
+        2 => 0,
+        3 => {
+            let d = parts.remove(0);
+            if !(4..=8).contains(&d.len()) {
+                return None;
+            }
+            hex(d)?
+        }
+        _ => return None,
     };
-    match parse() {
-        Some((a, b, c, d)) => (a, b, c, d, String::new()),
-        None => (u64::MAX, 0, 0, 0, addr.to_string()),
+    let byte = |s: &str| (s.len() == 2).then(|| hex(s)).flatten().map(|v| v as u8);
+    let bus = byte(parts[0])?;
+    let device = byte(parts[1])?;
+    let function = match function.as_bytes() {
+        [f @ b'0'..=b'7'] => f - b'0',
+        _ => return None,
+    };
+    Some((domain, bus, device, function))
+}
+
+/// A string of hex digits (nothing else, not even a sign) as a number.
+fn hex(s: &str) -> Option<u32> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
     }
+    u32::from_str_radix(s, 16).ok()
 }
 
 #[cfg(test)]
@@ -55,50 +49,84 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalizes_runtime_and_smi_forms() {
-        assert_eq!(
-            normalize_pci("0000:2a:00.0").as_deref(),
-            Some("0000:2a:00.0")
-        );
-        assert_eq!(
-            normalize_pci("00000000:2A:00.0").as_deref(),
-            Some("0000:2a:00.0")
-        );
-        assert_eq!(normalize_pci("2a:00.1").as_deref(), Some("0000:2a:00.1"));
-        assert_eq!(
-            normalize_pci("10000:01:00.0").as_deref(),
-            Some("10000:01:00.0")
-        );
-        for bad in [
-            "",
-            "2a",
-            "0000:2a:00",
-            "0000:2a:00.8",
-            "zz:00.0",
-            "0000:2a:20.0",
-            "0000:2a:00.0.0",
-            "../x:00.0",
+    fn every_spelling_normalizes_to_one() {
+        for id in [
+            "0000:2a:00.0",
+            "00000000:2A:00.0",
+            "2a:00.0",
+            "2A:00.0",
+            "000000:2a:00.0",
         ] {
-            assert_eq!(normalize_pci(bad), None, "{bad}");
+            assert_eq!(normalize_pci(id).as_deref(), Some("0000:2a:00.0"), "{id}");
+        }
+        assert_eq!(
+            normalize_pci("0001:db:1f.7").as_deref(),
+            Some("0001:db:1f.7")
+        );
+        assert_eq!(
+            normalize_pci("10000:01:00.1").as_deref(),
+            Some("10000:01:00.1")
+        );
+    }
+
+    #[test]
+    fn junk_is_no_pci_id() {
+        for id in [
+            "",
+            "0",
+            "2a:00",
+            "2a:00.8",
+            "2a:0.0",
+            "2a:000.0",
+            "000:2a:00.0",
+            "000000000:2a:00.0",
+            "0000:2a:00:00.0",
+            "0000:2g:00.0",
+            "+000:2a:00.0",
+            "0000:2a:00.0 ",
+            "GPU-2a:00.0",
+            "renderD128",
+            "0000:2a:00.01",
+        ] {
+            assert_eq!(normalize_pci(id), None, "{id:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn normalizing_is_total_and_idempotent(s in "\\PC*") {
+            if let Some(n) = normalize_pci(&s) {
+                proptest::prop_assert_eq!(normalize_pci(&n), Some(n.clone()));
+                proptest::prop_assert_eq!(pci_sort_key(&n), pci_sort_key(&s));
+            }
+        }
+
+        #[test]
+        fn every_address_round_trips(d in 0u32..=0xffff, b: u8, dev: u8, f in 0u8..8) {
+            let upper = format!("{d:08X}:{b:02X}:{dev:02X}.{f}");
+            let want = format!("{d:04x}:{b:02x}:{dev:02x}.{f}");
+            proptest::prop_assert_eq!(normalize_pci(&upper), Some(want));
         }
     }
 
     #[test]
-    fn sorts_numerically() {
-        let mut v = vec![
-            "10000:00:00.0",
-            "0000:9a:00.0",
+    fn keys_order_by_number_not_by_text() {
+        let mut ids = vec![
+            "0000:db:00.0",
+            "10000:01:00.0",
+            "0000:18:00.1",
             "0000:18:00.0",
             "0001:00:00.0",
         ];
-        v.sort_by_key(|a| pci_sort_key(a));
+        ids.sort_by_key(|id| pci_sort_key(id));
         assert_eq!(
-            v,
+            ids,
             [
                 "0000:18:00.0",
-                "0000:9a:00.0",
+                "0000:18:00.1",
+                "0000:db:00.0",
                 "0001:00:00.0",
-                "10000:00:00.0"
+                "10000:01:00.0"
             ]
         );
     }

@@ -1,173 +1,206 @@
-//! `NVIDIA_VISIBLE_DEVICES`: which NVIDIA GPUs a container asks for by name.
+//! `NVIDIA_VISIBLE_DEVICES`: the GPUs the NVIDIA runtime gives a container.
 
-use crate::devices::pci::normalize_pci;
-use crate::devices::DeviceError;
+use super::nvidia_info::{gpu_uuid, strip_prefix_ignore_case};
+use super::pci::normalize_pci;
+use super::DeviceError;
 
-/// One id in `NVIDIA_VISIBLE_DEVICES`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeviceId {
-    /// The i-th NVIDIA GPU in PCI address order.
-    Index(usize),
-    /// `GPU-<uuid>`.
-    Uuid(String),
-    /// A PCI bus id, normalized.
-    Pci(String),
-    /// `MIG-<uuid>`: a MIG instance whose parent only the container's devices can name.
-    Mig(String),
-}
+/// The variable's name, as errors quote it.
+pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 
 /// What `NVIDIA_VISIBLE_DEVICES` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VisibleDevices {
-    /// Not set.
+    /// The variable is not set: no GPU.
     Unset,
-    /// `none`, `void` or empty.
+    /// `none`, `void` or empty: no GPU.
     None,
-    /// `all`.
+    /// `all`: every NVIDIA GPU of the host.
     All,
-    /// A list of ids (MIG forms already reduced to the parent GPU where they name it).
+    /// A comma list of GPUs, in the order given (duplicates kept).
     List(Vec<DeviceId>),
 }
 
-/// The highest index accepted (a host has far fewer GPUs).
-const MAX_INDEX: usize = 4096;
+/// One GPU named in `NVIDIA_VISIBLE_DEVICES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceId {
+    /// The i-th NVIDIA GPU of the host in PCI address order (also the parent of `<i>:<mig>`).
+    Index(u32),
+    /// A GPU by `GPU-<uuid>` with lowercase hex (also the parent of `MIG-GPU-<uuid>/<gi>/<ci>` and `GPU-<uuid>:<mig>`).
+    Uuid(String),
+    /// A GPU by PCI bus id, normalized to `0000:2a:00.0`.
+    Pci(String),
+    /// A MIG device by its own `MIG-<uuid>` (lowercase hex), which procfs cannot place on a GPU.
+    Mig(String),
+}
 
-/// The value of `NVIDIA_VISIBLE_DEVICES` parsed; junk is an error quoting the value.
+/// `NVIDIA_VISIBLE_DEVICES` (`None` when unset) parsed; a junk entry is an error quoting it.
 pub fn parse_visible_devices(value: Option<&str>) -> Result<VisibleDevices, DeviceError> {
     let Some(raw) = value else {
         return Ok(VisibleDevices::Unset);
     };
-    let v = raw.trim();
-    match v {
-        "" | "none" | "void" => return Ok(VisibleDevices::None),
-        "all" => return Ok(VisibleDevices::All),
-        _ => {}
+    match raw.trim() {
+        "" | "none" | "void" => Ok(VisibleDevices::None),
+        "all" => Ok(VisibleDevices::All),
+        _ => Ok(VisibleDevices::List(
+            entries(raw)?.into_iter().map(|(_, id)| id).collect(),
+        )),
     }
-    let bad = |why: String| DeviceError::Visible {
-        value: raw.to_string(),
-        message: why,
-    };
-    let mut ids = Vec::new();
-    for item in v.split(',') {
-        let item = item.trim();
-        let id = parse_one(item).map_err(|m| bad(format!("{item:?}: {m}")))?;
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
-    Ok(VisibleDevices::List(ids))
 }
 
-fn parse_one(item: &str) -> Result<DeviceId, String> {
-    if item.is_empty() {
-        return Err("empty id".into());
-    }
-    if let Some(rest) = item.strip_prefix("MIG-") {
-        // MIG-GPU-<uuid>/<gi>/<ci> (older drivers) names its parent; MIG-<uuid> does not.
-        if let Some(parent) = rest.strip_prefix("GPU-") {
-            let uuid = parent.split('/').next().unwrap_or_default();
-            return uuid_id(&format!("GPU-{uuid}"));
-        }
-        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-            return Err("not a MIG UUID".into());
-        }
-        return Ok(DeviceId::Mig(item.to_string()));
-    }
-    // <gpu>:<mig>: the parent GPU by index or UUID.
-    if let Some((gpu, mig)) = item.rsplit_once(':').filter(|_| !item.contains('.')) {
-        if !mig.is_empty() && mig.bytes().all(|b| b.is_ascii_digit()) {
-            return parse_one(gpu).and_then(|id| match id {
-                DeviceId::Index(_) | DeviceId::Uuid(_) => Ok(id),
-                _ => Err("not <gpu>:<mig>".into()),
-            });
-        }
-    }
-    if item.starts_with("GPU-") {
-        return uuid_id(item);
-    }
-    if item.bytes().all(|b| b.is_ascii_digit()) {
-        return item
-            .parse::<usize>()
-            .ok()
-            .filter(|i| *i <= MAX_INDEX)
-            .map(DeviceId::Index)
-            .ok_or_else(|| "index out of range".into());
-    }
-    if let Some(pci) = normalize_pci(item).filter(|_| item.contains('.')) {
-        return Ok(DeviceId::Pci(pci));
-    }
-    Err("neither an index, a GPU-/MIG- UUID nor a PCI bus id".into())
+/// Each comma-separated entry of a list value (trimmed) with the id it names.
+pub(crate) fn entries(raw: &str) -> Result<Vec<(&str, DeviceId)>, DeviceError> {
+    raw.split(',')
+        .map(str::trim)
+        .map(|entry| {
+            parse_id(entry)
+                .map(|id| (entry, id))
+                .ok_or_else(|| DeviceError::VisibleJunk {
+                    value: raw.to_string(),
+                    entry: entry.to_string(),
+                })
+        })
+        .collect()
 }
 
-fn uuid_id(item: &str) -> Result<DeviceId, String> {
-    let body = &item[4..];
-    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-        return Err("not a GPU UUID".into());
+/// One entry: an index, `GPU-<uuid>`, a PCI bus id, `MIG-GPU-<uuid>/<gi>/<ci>`, `MIG-<uuid>` or `<gpu>:<mig>`.
+fn parse_id(entry: &str) -> Option<DeviceId> {
+    if let Some(pci) = normalize_pci(entry) {
+        return Some(DeviceId::Pci(pci));
     }
-    Ok(DeviceId::Uuid(item.to_ascii_lowercase()))
+    if let Some(rest) = strip_prefix_ignore_case(entry, "MIG-") {
+        if strip_prefix_ignore_case(rest, "GPU-").is_some() {
+            // MIG-GPU-<uuid>/<gi>/<ci>: the instance of the GPU with that uuid.
+            let mut parts = rest.split('/');
+            let (Some(gpu), Some(gi), Some(ci), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return None;
+            };
+            return (number(gi).is_some() && number(ci).is_some())
+                .then(|| gpu_uuid(gpu).map(DeviceId::Uuid))
+                .flatten();
+        }
+        let ok = !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        return ok.then(|| DeviceId::Mig(format!("MIG-{}", rest.to_ascii_lowercase())));
+    }
+    if let Some((gpu, mig)) = entry.split_once(':') {
+        // <gpu>:<mig>: the parent GPU by index or uuid.
+        number(mig)?;
+        return parent(gpu);
+    }
+    parent(entry)
+}
+
+/// A whole GPU by index or `GPU-<uuid>`.
+fn parent(s: &str) -> Option<DeviceId> {
+    match number(s) {
+        Some(i) => Some(DeviceId::Index(i)),
+        None => gpu_uuid(s).map(DeviceId::Uuid),
+    }
+}
+
+/// Decimal digits only (no sign) that fit a u32.
+fn number(s: &str) -> Option<u32> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn list(v: &str) -> Vec<DeviceId> {
-        match parse_visible_devices(Some(v)).unwrap() {
-            VisibleDevices::List(l) => l,
-            other => panic!("{other:?}"),
+    fn ids(value: &str) -> Vec<DeviceId> {
+        match parse_visible_devices(Some(value)).unwrap() {
+            VisibleDevices::List(ids) => ids,
+            other => panic!("{value:?} gave {other:?}"),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_value_parses_or_is_refused_without_panic(s in "\\PC*") {
+            if let Err(e) = parse_visible_devices(Some(&s)) {
+                proptest::prop_assert!(e.to_string().contains("NVIDIA_VISIBLE_DEVICES="));
+            }
         }
     }
 
     #[test]
-    fn every_form() {
+    fn the_keywords() {
         assert_eq!(parse_visible_devices(None).unwrap(), VisibleDevices::Unset);
-        for none in ["", "none", "void", " "] {
+        for none in ["", "  ", "none", "void", " none\n"] {
             assert_eq!(
                 parse_visible_devices(Some(none)).unwrap(),
-                VisibleDevices::None
+                VisibleDevices::None,
+                "{none:?}"
             );
         }
         assert_eq!(
             parse_visible_devices(Some("all")).unwrap(),
             VisibleDevices::All
         );
-        assert_eq!(list("0,2"), vec![DeviceId::Index(0), DeviceId::Index(2)]);
-        assert_eq!(
-            list("1,1"),
-            vec![DeviceId::Index(1)],
-            "duplicates count once"
-        );
-        assert_eq!(list("GPU-AbC-1"), vec![DeviceId::Uuid("gpu-abc-1".into())]);
-        assert_eq!(
-            list("00000000:2A:00.0"),
-            vec![DeviceId::Pci("0000:2a:00.0".into())]
-        );
-        assert_eq!(list("MIG-0f-1"), vec![DeviceId::Mig("MIG-0f-1".into())]);
-        assert_eq!(
-            list("MIG-GPU-ab12/1/0"),
-            vec![DeviceId::Uuid("gpu-ab12".into())]
-        );
-        assert_eq!(list("3:1"), vec![DeviceId::Index(3)]);
-        assert_eq!(list("GPU-ab:0"), vec![DeviceId::Uuid("gpu-ab".into())]);
     }
 
     #[test]
-    fn junk_is_an_error_quoting_the_value() {
-        for bad in [
-            "x",
-            "-1",
-            "99999",
-            "1,,2",
-            "GPU-",
-            "GPU-zz",
-            "MIG-",
-            "0000:zz:00.0",
-            "1:x",
+    fn every_form_of_id() {
+        let uuid = "GPU-5d8a1b2c-3e4f-5061-7283-94a5b6c7d8e9";
+        assert_eq!(
+            ids("0, 3,GPU-5D8A1B2C-3E4F-5061-7283-94A5B6C7D8E9,00000000:2A:00.0,2a:00.0,0000:18:00.0"),
+            [
+                DeviceId::Index(0),
+                DeviceId::Index(3),
+                DeviceId::Uuid(uuid.into()),
+                DeviceId::Pci("0000:2a:00.0".into()),
+                DeviceId::Pci("0000:2a:00.0".into()),
+                DeviceId::Pci("0000:18:00.0".into()),
+            ]
+        );
+        assert_eq!(
+            ids(&format!(
+                "MIG-{uuid}/1/0,1:0,{uuid}:2,MIG-AB12cd34-0000-1111-2222-333344445555"
+            )),
+            [
+                DeviceId::Uuid(uuid.into()),
+                DeviceId::Index(1),
+                DeviceId::Uuid(uuid.into()),
+                DeviceId::Mig("MIG-ab12cd34-0000-1111-2222-333344445555".into()),
+            ]
+        );
+        assert_eq!(ids("99999"), [DeviceId::Index(99999)]);
+    }
+
+    #[test]
+    fn junk_quotes_the_variable_and_the_entry() {
+        for (value, entry) in [
+            ("-1", "-1"),
+            ("0,,1", ""),
+            ("0,", ""),
+            ("gpu0", "gpu0"),
+            ("4294967296", "4294967296"),
+            ("+1", "+1"),
+            ("0,all", "all"),
+            ("GPU-", "GPU-"),
+            ("GPU-xyz", "GPU-xyz"),
+            ("MIG-", "MIG-"),
+            ("MIG-GPU-5d8a/1", "MIG-GPU-5d8a/1"),
+            ("MIG-GPU-5d8a/1/x", "MIG-GPU-5d8a/1/x"),
+            ("1:x", "1:x"),
+            ("1:-1", "1:-1"),
+            ("x:1", "x:1"),
+            ("../0", "../0"),
         ] {
-            let e = parse_visible_devices(Some(bad)).unwrap_err().to_string();
+            let e = parse_visible_devices(Some(value)).unwrap_err();
             assert!(
-                e.contains("NVIDIA_VISIBLE_DEVICES") && e.contains(&format!("{bad:?}")),
-                "{bad}: {e}"
+                matches!(e, DeviceError::VisibleJunk { .. }),
+                "{value:?}: {e:?}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("NVIDIA_VISIBLE_DEVICES={value:?}"))
+                    && text.contains(&format!("{entry:?} is not")),
+                "{text}"
             );
         }
     }

@@ -1,11 +1,35 @@
-//! GPU claims that outlive the claiming process (STUB: to be written).
+//! GPU claims that outlive the claiming process.
+//!
+//! The hook exits while its container runs, so a claim cannot be an flock held for the
+//! life of a process (the seed's `claim_gpus`). Instead a claims directory holds one
+//! file per claimed GPU (`0000:2a:00.0.json`, holding its [`Holder`]) and one lock file
+//! `.lock`. Every change happens under an exclusive flock of `.lock`, so two concurrent
+//! takers never both win. The lock file is never unlinked: another process may already
+//! hold an fd on its inode, and removing it would let a third lock a different one.
+//! A claim whose holder pid is gone, or runs with another start time, is stale and may
+//! be taken over; claim files are written to a temporary name and renamed, never torn.
 
-use std::path::Path;
-use std::time::Duration;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::Error;
+use crate::fsutil::{read_optional, under};
+
+/// The lock file's name in a claims directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// How long [`list_claims`] waits for the shared lock.
+pub const LIST_WAIT: Duration = Duration::from_secs(2);
+
+/// How long to sleep between two tries of a busy lock.
+const POLL: Duration = Duration::from_millis(5);
 
 /// Who holds a claim: a container, its init pid, and that pid's start time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,6 +40,22 @@ pub struct Holder {
     pub pid: u32,
     /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot).
     pub start_time: u64,
+}
+
+impl Holder {
+    /// The holder for `container` whose init is `pid`, its start time read under `root`; `None` if the pid is gone.
+    pub fn of_pid(root: &Path, container: &str, pid: u32) -> Result<Option<Holder>, ClaimError> {
+        Ok(process_start_time(root, pid)?.map(|start_time| Holder {
+            container: container.to_string(),
+            pid,
+            start_time,
+        }))
+    }
+
+    /// Whether the holder's pid still runs with the recorded start time (read under `root`).
+    pub fn is_live(&self, root: &Path) -> Result<bool, ClaimError> {
+        Ok(process_start_time(root, self.pid)? == Some(self.start_time))
+    }
 }
 
 /// One claim as listed.
@@ -43,32 +83,383 @@ pub enum ClaimOutcome {
     },
 }
 
+/// Why claims could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// A host file (claim, lock or `/proc/<pid>/stat`) could not be read or is malformed.
+    #[error(transparent)]
+    Host(#[from] Error),
+    /// Another process held the lock for longer than the caller would wait.
+    #[error("{}: held by another process for {waited:?}; gave up waiting", path.display())]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+        /// How long it was waited on.
+        waited: Duration,
+    },
+    /// An address that is not a lowercase PCI address (`0000:2a:00.0`), so names no claim file.
+    #[error("not a PCI address (want lowercase like 0000:2a:00.0): {address:?}")]
+    Address {
+        /// The address as given.
+        address: String,
+    },
+}
+
+/// Whether `s` is a lowercase PCI address: `^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`.
+pub fn is_pci_address(s: &str) -> bool {
+    let hex = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let Some((rest, function)) = s.rsplit_once('.') else {
+        return false;
+    };
+    let mut parts = rest.split(':');
+    let (Some(domain), Some(bus), Some(device), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    hex(domain)
+        && domain.len() >= 4
+        && hex(bus)
+        && bus.len() == 2
+        && hex(device)
+        && device.len() == 2
+        && matches!(function.as_bytes(), [b'0'..=b'7'])
+}
+
+/// The start time (field 22 of `<root>/proc/<pid>/stat`, ticks since boot), or `None` if the process is gone.
+pub fn process_start_time(root: &Path, pid: u32) -> Result<Option<u64>, Error> {
+    let path = under(root, format!("/proc/{pid}/stat"));
+    match read_optional(&path)? {
+        None => Ok(None),
+        Some(text) => parse_start_time(&text).map(Some).ok_or_else(|| {
+            Error::malformed(&path, "no start time (field 22) after the last ')'", text)
+        }),
+    }
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line; the comm field may hold spaces and `)`, so fields count from the last `)`.
+pub fn parse_start_time(stat: &str) -> Option<u64> {
+    let (_, after_comm) = stat.rsplit_once(')')?;
+    // After the comm come field 3 (state) onwards: field 22 is the 20th.
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Claim every address for `holder`, all or nothing, under an flock of `dir` waited on at most `wait`.
+///
+/// An address already held by the same container is taken again (its holder rewritten);
+/// one held by a live other holder makes the call take nothing and return
+/// [`ClaimOutcome::Held`]; one held by a dead or restarted pid (or a claim file that does
+/// not parse) is stale and taken over. Pids are read under `root`.
 pub fn claim_gpus(
     dir: &Path,
     root: &Path,
     holder: &Holder,
     addresses: &[String],
     wait: Duration,
-) -> Result<ClaimOutcome> {
-    let _ = (dir, root, holder, addresses, wait);
-    todo!("H3")
+) -> Result<ClaimOutcome, ClaimError> {
+    let mut wanted: Vec<&str> = Vec::with_capacity(addresses.len());
+    for address in addresses {
+        if !is_pci_address(address) {
+            return Err(ClaimError::Address {
+                address: address.clone(),
+            });
+        }
+        if !wanted.contains(&address.as_str()) {
+            wanted.push(address);
+        }
+    }
+    create_dir(dir)?;
+    let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+
+    // Decide for every address before writing any, so a held one leaves all untouched.
+    let mut to_write: Vec<(&str, bool)> = Vec::with_capacity(wanted.len());
+    for address in wanted {
+        let path = claim_path(dir, address);
+        let mine = match read_holder(&path) {
+            Ok(None) => false,
+            Ok(Some(h)) if h.container == holder.container => true,
+            Ok(Some(h)) => {
+                if h.is_live(root)? {
+                    return Ok(ClaimOutcome::Held {
+                        address: address.to_string(),
+                        by: h,
+                    });
+                }
+                log::info!(
+                    "taking over stale claim {}: {} (pid {}) no longer runs",
+                    path.display(),
+                    h.container,
+                    h.pid
+                );
+                false
+            }
+            Err(e @ ClaimError::Host(Error::Malformed { .. })) => {
+                log::warn!("taking over a claim file that does not parse: {e}");
+                false
+            }
+            Err(e) => return Err(e),
+        };
+        to_write.push((address, mine));
+    }
+
+    let text = serde_json::to_string_pretty(holder)
+        .map_err(|e| Error::malformed(dir, "cannot encode holder", e.to_string()))?;
+    for (i, (address, _)) in to_write.iter().enumerate() {
+        if let Err(e) = write_atomically(dir, address, &text) {
+            // Undo what this call added, so a failure takes nothing it did not already hold.
+            for (done, was_mine) in &to_write[..i] {
+                if !was_mine {
+                    let _ = std::fs::remove_file(claim_path(dir, done));
+                }
+            }
+            return Err(e.into());
+        }
+    }
+    sync_dir(dir);
+    Ok(ClaimOutcome::Claimed)
 }
 
 /// Drop every claim held by `container`; returns how many.
-pub fn release(dir: &Path, container: &str, wait: Duration) -> Result<usize> {
-    let _ = (dir, container, wait);
-    todo!("H3")
+pub fn release(dir: &Path, container: &str, wait: Duration) -> Result<usize, ClaimError> {
+    if !dir.is_dir() {
+        return Ok(0);
+    }
+    let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    let mut dropped = 0;
+    for (address, path) in claim_files(dir)? {
+        match read_holder(&path) {
+            Ok(Some(h)) if h.container == container => {
+                remove(&path)?;
+                dropped += 1;
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!("skipping claim of {address}: {e}"),
+        }
+    }
+    if dropped > 0 {
+        sync_dir(dir);
+    }
+    Ok(dropped)
 }
 
-/// Every claim in `dir`, each with whether its holder is live (pids read under `root`).
-pub fn list_claims(dir: &Path, root: &Path) -> Result<Vec<Claim>> {
-    let _ = (dir, root);
-    todo!("H3")
+/// Every claim in `dir` in address order, each with whether its holder is live (pids read under `root`).
+pub fn list_claims(dir: &Path, root: &Path) -> Result<Vec<Claim>, ClaimError> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let _lock = lock(dir, FlockArg::LockSharedNonblock, LIST_WAIT)?;
+    let mut claims = Vec::new();
+    for (address, path) in claim_files(dir)? {
+        if let Some(holder) = read_holder(&path)? {
+            let live = holder.is_live(root)?;
+            claims.push(Claim {
+                address,
+                holder,
+                live,
+            });
+        }
+    }
+    Ok(claims)
 }
 
-/// Start time (field 22 of `<root>/proc/<pid>/stat`) of pid, `None` when it is gone (STUB).
-pub fn process_start_time(root: &Path, pid: u32) -> Result<Option<u64>> {
-    let _ = (root, pid);
-    todo!("H3")
+/// `<dir>/<address>.json`.
+fn claim_path(dir: &Path, address: &str) -> PathBuf {
+    dir.join(format!("{address}.json"))
+}
+
+/// The claim files in `dir` (named by a PCI address), sorted by address.
+fn claim_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        let Some(address) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        if is_pci_address(address) {
+            files.push((address.to_string(), entry.path()));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The holder recorded in a claim file, `None` if there is none.
+fn read_holder(path: &Path) -> Result<Option<Holder>, ClaimError> {
+    match read_optional(path)? {
+        None => Ok(None),
+        Some(text) => match serde_json::from_str(&text) {
+            Ok(h) => Ok(Some(h)),
+            Err(e) => Err(Error::malformed(path, format!("not a claim holder ({e})"), text).into()),
+        },
+    }
+}
+
+/// Write `text` to `<dir>/.<address>.json.tmp`, sync it, and rename it over the claim file.
+fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> {
+    let tmp = dir.join(format!(".{address}.json.tmp"));
+    let path = claim_path(dir, address);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.sync_all())
+        .map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+/// Remove a claim file (already gone is fine).
+fn remove(path: &Path) -> Result<(), Error> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Sync the directory so renames and removals survive a crash (best effort).
+fn sync_dir(dir: &Path) {
+    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+        log::debug!("cannot sync {}: {e}", dir.display());
+    }
+}
+
+/// Create the claims directory (0755, with parents) if it is missing.
+fn create_dir(dir: &Path) -> Result<(), Error> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// Open `<dir>/.lock` (created 0600 if missing, never unlinked) and flock it, trying until `wait` has passed.
+fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimError> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = open_lock(&path)?;
+    let start = Instant::now();
+    loop {
+        match Flock::lock(file, how) {
+            Ok(locked) => return Ok(locked),
+            Err((f, Errno::EWOULDBLOCK)) => {
+                let waited = start.elapsed();
+                if waited >= wait {
+                    return Err(ClaimError::Busy { path, waited });
+                }
+                std::thread::sleep(POLL.min(wait - waited));
+                file = f;
+            }
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, errno)) => {
+                return Err(Error::Io {
+                    path,
+                    source: std::io::Error::from(errno),
+                }
+                .into())
+            }
+        }
+    }
+}
+
+/// The lock file opened for flock: read-write (created 0600), or read-only where that is all we may.
+fn open_lock(path: &Path) -> Result<File, Error> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path);
+    match opened {
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => File::open(path),
+        other => other,
+    }
+    .map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses() {
+        for ok in ["0000:2a:00.0", "0000:00:1f.7", "10000:01:00.1"] {
+            assert!(is_pci_address(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "0000:2A:00.0",
+            "2a:00.0",
+            "000:2a:00.0",
+            "0000:2a:00.8",
+            "0000:2a:00.00",
+            "0000:2a:0.0",
+            "0000:2a:00:00.0",
+            "../../etc/passwd",
+            "0000:2a:00.0/../x",
+            "0000:2a:00.0.json",
+            "0000:2g:00.0",
+        ] {
+            assert!(!is_pci_address(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn start_time_after_the_last_paren() {
+        let stat =
+            "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        let plain = "1 (systemd) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 17 2 3";
+        assert_eq!(parse_start_time(plain), Some(17));
+        assert_eq!(parse_start_time("1 (x) S 0 1"), None);
+        assert_eq!(parse_start_time("no paren at all 1 2 3"), None);
+        let junk = "1 (x) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 abc 2 3";
+        assert_eq!(parse_start_time(junk), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_without_panic(s in "\\PC*") {
+            let _ = parse_start_time(&s);
+            let _ = is_pci_address(&s);
+        }
+
+        #[test]
+        fn the_start_time_survives_any_comm(comm in "\\PC*", start in 0u64..u64::MAX) {
+            let stat = format!("9 ({comm}) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1 2");
+            proptest::prop_assert_eq!(parse_start_time(&stat), Some(start));
+        }
+    }
+
+    #[test]
+    fn own_start_time_is_read() {
+        let t = process_start_time(Path::new("/"), std::process::id()).unwrap();
+        assert!(t.is_some_and(|t| t > 0), "{t:?}");
+    }
 }

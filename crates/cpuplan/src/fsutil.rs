@@ -31,9 +31,19 @@ pub fn under(root: &Path, abs: impl AsRef<Path>) -> PathBuf {
     root.join(abs.strip_prefix("/").unwrap_or(abs))
 }
 
+/// The bytes of a small kernel file: one `open` and `read`s into a stack-sized buffer, without
+/// the `statx` that `std::fs::read` makes to size its buffer (sysfs reports 4096 for every file).
+fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(256);
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// The whole file as text (lossy UTF-8); any error, absence included, names the file.
 pub fn read(path: &Path) -> Result<String> {
-    match std::fs::read(path) {
+    match read_small(path) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(source) => Err(Error::Io {
             path: path.to_path_buf(),
@@ -44,7 +54,7 @@ pub fn read(path: &Path) -> Result<String> {
 
 /// The whole file as text, or `None` where it (or a directory above it) does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read(path) {
+    match read_small(path) {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
         Err(source) => Err(Error::Io {

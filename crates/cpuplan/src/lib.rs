@@ -23,7 +23,7 @@ pub mod quota;
 pub mod smt;
 pub mod topology;
 
-pub use claims::{claim_gpus, list_claims, release, Claim, ClaimOutcome, Holder};
+pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
 pub use fsutil::Process;

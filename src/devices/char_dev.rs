@@ -1,0 +1,50 @@
+//! The PCI device behind a char device, from `/sys/dev/char/MAJ:MIN/device`.
+
+use std::io::ErrorKind;
+use std::path::Path;
+
+use super::pci::normalize_pci;
+use super::DeviceError;
+
+/// A char device of the container's `linux.devices`, by its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CharDevice {
+    /// Major number.
+    pub major: i64,
+    /// Minor number.
+    pub minor: i64,
+}
+
+/// The PCI address of the device behind char device `major:minor`, or `None` where sysfs places it on no PCI function.
+///
+/// `<topology_root>/sys/dev/char/MAJ:MIN` links to the device's class directory (such as
+/// `.../0000:0a:00.0/drm/renderD128`), whose `device` links to its parent device; that is
+/// a GPU if the link ends in a PCI address. A device sysfs does not know, or one without
+/// a parent (`/dev/null`, `/dev/nvidia-uvm`), is `None`.
+pub fn char_device_pci(
+    topology_root: &Path,
+    major: i64,
+    minor: i64,
+) -> Result<Option<String>, DeviceError> {
+    if major < 0 || minor < 0 || major > u32::MAX.into() || minor > u32::MAX.into() {
+        return Err(DeviceError::Device {
+            major,
+            minor,
+            why: "not a device number".into(),
+        });
+    }
+    let link = topology_root.join(format!("sys/dev/char/{major}:{minor}/device"));
+    let target = match std::fs::canonicalize(&link) {
+        Ok(target) => target,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(DeviceError::io(&link)(e)),
+    };
+    Ok(target
+        .file_name()
+        .and_then(|name| name.to_str())
+        // sysfs names PCI functions in full (`0000:0a:00.0`), never in the short form.
+        .filter(|name| name.matches(':').count() == 2)
+        .and_then(normalize_pci))
+}

@@ -1,0 +1,71 @@
+//! Errors from finding a container's GPUs: each names its source and quotes the value.
+
+use std::path::PathBuf;
+
+/// A host file, a `linux.devices` entry or `NVIDIA_VISIBLE_DEVICES` that does not name GPUs as it should.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// A host file or directory that could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A host file whose content is not what the driver or kernel writes there.
+    #[error("{}: {what}: {content:?}", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What was expected.
+        what: String,
+        /// The content (or the offending part), quoted in the message.
+        content: String,
+    },
+    /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all.
+    #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>")]
+    VisibleJunk {
+        /// The whole variable.
+        value: String,
+        /// The entry.
+        entry: String,
+    },
+    /// An entry of `NVIDIA_VISIBLE_DEVICES` that names no GPU of this host.
+    #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} matches no GPU on this host ({why})")]
+    VisibleUnknown {
+        /// The whole variable.
+        value: String,
+        /// The entry.
+        entry: String,
+        /// What the host has instead.
+        why: String,
+    },
+    /// A bare `MIG-<uuid>` in a container whose `linux.devices` hold no NVIDIA GPU to name its parent.
+    #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} is a MIG uuid, which /proc/driver/nvidia does not list, and the container's linux.devices hold no /dev/nvidiaN to name its GPU")]
+    BareMig {
+        /// The whole variable.
+        value: String,
+        /// The entry.
+        entry: String,
+    },
+    /// A `linux.devices` char device that should name a GPU but names none.
+    #[error("linux.devices char device {major}:{minor}: {why}")]
+    Device {
+        /// Its major number.
+        major: i64,
+        /// Its minor number.
+        minor: i64,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+impl DeviceError {
+    /// A [`DeviceError::Io`] for `path`.
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| DeviceError::Io { path, source }
+    }
+}

@@ -1,0 +1,134 @@
+//! The container's GPUs: everything in its devices and `NVIDIA_VISIBLE_DEVICES` that names one, counted once.
+
+use std::path::Path;
+
+use super::char_dev::{char_device_pci, CharDevice};
+use super::nvidia_info::{nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
+use super::pci::pci_sort_key;
+use super::visible::{entries, parse_visible_devices, DeviceId, VisibleDevices};
+use super::DeviceError;
+
+/// The NVIDIA driver's char major: `/dev/nvidiaN` is `195:N`, `/dev/nvidia-modeset` `195:254`, `/dev/nvidiactl` `195:255`.
+pub const NVIDIA_MAJOR: i64 = 195;
+
+/// The minor of `/dev/nvidia-modeset`, which names no GPU unless the driver lists a GPU with it.
+const MODESET_MINOR: i64 = 254;
+
+/// The container's GPUs' PCI addresses in address order, counted once.
+///
+/// `devices` are the char devices of `linux.devices`; `visible` is `NVIDIA_VISIBLE_DEVICES`
+/// from `process.env` (`None` when unset). Host files are read under `topology_root`.
+pub fn container_gpus(
+    topology_root: &Path,
+    devices: &[CharDevice],
+    visible: Option<&str>,
+) -> Result<Vec<String>, DeviceError> {
+    let mut host: Option<Vec<NvidiaGpu>> = None;
+    let mut found: Vec<String> = Vec::new();
+    let mut nvidia_in_devices = false;
+
+    for d in devices {
+        if d.major != NVIDIA_MAJOR {
+            found.extend(char_device_pci(topology_root, d.major, d.minor)?);
+            continue;
+        }
+        if !(0..MODESET_MINOR + 1).contains(&d.minor) {
+            if d.minor == MODESET_MINOR + 1 {
+                continue; // /dev/nvidiactl
+            }
+            return Err(DeviceError::Device {
+                major: d.major,
+                minor: d.minor,
+                why: "not an NVIDIA device minor (0 to 255)".into(),
+            });
+        }
+        let gpus = nvidia(&mut host, topology_root)?;
+        match gpus
+            .iter()
+            .find(|g| g.minor.map(i64::from) == Some(d.minor))
+        {
+            Some(g) => {
+                found.push(g.address.clone());
+                nvidia_in_devices = true;
+            }
+            None if d.minor == MODESET_MINOR => {} // /dev/nvidia-modeset
+            None => {
+                return Err(DeviceError::Device {
+                    major: d.major,
+                    minor: d.minor,
+                    why: format!(
+                        "no GPU in {} has Device Minor {}",
+                        topology_root.join(NVIDIA_GPUS_DIR).display(),
+                        d.minor
+                    ),
+                })
+            }
+        }
+    }
+
+    match parse_visible_devices(visible)? {
+        VisibleDevices::Unset | VisibleDevices::None => {}
+        VisibleDevices::All => {
+            found.extend(
+                nvidia(&mut host, topology_root)?
+                    .iter()
+                    .map(|g| g.address.clone()),
+            );
+        }
+        VisibleDevices::List(_) => {
+            let value = visible.unwrap_or_default();
+            for (entry, id) in entries(value)? {
+                let gpus = nvidia(&mut host, topology_root)?;
+                let unknown = |why: String| DeviceError::VisibleUnknown {
+                    value: value.to_string(),
+                    entry: entry.to_string(),
+                    why,
+                };
+                let gpu = match &id {
+                    DeviceId::Index(i) => gpus.get(*i as usize).ok_or_else(|| {
+                        unknown(format!("the host has {} NVIDIA GPUs", gpus.len()))
+                    })?,
+                    DeviceId::Uuid(uuid) => gpus
+                        .iter()
+                        .find(|g| g.uuid.as_deref() == Some(uuid.as_str()))
+                        .ok_or_else(|| unknown(listed_by_driver(topology_root, "GPU UUID")))?,
+                    DeviceId::Pci(address) => gpus
+                        .iter()
+                        .find(|g| &g.address == address)
+                        .ok_or_else(|| unknown(listed_by_driver(topology_root, "PCI address")))?,
+                    DeviceId::Mig(_) if nvidia_in_devices => continue, // its parent came with linux.devices
+                    DeviceId::Mig(_) => {
+                        return Err(DeviceError::BareMig {
+                            value: value.to_string(),
+                            entry: entry.to_string(),
+                        })
+                    }
+                };
+                found.push(gpu.address.clone());
+            }
+        }
+    }
+
+    found.sort_by_key(|a| pci_sort_key(a));
+    found.dedup();
+    Ok(found)
+}
+
+/// The host's NVIDIA GPUs, read once.
+fn nvidia<'a>(
+    host: &'a mut Option<Vec<NvidiaGpu>>,
+    topology_root: &Path,
+) -> Result<&'a [NvidiaGpu], DeviceError> {
+    if host.is_none() {
+        *host = Some(nvidia_gpus(topology_root)?);
+    }
+    Ok(host.as_deref().unwrap_or_default())
+}
+
+/// Why an id matched nothing: no GPU the driver lists under the topology root has it.
+fn listed_by_driver(topology_root: &Path, what: &str) -> String {
+    format!(
+        "no GPU in {} has that {what}",
+        topology_root.join(NVIDIA_GPUS_DIR).display()
+    )
+}
