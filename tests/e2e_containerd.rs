@@ -7,12 +7,12 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::containerd::{runnable, Containerd};
-use common::podman::{explain_json, pid_free};
+use common::podman::{claims_json, explain_json, pid_free};
 use common::runc::{fixtures, hook_bin, line_value};
 use serde_json::{json, Value};
 
 /// The setting the tests' hook config uses.
-const SETTING: &str = "off";
+const SETTING: &str = "auto";
 
 const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json"#;
@@ -92,9 +92,10 @@ fn the_base_spec_hooks_plan_the_container_and_poststop_runs() {
     let log = std::fs::read_to_string(c.dir.path().join("hook.log")).unwrap();
     assert!(log.contains(&format!("container {id}: pid")), "{log}");
     assert!(
-        log.contains(&format!("container {id}: stopped, released")),
-        "poststop: {log}"
+        log.contains(&format!("container {id}: stopped, released 1 GPU claim")),
+        "poststop released the claim createRuntime took: {log}"
     );
+    assert_eq!(claims_json(&cfg), json!([]), "claims left after poststop");
 }
 
 /// The shipped containerd 1.7 lines, with the base spec's path pointed at the repo's file.

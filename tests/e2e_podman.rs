@@ -6,12 +6,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::podman::{explain_json, pid_free, Podman};
+use common::podman::{claims_json, explain_json, pid_free, Podman};
 use common::runc::{fixtures, hook_bin, line_value};
 use serde_json::{json, Value};
 
 /// The setting the tests' hook config uses.
-const SETTING: &str = "off";
+const SETTING: &str = "auto";
 
 /// What the container prints: its CPUs, the plan files if any, its environment.
 const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
@@ -91,6 +91,14 @@ fn the_create_runtime_hooks_d_file_plans_the_container() {
     let init = p.init("crt", &GPU_ONE_CPU, PROBE);
     assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
     let explained = explain_json(&cfg, &p.bundle("crt"));
+    let id = p.cmd(&["inspect", "--format", "{{.Id}}", "crt"]);
+    let id = id.out.trim();
+    // createRuntime (auto) claimed the container's GPU for its pid.
+    let claims = claims_json(&cfg);
+    assert_eq!(claims.as_array().map(Vec::len), Some(1), "{claims}");
+    assert_eq!(claims[0]["address"], "0000:3b:00.0", "{claims}");
+    assert_eq!(claims[0]["holder"]["container"], id, "{claims}");
+    assert_eq!(claims[0]["live"], true, "{claims}");
     let run = p.start("crt");
     assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
     let out = &run.out;
@@ -106,12 +114,7 @@ fn the_create_runtime_hooks_d_file_plans_the_container() {
     );
     assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("'1'"));
     let plan: Value = serde_json::from_str(section(out, "planjson")).expect("plan.json parses");
-    let id = p.cmd(&["inspect", "--format", "{{.Id}}", "crt"]);
-    assert_eq!(
-        plan["container"],
-        id.out.trim(),
-        "plan.json names podman's id"
-    );
+    assert_eq!(plan["container"], id, "plan.json names podman's id");
     assert_eq!(plan["inputs"]["gpus"], json!(["0000:3b:00.0"]));
     assert_eq!(plan["inputs"]["quota"], 1.0);
     assert_eq!(pid_free(&plan), pid_free(&explained), "hook vs explain");
@@ -124,9 +127,10 @@ fn the_create_runtime_hooks_d_file_plans_the_container() {
     assert_eq!(rm.rc, 0, "podman rm: {}", rm.err);
     let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
     assert!(
-        log.contains(&format!("container {}: stopped, released", id.out.trim())),
+        log.contains(&format!("container {id}: stopped, released 1 GPU claim")),
         "poststop: {log}"
     );
+    assert_eq!(claims_json(&cfg), json!([]), "claims left after poststop");
 }
 
 #[test]

@@ -97,7 +97,7 @@ fn install_then_podman_uses_it_and_uninstall_removes_it() {
     std::fs::create_dir_all(i.config().parent().unwrap()).unwrap();
     std::fs::create_dir_all(i.tmp.path().join("var")).unwrap();
     let cfg = json!({
-        "step_thread_core": "off",
+        "step_thread_core": "auto",
         "topology_root": fixtures().join("e2e-host"),
         "claims_dir": i.tmp.path().join("var/claims"),
         "log": i.tmp.path().join("var/hook.log"),

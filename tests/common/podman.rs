@@ -312,6 +312,22 @@ pub fn explain_json(config: &Path, bundle: &Path) -> Value {
     serde_json::from_slice(&out.stdout).expect("explain --json prints JSON")
 }
 
+/// `cpuplan-hook --config CONFIG claims --json`, parsed.
+pub fn claims_json(config: &Path) -> Value {
+    let out = Command::new(hook_bin())
+        .arg("--config")
+        .arg(config)
+        .args(["claims", "--json"])
+        .output()
+        .expect("cpuplan-hook claims");
+    assert!(
+        out.status.success(),
+        "claims failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("claims --json prints JSON")
+}
+
 /// The plan fields that do not depend on the pid, for comparing a container's plan with explain's.
 pub fn pid_free(plan: &Value) -> Value {
     serde_json::json!({
