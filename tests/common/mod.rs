@@ -1,2 +1,4 @@
+pub mod containerd;
 pub mod fakehost;
+pub mod podman;
 pub mod runc;
