@@ -9,8 +9,10 @@
 //! - `CAP_FOWNER`: `fchmod` the plan files and directory to 0644/0755 where the rootfs's owner differs.
 //!
 //! Everything else (`CAP_SYS_ADMIN`, `CAP_NET_*`, `CAP_SETUID`, …) is dropped from the effective,
-//! permitted, inheritable and ambient sets and from the bounding set, and `no_new_privs` is set,
-//! so nothing the hook execs or is tricked into loading can regain them.
+//! permitted, inheritable and ambient sets, and `no_new_privs` is set, so nothing the hook could
+//! exec regains them (with `no_new_privs` an exec grants no file capabilities and no setuid, so
+//! the bounding set needs no separate drop: that would cost one `prctl` per capability at every
+//! container start).
 
 use caps::{CapSet, Capability, CapsHashSet};
 
@@ -26,15 +28,6 @@ pub const KEEP: [Capability; 4] = [
 pub fn drop_capabilities() -> Result<(), String> {
     let keep: CapsHashSet = KEEP.into_iter().collect();
     let mut problems = Vec::new();
-    // The bounding set first: dropping from it needs CAP_SETPCAP, which the permitted set loses below.
-    if let Ok(bounding) = caps::read(None, CapSet::Bounding) {
-        for cap in bounding.difference(&keep) {
-            if let Err(e) = caps::drop(None, CapSet::Bounding, *cap) {
-                problems.push(format!("bounding {cap}: {e}"));
-                break;
-            }
-        }
-    }
     let _ = caps::clear(None, CapSet::Ambient);
     for set in [CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
         match caps::read(None, set) {

@@ -18,7 +18,7 @@ pub struct NodeCores {
 
 /// The host's nodes and cores read under `root` (online CPUs only).
 pub fn host_nodes(root: &Path) -> Result<Vec<NodeCores>, cpuplan::Error> {
-    let online = crate::hook::inputs::online_cpus(root)?;
+    let online = cpuplan::topology::online_cpus(root)?;
     let node_dir = cpuplan::fsutil::under(root, "/sys/devices/system/node");
     let mut nodes: Vec<(Option<u32>, CpuSet)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir(&node_dir) {

@@ -250,7 +250,12 @@ fn a_missing_device_minor_names_the_information_file() {
     let root = one_gpu_host(&good.replace("Device Minor: \t 0\n", ""));
     for result in [
         nvidia_gpus(root.path()).map(|_| ()),
-        container_gpus(root.path(), &[], Some("all")).map(|_| ()),
+        container_gpus(
+            root.path(),
+            &[],
+            Some("GPU-00000000-0000-0000-0000-000000000000"),
+        )
+        .map(|_| ()),
         container_gpus(root.path(), &[c(195, 0)], None).map(|_| ()),
     ] {
         let e = result.unwrap_err();
@@ -261,6 +266,15 @@ fn a_missing_device_minor_names_the_information_file() {
             "{text}"
         );
     }
+    // Indices need only the driver's directory names: the broken file is not read.
+    assert_eq!(
+        container_gpus(root.path(), &[], Some("all")).unwrap(),
+        ["0000:18:00.0"]
+    );
+    assert_eq!(
+        container_gpus(root.path(), &[], Some("0")).unwrap(),
+        ["0000:18:00.0"]
+    );
     // A GPU that is fine still resolves in a tree with the same file intact.
     let root = one_gpu_host(&good);
     assert_eq!(

@@ -233,3 +233,99 @@ fn other_stages_do_nothing() {
     assert!(h.plan_file("plan.env").is_none());
     assert!(!Path::new(&h.cpuset()).exists());
 }
+
+#[test]
+fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=0,1");
+    h.config["step_thread_core"] = json!("auto");
+    let r = report(&h);
+    let w: Vec<String> = r
+        .plan
+        .plan
+        .workers
+        .iter()
+        .map(|w| w.as_ref().unwrap().cpus.to_string())
+        .collect();
+    assert_eq!(w, ["0,112", "1,113"], "{}", r.plan.plan.why);
+    assert_eq!(
+        r.plan.plan.result.as_ref().unwrap().cpus.to_string(),
+        "55,167"
+    );
+    let claims = cpuplan::list_claims(&h.dir.path().join("claims"), &h.root()).unwrap();
+    assert_eq!(claims.len(), 2);
+    assert!(claims
+        .iter()
+        .all(|c| c.live && c.holder.container == "ctr" && c.holder.start_time == 777));
+
+    // A second live container on the same GPUs.
+    let other = 4243;
+    let stat = std::fs::read_to_string(h.file("proc/4242/stat"))
+        .unwrap()
+        .replace("4242", "4243");
+    for f in ["cgroup", "status"] {
+        let from = h.file(&format!("proc/4242/{f}"));
+        let to = h.file(&format!("proc/{other}/{f}"));
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+    std::fs::write(h.file(&format!("proc/{other}/stat")), stat).unwrap();
+    std::fs::create_dir_all(h.file(&format!("proc/{other}/ns"))).unwrap();
+    std::os::unix::fs::symlink("mnt:[4026532998]", h.file(&format!("proc/{other}/ns/mnt")))
+        .unwrap();
+    std::os::unix::fs::symlink("/", h.file(&format!("proc/{other}/root"))).unwrap();
+    let (_, cfg) = h.state();
+    let second = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": h.bundle()});
+    let r2 = run_hook(Some("createRuntime"), second.to_string().as_bytes(), &cfg)
+        .unwrap()
+        .unwrap();
+    assert!(r2.plan.plan.workers.iter().all(|w| w.is_none()));
+    assert!(
+        r2.plan.plan.why.contains("held by live container ctr"),
+        "{}",
+        r2.plan.plan.why
+    );
+
+    // poststop of the first releases its claims; the second container's next start takes them.
+    let stopped =
+        json!({"ociVersion": "1.0.2", "id": "ctr", "status": "stopped", "bundle": h.bundle()});
+    assert!(run_hook(None, stopped.to_string().as_bytes(), &cfg)
+        .unwrap()
+        .is_none());
+    assert!(
+        cpuplan::list_claims(&h.dir.path().join("claims"), &h.root())
+            .unwrap()
+            .is_empty()
+    );
+    let r3 = run_hook(Some("createRuntime"), second.to_string().as_bytes(), &cfg)
+        .unwrap()
+        .unwrap();
+    assert!(
+        r3.plan.plan.workers.iter().all(|w| w.is_some()),
+        "{}",
+        r3.plan.plan.why
+    );
+}
+
+#[test]
+fn a_stale_holder_is_taken_over() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=0");
+    h.config["step_thread_core"] = json!("auto");
+    report(&h);
+    // The holder's pid now has another start time: it exited and the pid was reused.
+    let stat = std::fs::read_to_string(h.file("proc/4242/stat"))
+        .unwrap()
+        .replace(" 777 ", " 999 ");
+    std::fs::write(h.file("proc/4242/stat"), stat).unwrap();
+    let (_, cfg) = h.state();
+    let other = json!({"ociVersion": "1.0.2", "id": "ctr-new", "status": "creating", "pid": 4242, "bundle": h.bundle()});
+    let r = run_hook(Some("createRuntime"), other.to_string().as_bytes(), &cfg)
+        .unwrap()
+        .unwrap();
+    assert!(r.plan.plan.workers[0].is_some(), "{}", r.plan.plan.why);
+    let claims = cpuplan::list_claims(&h.dir.path().join("claims"), &h.root()).unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].holder.container, "ctr-new");
+    assert_eq!(claims[0].holder.start_time, 999);
+}

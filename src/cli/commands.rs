@@ -293,15 +293,22 @@ fn precreate(words: &[String], config_path: &Path, out: &mut dyn Write) -> Resul
     }
 }
 
-fn layout(a: &Args, config_path: &Path) -> crate::install::Layout {
-    crate::install::Layout {
-        prefix: PathBuf::from(a.value("prefix").unwrap_or(crate::install::DEFAULT_PREFIX)),
-        hooks_dir: PathBuf::from(
+/// The layout of `install`/`uninstall`, its paths made absolute: a runtime runs the registered
+/// hook from another directory.
+fn layout(a: &Args, config_path: &Path) -> Result<crate::install::Layout> {
+    let abs = |p: &Path| {
+        std::path::absolute(p).with_context(|| format!("cannot make {} absolute", p.display()))
+    };
+    Ok(crate::install::Layout {
+        prefix: abs(Path::new(
+            a.value("prefix").unwrap_or(crate::install::DEFAULT_PREFIX),
+        ))?,
+        hooks_dir: abs(Path::new(
             a.value("hooks-dir")
                 .unwrap_or(crate::install::DEFAULT_HOOKS_DIR),
-        ),
-        config: config_path.to_path_buf(),
-    }
+        ))?,
+        config: abs(config_path)?,
+    })
 }
 
 fn install(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<Exit> {
@@ -316,7 +323,7 @@ fn install(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<
         return Ok(Exit::Ok);
     }
     let me = std::env::current_exe().context("cannot find this binary")?;
-    let said = crate::install::install(&layout(&a, config_path), &me, a.switch("with-precreate"))
+    let said = crate::install::install(&layout(&a, config_path)?, &me, a.switch("with-precreate"))
         .map_err(|e| BadInput(e.to_string()))?;
     for line in said {
         writeln!(out, "{line}")?;
@@ -330,8 +337,8 @@ fn uninstall(words: &[String], config_path: &Path, out: &mut dyn Write) -> Resul
         out.write_all(help::INSTALL.as_bytes())?;
         return Ok(Exit::Ok);
     }
-    let said =
-        crate::install::uninstall(&layout(&a, config_path)).map_err(|e| BadInput(e.to_string()))?;
+    let said = crate::install::uninstall(&layout(&a, config_path)?)
+        .map_err(|e| BadInput(e.to_string()))?;
     for line in said {
         writeln!(out, "{line}")?;
     }

@@ -15,6 +15,8 @@ mod visible;
 
 pub use char_dev::{char_device_pci, CharDevice};
 pub use error::DeviceError;
-pub use nvidia_info::{nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR};
+pub use nvidia_info::{
+    nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
+};
 pub use resolve::{container_gpus, NVIDIA_MAJOR};
 pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};

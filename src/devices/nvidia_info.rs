@@ -20,8 +20,17 @@ pub struct NvidiaGpu {
     pub uuid: Option<String>,
 }
 
-/// The host's NVIDIA GPUs sorted by PCI address; empty if there is no `<topology_root>/proc/driver/nvidia`.
-pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> {
+/// The PCI addresses of the host's NVIDIA GPUs, in address order, from the names of the
+/// driver's directories alone (no `information` file is read); empty without the driver.
+pub fn nvidia_gpu_addresses(topology_root: &Path) -> Result<Vec<String>, DeviceError> {
+    Ok(listing(topology_root)?
+        .into_iter()
+        .map(|(a, _)| a)
+        .collect())
+}
+
+/// Each GPU directory of the driver: its normalized address and its path, in address order.
+fn listing(topology_root: &Path) -> Result<Vec<(String, std::path::PathBuf)>, DeviceError> {
     let dir = topology_root.join(NVIDIA_GPUS_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -30,7 +39,7 @@ pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> 
         }
         Err(e) => return Err(DeviceError::io(&dir)(e)),
     };
-    let mut gpus = Vec::new();
+    let mut addresses = Vec::new();
     for entry in entries {
         let entry = entry.map_err(DeviceError::io(&dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -41,7 +50,17 @@ pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> 
                 content: name,
             });
         };
-        let path = entry.path().join("information");
+        addresses.push((address, entry.path()));
+    }
+    addresses.sort_by_key(|(a, _)| pci_sort_key(a));
+    Ok(addresses)
+}
+
+/// The host's NVIDIA GPUs (`<topology_root>/proc/driver/nvidia/gpus/*/information`), in PCI address order.
+pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> {
+    let mut gpus = Vec::new();
+    for (address, dir) in listing(topology_root)? {
+        let path = dir.join("information");
         let text = std::fs::read(&path).map_err(DeviceError::io(&path))?;
         let (minor, uuid) = parse_information(&path, &String::from_utf8_lossy(&text))?;
         gpus.push(NvidiaGpu {
@@ -50,7 +69,6 @@ pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> 
             uuid,
         });
     }
-    gpus.sort_by_key(|g| pci_sort_key(&g.address));
     Ok(gpus)
 }
 

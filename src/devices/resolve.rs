@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::char_dev::{char_device_pci, CharDevice};
-use super::nvidia_info::{nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
+use super::nvidia_info::{nvidia_gpu_addresses, nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
 use super::pci::pci_sort_key;
 use super::visible::{entries, parse_visible_devices, DeviceId, VisibleDevices};
 use super::DeviceError;
@@ -24,6 +24,8 @@ pub fn container_gpus(
     visible: Option<&str>,
 ) -> Result<Vec<String>, DeviceError> {
     let mut host: Option<Vec<NvidiaGpu>> = None;
+    // Indices and PCI ids need only the driver's directory names; UUIDs and minors its files.
+    let mut addresses: Option<Vec<String>> = None;
     let mut found: Vec<String> = Vec::new();
     let mut nvidia_in_devices = false;
 
@@ -70,31 +72,36 @@ pub fn container_gpus(
         VisibleDevices::Unset | VisibleDevices::None => {}
         VisibleDevices::All => {
             found.extend(
-                nvidia(&mut host, topology_root)?
+                listed(&mut addresses, &host, topology_root)?
                     .iter()
-                    .map(|g| g.address.clone()),
+                    .cloned(),
             );
         }
         VisibleDevices::List(_) => {
             let value = visible.unwrap_or_default();
             for (entry, id) in entries(value)? {
-                let gpus = nvidia(&mut host, topology_root)?;
                 let unknown = |why: String| DeviceError::VisibleUnknown {
                     value: value.to_string(),
                     entry: entry.to_string(),
                     why,
                 };
-                let gpu = match &id {
-                    DeviceId::Index(i) => gpus.get(*i as usize).ok_or_else(|| {
-                        unknown(format!("the host has {} NVIDIA GPUs", gpus.len()))
-                    })?,
-                    DeviceId::Uuid(uuid) => gpus
+                let address = match &id {
+                    DeviceId::Index(i) => {
+                        let all = listed(&mut addresses, &host, topology_root)?;
+                        all.get(*i as usize).ok_or_else(|| {
+                            unknown(format!("the host has {} NVIDIA GPUs", all.len()))
+                        })?
+                    }
+                    DeviceId::Uuid(uuid) => {
+                        &nvidia(&mut host, topology_root)?
+                            .iter()
+                            .find(|g| g.uuid.as_deref() == Some(uuid.as_str()))
+                            .ok_or_else(|| unknown(listed_by_driver(topology_root, "GPU UUID")))?
+                            .address
+                    }
+                    DeviceId::Pci(address) => listed(&mut addresses, &host, topology_root)?
                         .iter()
-                        .find(|g| g.uuid.as_deref() == Some(uuid.as_str()))
-                        .ok_or_else(|| unknown(listed_by_driver(topology_root, "GPU UUID")))?,
-                    DeviceId::Pci(address) => gpus
-                        .iter()
-                        .find(|g| &g.address == address)
+                        .find(|a| *a == address)
                         .ok_or_else(|| unknown(listed_by_driver(topology_root, "PCI address")))?,
                     DeviceId::Mig(_) if nvidia_in_devices => continue, // its parent came with linux.devices
                     DeviceId::Mig(_) => {
@@ -104,7 +111,7 @@ pub fn container_gpus(
                         })
                     }
                 };
-                found.push(gpu.address.clone());
+                found.push(address.clone());
             }
         }
     }
@@ -123,6 +130,21 @@ fn nvidia<'a>(
         *host = Some(nvidia_gpus(topology_root)?);
     }
     Ok(host.as_deref().unwrap_or_default())
+}
+
+/// The host's NVIDIA GPU addresses: from the GPUs already read, else the driver's directory names.
+fn listed<'a>(
+    addresses: &'a mut Option<Vec<String>>,
+    host: &Option<Vec<NvidiaGpu>>,
+    topology_root: &Path,
+) -> Result<&'a [String], DeviceError> {
+    if addresses.is_none() {
+        *addresses = Some(match host {
+            Some(gpus) => gpus.iter().map(|g| g.address.clone()).collect(),
+            None => nvidia_gpu_addresses(topology_root)?,
+        });
+    }
+    Ok(addresses.as_deref().unwrap_or_default())
 }
 
 /// Why an id matched nothing: no GPU the driver lists under the topology root has it.

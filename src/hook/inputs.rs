@@ -1,7 +1,6 @@
 //! Gathering a container's planning inputs: setting, quota, mask, usable CPUs and GPUs.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use cpuplan::{CpuSet, Process, Setting};
 
@@ -73,29 +72,6 @@ pub fn resolve_setting(
     Ok((setting, from))
 }
 
-/// The host's online CPUs under `root` (`cpu/online`, else the `cpuN` directories).
-pub fn online_cpus(root: &Path) -> Result<CpuSet, cpuplan::Error> {
-    let online = cpuplan::fsutil::under(root, "/sys/devices/system/cpu/online");
-    if let Some(set) = cpuplan::fsutil::read_cpu_list_optional(&online)? {
-        return Ok(set);
-    }
-    let dir = cpuplan::fsutil::under(root, "/sys/devices/system/cpu");
-    let entries = std::fs::read_dir(&dir).map_err(|source| cpuplan::Error::Io {
-        path: dir.clone(),
-        source,
-    })?;
-    Ok(entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_prefix("cpu")?
-                .parse::<usize>()
-                .ok()
-        })
-        .collect())
-}
-
 /// Gathers the inputs of `bundle`'s container (init `pid` on the host, or none for `explain`/`precreate`).
 pub fn gather(
     config: &HookConfig,
@@ -112,7 +88,7 @@ pub fn gather(
         ),
         None => {
             notes.push("no pid: the live cgroup's quota and mask were not read".into());
-            (None, online_cpus(&config.topology_root)?)
+            (None, cpuplan::topology::online_cpus(&config.topology_root)?)
         }
     };
     let mask = match &bundle.cpus {

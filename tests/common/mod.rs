@@ -1,3 +1,5 @@
+pub mod containerd;
 pub mod fakehost;
 pub mod hookfx;
+pub mod podman;
 pub mod runc;

@@ -31,13 +31,28 @@ pub fn under(root: &Path, abs: impl AsRef<Path>) -> PathBuf {
     root.join(abs.strip_prefix("/").unwrap_or(abs))
 }
 
-/// The bytes of a small kernel file: one `open` and `read`s into a stack-sized buffer, without
-/// the `statx` that `std::fs::read` makes to size its buffer (sysfs reports 4096 for every file).
+/// The bytes of a small kernel file: one `open` and plain `read`s into a buffer that grows as
+/// needed, without the `statx` that `std::fs::read` makes to size its buffer (sysfs reports
+/// 4096 for every file).
 fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
-    let mut buf = Vec::with_capacity(256);
-    f.read_to_end(&mut buf)?;
+    // Not `read_to_end`: on a `File` it first asks for the size (statx) and the position
+    // (lseek), two syscalls more per file.
+    let mut buf = vec![0u8; 512];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
     Ok(buf)
 }
 
@@ -117,6 +132,9 @@ mod tests {
                 .len(),
             3
         );
+        let long: String = (0..3000).map(|i| format!("{i},")).collect();
+        std::fs::write(d.path().join("long"), &long).unwrap();
+        assert_eq!(read(&d.path().join("long")).unwrap(), long);
         std::fs::write(d.path().join("bad"), "x").unwrap();
         let e = read_cpu_list_optional(&d.path().join("bad"))
             .unwrap_err()

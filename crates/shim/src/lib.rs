@@ -29,6 +29,6 @@ pub use state::{first_use_mask, install, installed, process_mask};
 pub use thread::{on_process_mask, spawn, Builder};
 
 /// The README's Rust example, run as a doctest.
-#[doc = include_str!("../README.md")]
+#[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;

@@ -12,7 +12,8 @@ use common::{
 /// The fenced block after `<!-- test: name -->` in README.md.
 fn block(name: &str) -> String {
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
     let marker = format!("<!-- test: {name} -->\n```");
     let start = readme
         .find(&marker)

@@ -137,14 +137,33 @@ pub fn target_dir() -> PathBuf {
     exe.ancestors().nth(3).unwrap().to_path_buf()
 }
 
-/// The debug profile's output dir, where the cdylib and staticlib are.
+/// The debug profile's output dir, where the cdylib and staticlib are: built here once per test
+/// binary (`cargo test` builds the library only as an rlib for the tests).
 pub fn profile_dir() -> PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let out = Command::new(cargo)
+                .args(["build", "-p", "cpuplan-shim", "--lib", "--target-dir"])
+                .arg(target_dir())
+                .current_dir(workspace_root())
+                .env_remove("CARGO_TARGET_DIR")
+                .output()
+                .expect("run cargo");
+            assert!(
+                out.status.success(),
+                "building libcpuplan_shim failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::env::current_exe()
+                .unwrap()
+                .ancestors()
+                .nth(2)
+                .unwrap()
+                .to_path_buf()
+        })
+        .clone()
 }
 
 /// The workspace root.

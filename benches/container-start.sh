@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# benches/container-start.sh [RUNS]   (default 50; as root, with runc, busybox-static, jq, gcc)
+#
+# What the hook costs at container start. Real runc starts a busybox-static container whose
+# workload is `true`, RUNS times each, interleaved (the order rotates every round):
+#   (a) no hook
+#   (b) /bin/true registered at createRuntime and poststop   (what any hook costs runc)
+#   (c) cpuplan-hook registered at createRuntime and poststop, topology_root = examples/host
+#       (224 CPUs, 8 GPUs), the container given GPU 0 (NVIDIA_VISIBLE_DEVICES=0), a 1-CPU
+#       quota, step_thread_core auto: it reads the inputs, narrows the cpuset, claims the GPU,
+#       plans, writes plan.env/plan.json, and poststop releases the claim.
+# All three containers have the same config.json apart from the hooks.
+# It prints each one's median wall time of `runc run`, the ratios c/a and c/b, then the hook's
+# own cost: the static binary run alone (spawn to exit, from a small C posix_spawn + wait4) on a
+# prepared state and bundle (a container made by `runc create`, so it has a pid, a cgroup and a
+# /run tmpfs), with its peak RSS from wait4's rusage, next to /bin/true measured the same way.
+#
+# Environment: HOOK=path uses that hook binary instead of building the static release one.
+# Everything it starts (containers, cgroups, temp dir) is removed on exit, also on failure.
+set -euo pipefail
+
+RUNS=${1:-50}
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "container-start.sh: RUNS must be a positive integer, got '$RUNS'" >&2; exit 2; }
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+
+[ "$(id -u)" = 0 ] || { echo "container-start.sh: run as root (runc needs it)" >&2; exit 2; }
+for p in runc:runc busybox:busybox-static jq:jq cc:gcc nsenter:util-linux; do
+  command -v "${p%%:*}" >/dev/null || { echo "container-start.sh: ${p%%:*} is missing: apt-get install -y ${p#*:}" >&2; exit 2; }
+done
+BUSYBOX=$(command -v busybox)
+if command -v dpkg >/dev/null && ! dpkg -s busybox-static >/dev/null 2>&1; then
+  echo "container-start.sh: busybox must be the static one (it is copied into the rootfs): apt-get install -y busybox-static" >&2; exit 2
+fi
+
+if [ -z "${HOOK:-}" ]; then
+  echo "== building the static release hook" >&2
+  (cd "$REPO" && RUSTFLAGS='-C target-feature=+crt-static' \
+     cargo build -q --release --target x86_64-unknown-linux-gnu -p cpuplan-hook)
+  HOOK=$REPO/target/x86_64-unknown-linux-gnu/release/cpuplan-hook
+fi
+HOOK=$(readlink -f "$HOOK")
+[ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }
+TRUE_BIN=$(readlink -f "$(type -P true)")
+
+T=$(mktemp -d /tmp/cpuplan-bench.XXXXXX)
+TAG=cpuplan-bench-$$
+RUNC=(runc --root "$T/state")
+cleanup() {
+  mountpoint -q "$T/claims" 2>/dev/null && umount "$T/claims"
+  for id in $("${RUNC[@]}" list -q 2>/dev/null); do "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true; done
+  for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
+    [ -d "$h$TAG" ] && find "$h$TAG" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The rootfs, shared by every container (the workload writes nothing; /run is a tmpfs).
+R=$T/rootfs
+mkdir -p "$R"/{bin,proc,sys,dev,run,tmp,etc}
+cp "$BUSYBOX" "$R/bin/busybox"
+for a in sh true cat; do ln -s busybox "$R/bin/$a"; done
+
+# The claims directory on a tmpfs, as the default /run/cpuplan/claims is on a host with
+# systemd (this VM's /run is on disk, where each claim's fsync costs milliseconds).
+mkdir "$T/claims"
+mount -t tmpfs -o mode=700 tmpfs "$T/claims"
+cat >"$T/hook.json" <<EOF
+{"step_thread_core": "auto", "topology_root": "$REPO/examples/host",
+ "claims_dir": "$T/claims", "log": "$T/hook.log", "claim_wait_ms": 2000}
+EOF
+
+# One bundle per variant: runc spec, patched identically, then the hooks.
+mkbundle() { # NAME HOOKS_JSON
+  local B=$T/$1
+  mkdir -p "$B"
+  (cd "$B" && runc spec)
+  jq --arg root "$R" --argjson hooks "$2" '
+    .process.terminal = false
+    | .process.args = ["/bin/true"]
+    | .process.env += ["NVIDIA_VISIBLE_DEVICES=0"]
+    | .root = {"path": $root, "readonly": false}
+    | .mounts += [{"destination": "/run", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid","nodev","mode=755"]}]
+    | .linux.resources.cpu = {"quota": 100000, "period": 100000}
+    | .hooks = $hooks
+  ' "$B/config.json" >"$B/config.json.new"
+  mv "$B/config.json.new" "$B/config.json"
+}
+hooks_for() { # BINARY ARGS...   -> hooks JSON with the binary at createRuntime and poststop
+  local bin=$1 args
+  shift
+  args=$(printf '%s\n' "$@" | jq -R . | jq -s .)
+  jq -n --arg bin "$bin" --argjson args "$args" '
+    def h(s): {"path": $bin, "args": ([$bin] + $args + [s]),
+               "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": 30};
+    {"createRuntime": [h("createRuntime")], "poststop": [h("poststop")]}'
+}
+hooks_b=$(hooks_for "$TRUE_BIN")
+hooks_c=$(hooks_for "$HOOK" --config "$T/hook.json" hook)
+mkbundle a '{}'
+mkbundle b "$hooks_b"
+mkbundle c "$hooks_c"
+
+n=0
+run_one() { # VARIANT -> appends the wall time in µs to $T/times.VARIANT
+  local v=$1 id t0 t1 rc=0
+  n=$((n + 1))
+  id=$TAG-$v-$n
+  jq --arg cg "/$TAG/$id" '.linux.cgroupsPath = $cg' "$T/$v/config.json" >"$T/$v/config.json.new"
+  mv "$T/$v/config.json.new" "$T/$v/config.json"
+  t0=$EPOCHREALTIME
+  "${RUNC[@]}" run --bundle "$T/$v" "$id" </dev/null >"$T/out" 2>&1 || rc=$?
+  t1=$EPOCHREALTIME
+  if [ $rc -ne 0 ]; then
+    echo "container-start.sh: runc run ($v) failed with $rc:" >&2; cat "$T/out" >&2
+    [ -f "$T/hook.log" ] && tail -5 "$T/hook.log" >&2
+    exit 1
+  fi
+  echo $(( 10#${t1/./} - 10#${t0/./} )) >>"$T/times.$v"
+}
+
+echo "== warm-up (3 runs each, not counted)" >&2
+for _ in 1 2 3; do for v in a b c; do run_one $v; done; done
+rm -f "$T"/times.*
+# The hook ran for real: it wrote a plan and released its claim at poststop.
+grep -q "setting auto" "$T/hook.log" || { echo "container-start.sh: the hook logged no plan:" >&2; cat "$T/hook.log" >&2; exit 1; }
+grep -q "released 1 GPU claim" "$T/hook.log" || { echo "container-start.sh: the hook released no claim:" >&2; cat "$T/hook.log" >&2; exit 1; }
+
+echo "== $RUNS interleaved runs of each" >&2
+orders=("a b c" "b c a" "c a b")
+for ((i = 0; i < RUNS; i++)); do
+  for v in ${orders[i % 3]}; do run_one "$v"; done
+done
+
+# The hook alone on a prepared state and bundle: a created (not started) container. `runc
+# create` has already pivoted into the rootfs, so the prepared bundle (the same config.json,
+# in another directory) names a rootfs, $R, that also exists under /proc/<pid>/root after
+# the pivot (on the host: $R$R), with a tmpfs on its run/ in the container's mount
+# namespace, as runc mounts /run: the hook takes every step it takes at createRuntime.
+mkbundle p '{}'
+jq --arg cg "/$TAG/prepared" '.linux.cgroupsPath = $cg' "$T/p/config.json" >"$T/p/config.json.new"
+mv "$T/p/config.json.new" "$T/p/config.json"
+"${RUNC[@]}" create --bundle "$T/p" "$TAG-prepared" </dev/null >/dev/null
+mkdir -p "$T/prepared" "$R$R/run"
+cp "$T/p/config.json" "$T/prepared/config.json"
+"${RUNC[@]}" state "$TAG-prepared" \
+  | jq -c --arg b "$T/prepared" '{ociVersion, id, status, pid, bundle: $b, annotations: (.annotations // {})}' >"$T/state.json"
+nsenter -t "$(jq .pid "$T/state.json")" -m /bin/busybox mount -t tmpfs -o mode=755 tmpfs "$R/run"
+
+# A small spawner: posix_spawn, wait4; prints each run's wall ms and ru_maxrss (KiB). Its own
+# RSS is about 1 MiB, and ru_maxrss counts the larger of the spawner's at exec and the child's.
+cat >"$T/spawn.c" <<'EOF'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+extern char **environ;
+int main(int argc, char **argv) {
+  if (argc < 4) { fprintf(stderr, "usage: spawn N STDIN_FILE PATH ARGS...\n"); return 2; }
+  for (int i = 0, n = atoi(argv[1]); i < n; i++) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, argv[2], O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    struct timespec t0, t1;
+    struct rusage ru;
+    pid_t pid;
+    int st;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (posix_spawn(&pid, argv[3], &fa, NULL, argv + 3, environ) != 0) { perror(argv[3]); return 1; }
+    if (wait4(pid, &st, 0, &ru) < 0) { perror("wait4"); return 1; }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    posix_spawn_file_actions_destroy(&fa);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "%s: wait status %d\n", argv[3], st); return 1; }
+    printf("%.4f %ld\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, ru.ru_maxrss);
+  }
+  return 0;
+}
+EOF
+cc -O2 -o "$T/spawn" "$T/spawn.c"
+
+N=$(( RUNS > 50 ? RUNS : 50 ))
+echo "== the hook alone, $N runs of each stage" >&2
+for ((i = 0; i < N; i++)); do   # interleaved: createRuntime, poststop, /bin/true
+  "$T/spawn" 1 "$T/state.json" "$HOOK" --config "$T/hook.json" hook createRuntime >>"$T/hook.create"
+  "$T/spawn" 1 "$T/state.json" "$HOOK" --config "$T/hook.json" hook poststop >>"$T/hook.poststop"
+  "$T/spawn" 1 "$T/state.json" "$TRUE_BIN" >>"$T/true.spawn"
+done
+planned=$(grep -c -- "-prepared: pid .* setting auto" "$T/hook.log" || true)
+released=$(grep -c -- "-prepared: stopped, released 1 GPU claim" "$T/hook.log" || true)
+if [ "$planned" -lt "$N" ] || [ "$released" -lt "$N" ]; then
+  echo "container-start.sh: the hook planned the prepared container $planned times and released $released claims, of $N:" >&2
+  tail -5 "$T/hook.log" >&2
+  exit 1
+fi
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+ma=$(median <"$T/times.a"); mb=$(median <"$T/times.b"); mc=$(median <"$T/times.c")
+hc=$(cut -d' ' -f1 "$T/hook.create" | median)
+hp=$(cut -d' ' -f1 "$T/hook.poststop" | median)
+ht=$(cut -d' ' -f1 "$T/true.spawn" | median)
+rss=$(cat "$T/hook.create" "$T/hook.poststop" | cut -d' ' -f2 | sort -n | tail -1)
+rss_true=$(cut -d' ' -f2 "$T/true.spawn" | sort -n | tail -1)
+line=$(grep -- "-prepared: pid" "$T/hook.log" | tail -1 | cut -d' ' -f4- | cut -c1-240)
+awk -v a="$ma" -v b="$mb" -v c="$mc" -v hc="$hc" -v hp="$hp" -v ht="$ht" -v rss="$rss" -v rt="$rss_true" \
+    -v runs="$RUNS" -v n="$N" -v line="$line" 'BEGIN {
+  printf "container start, median of %d interleaved `runc run` (workload `true`):\n", runs
+  printf "  (a) no hook                      %8.2f ms\n", a / 1000
+  printf "  (b) /bin/true as both hooks      %8.2f ms\n", b / 1000
+  printf "  (c) cpuplan-hook as both hooks   %8.2f ms\n", c / 1000
+  printf "  c/a = %.3f   c/b = %.3f   (target c/b <= 1.05)\n", c / a, c / b
+  printf "the hook alone, median of %d spawns of each on a created container (spawn to exit):\n", n
+  printf "  createRuntime %.3f ms   poststop %.3f ms   /bin/true %.3f ms   (target <= 2 ms)\n", hc, hp, ht
+  printf "  peak RSS %.2f MiB (max ru_maxrss of %d runs; /bin/true %.2f MiB; target <= 4 MiB)\n", rss / 1024, 2 * n, rt / 1024
+  printf "  its log: %s\n", line
+  missed = ""
+  if (c / b > 1.05) missed = missed " c/b"
+  if (hc > 2) missed = missed " hook-time"
+  if (rss / 1024 > 4) missed = missed " peak-RSS"
+  print "targets: " (missed == "" ? "all met" : "MISSED:" missed)
+}'

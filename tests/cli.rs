@@ -1,0 +1,341 @@
+//! The `cpuplan-hook` command line: plan, quota, gpus, explain, claims, help and exit statuses.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+}
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run cpuplan-hook")
+}
+
+fn ok_json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// Exit 2 and exactly one line on stderr that contains `needle`.
+fn bad(args: &[&str], needle: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn plan_json_on_the_example_host() {
+    let host = repo("examples/host");
+    let v = ok_json(&[
+        "plan",
+        "--setting",
+        "auto",
+        "--devices",
+        "0000:18:00.0,0000:2a:00.0,-",
+        "--mask",
+        "0-55,112-167",
+        "--usable",
+        "16",
+        "--root",
+        host.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(v["workers"][0]["cpus"], "0,112");
+    assert_eq!(v["workers"][0]["device"], "0000:18:00.0");
+    assert_eq!(v["workers"][1]["cpus"], "1,113");
+    assert!(v["workers"][2].is_null(), "a CPU worker stays unpinned");
+    assert_eq!(v["result"]["cpus"], "55,167");
+    assert_eq!(v["pinned"], "0-1,55,112-113,167");
+    assert_eq!(v["left"], 10);
+    assert_eq!(v["pools"]["encode_workers"], 5);
+}
+
+#[test]
+fn plan_table_draws_nodes_and_cores() {
+    let host = repo("examples/host");
+    let out = run(&[
+        "plan",
+        "--setting",
+        "3",
+        "--devices",
+        "0000:9a:00.0",
+        "--mask",
+        "0-223",
+        "--usable",
+        "8",
+        "--root",
+        host.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("node 0: cpus 0-55,112-167"), "{text}");
+    assert!(text.contains("node 1: cpus 56-111,168-223"), "{text}");
+    assert!(text.contains("     c0 ooo0"), "worker 0 on core 3: {text}");
+    assert!(
+        text.contains("    c56 ") && text.trim_end().lines().any(|l| l.ends_with('R')),
+        "{text}"
+    );
+    assert!(
+        text.contains("worker 0 [0] GPU 0000:9a:00.0: cpus 3,115"),
+        "{text}"
+    );
+}
+
+#[test]
+fn gpus_lists_the_hosts_gpus_like_one() {
+    let host = repo("examples/host");
+    let v = ok_json(&[
+        "gpus",
+        "--like",
+        "0000:ab:00.0",
+        "--root",
+        host.to_str().unwrap(),
+        "--json",
+    ]);
+    let list = v.as_array().unwrap();
+    assert_eq!(list.len(), 8);
+    assert_eq!(list[0]["address"], "0000:18:00.0");
+    assert_eq!(list[0]["node"], 0);
+    assert_eq!(list[0]["local"], "0-55,112-167");
+    assert_eq!(list[7]["node"], 1);
+    let kvm = repo("crates/../tests/fixtures/topologies/ghw-kvm-xeon-e5-2695v4-tesla-p100");
+    let v = ok_json(&[
+        "gpus",
+        "--like",
+        "0000:06:00.0",
+        "--root",
+        kvm.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        v,
+        serde_json::json!([{"address": "0000:06:00.0", "node": null, "local": "0-7"}])
+    );
+}
+
+#[test]
+fn quota_of_fixture_and_live_processes() {
+    let v2 = repo("tests/fixtures/cgroup/v2");
+    let v = ok_json(&[
+        "quota",
+        "--root",
+        v2.to_str().unwrap(),
+        "--pid",
+        "4242",
+        "--json",
+    ]);
+    assert_eq!(v["quota"], 2.5);
+    assert_eq!(v["usable"], 2);
+    let live = ok_json(&["quota", "--json"]);
+    let mask: cpuplan::CpuSet = live["mask"].as_str().unwrap().parse().unwrap();
+    assert!(!mask.is_empty());
+    assert!(live["usable"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn explain_prints_the_example_plan() {
+    let out = run(&[
+        "explain",
+        "--bundle",
+        repo("examples/bundle").to_str().unwrap(),
+        "--root",
+        repo("examples/host").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("mask 0-55,112-167 (112 CPUs), usable 16, setting auto"),
+        "{text}"
+    );
+    assert!(
+        text.contains("     c0 01oooooooooooooooooooooooooooooooooooooooooooooooooooooR"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: no pid: GPU claims were not checked"),
+        "{text}"
+    );
+    let v = ok_json(&[
+        "--config",
+        "/nonexistent/hook.json",
+        "explain",
+        "--json",
+        "--bundle",
+        repo("examples/bundle").to_str().unwrap(),
+        "--root",
+        repo("examples/host").to_str().unwrap(),
+    ]);
+    assert_eq!(v["inputs"]["cpuset"], "0-55,112-167");
+    assert_eq!(
+        v["inputs"]["gpus"],
+        serde_json::json!(["0000:18:00.0", "0000:2a:00.0"])
+    );
+    assert_eq!(v["left"], 10);
+}
+
+#[test]
+fn claims_lists_nothing_in_an_empty_dir() {
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("hook.json");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{"claims_dir": "{}"}}"#,
+            t.path().join("claims").display()
+        ),
+    )
+    .unwrap();
+    let v = ok_json(&["claims", "--config", cfg.to_str().unwrap(), "--json"]);
+    assert_eq!(v, serde_json::json!([]));
+}
+
+#[test]
+fn bad_arguments_and_files_exit_2_with_one_line() {
+    let host = repo("examples/host");
+    let h = host.to_str().unwrap();
+    bad(
+        &[
+            "plan",
+            "--setting",
+            "fast",
+            "--devices",
+            "-",
+            "--mask",
+            "0",
+            "--usable",
+            "1",
+        ],
+        "\"fast\"",
+    );
+    bad(
+        &[
+            "plan",
+            "--setting",
+            "auto",
+            "--devices",
+            "-",
+            "--mask",
+            "3-1",
+            "--usable",
+            "1",
+        ],
+        "\"3-1\"",
+    );
+    bad(
+        &[
+            "plan",
+            "--setting",
+            "auto",
+            "--devices",
+            "-",
+            "--mask",
+            "0-3",
+            "--usable",
+            "x",
+        ],
+        "--usable \"x\"",
+    );
+    bad(
+        &[
+            "plan",
+            "--setting",
+            "auto",
+            "--devices",
+            "-",
+            "--mask",
+            "0-3",
+        ],
+        "--usable is required",
+    );
+    bad(
+        &[
+            "plan",
+            "--setting",
+            "9",
+            "--devices",
+            "-",
+            "--mask",
+            "0-3",
+            "--usable",
+            "2",
+            "--root",
+            h,
+        ],
+        "9",
+    );
+    bad(&["plan", "--bogus"], "unknown option --bogus");
+    bad(
+        &["gpus", "--like", "0000:77:00.0", "--root", h],
+        "0000:77:00.0",
+    );
+    bad(&["gpus"], "--like is required");
+    bad(&["quota", "--pid", "abc"], "\"abc\"");
+    bad(
+        &["quota", "--root", "/nonexistent-root", "--pid", "1"],
+        "/nonexistent-root/proc/1/cgroup",
+    );
+    bad(
+        &["explain", "--bundle", "/nonexistent-bundle"],
+        "/nonexistent-bundle/config.json",
+    );
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("hook.json");
+    std::fs::write(&cfg, r#"{"cpuset": "sometimes"}"#).unwrap();
+    bad(
+        &[
+            "explain",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--bundle",
+            "x",
+        ],
+        "hook.json",
+    );
+    bad(&["frobnicate"], "unknown subcommand \"frobnicate\"");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in [
+        "hook",
+        "explain",
+        "plan",
+        "quota",
+        "gpus",
+        "claims",
+        "precreate",
+        "install",
+        "uninstall",
+    ] {
+        let out = run(&[sub, "--help"]);
+        assert!(out.status.success(), "{sub}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("usage: cpuplan-hook"),
+            "{sub}"
+        );
+    }
+    let out = run(&["--help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("subcommands:"));
+}

@@ -1,0 +1,261 @@
+//! End to end with real podman (Debian's 4.3, runc): the repo's hooks.d files at createRuntime,
+//! at precreate, and both, checked from inside the container and against `explain --json` on
+//! the bundle podman gave runc.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::podman::{claims_json, explain_json, pid_free, Podman};
+use common::runc::{fixtures, hook_bin, line_value};
+use serde_json::{json, Value};
+
+/// The setting the tests' hook config uses.
+const SETTING: &str = "auto";
+
+/// What the container prints: its CPUs, the plan files if any, its environment.
+const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+if test -e /run/cpuplan/plan.env; then echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo; else echo 'no plan files'; fi
+echo '--- env'; env | sort"#;
+
+/// A hook config with the e2e fake GPU host and the claims and log under `dir`.
+fn hook_config(dir: &Path) -> PathBuf {
+    let p = dir.join("hook.json");
+    let cfg = json!({
+        "step_thread_core": SETTING,
+        "topology_root": fixtures().join("e2e-host"),
+        "claims_dir": dir.join("claims"),
+        "log": dir.join("hook.log"),
+    });
+    std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    p
+}
+
+/// An "installed binary" at `<dir>/libexec/cpuplan/cpuplan-hook`: the built hook with the
+/// test's `--config`, so the hooks.d files run with their own args unchanged.
+fn installed(dir: &Path, config: &Path) -> PathBuf {
+    let p = dir.join("libexec/cpuplan/cpuplan-hook");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nexec '{}' --config '{}' \"$@\"\n",
+            hook_bin().display(),
+            config.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p
+}
+
+/// The repo's `hooks/oci/NAME` with only `hook.path` changed to `binary`.
+fn repo_hook(name: &str, binary: &Path) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("hooks/oci")
+        .join(name);
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(
+        v["hook"]["path"], "/usr/local/libexec/cpuplan/cpuplan-hook",
+        "{name} registers the installed binary"
+    );
+    v["hook"]["path"] = json!(binary);
+    v
+}
+
+fn section<'a>(out: &'a str, name: &str) -> &'a str {
+    let Some(i) = out.find(&format!("--- {name}\n")) else {
+        panic!("no section {name} in:\n{out}");
+    };
+    let rest = &out[i + name.len() + 5..];
+    &rest[..rest.find("\n--- ").map(|i| i + 1).unwrap_or(rest.len())]
+}
+
+/// A podman, its hook config and the "installed" hook, registering the repo's `files`.
+fn setup(tag: &str, files: &[&str]) -> (Podman, PathBuf) {
+    let p = Podman::new(tag);
+    let cfg = hook_config(p.dir.path());
+    let bin = installed(p.dir.path(), &cfg);
+    for f in files {
+        p.register(f, &repo_hook(f, &bin));
+    }
+    (p, cfg)
+}
+
+const GPU_ONE_CPU: [&str; 4] = ["--cpus", "1", "--env", "NVIDIA_VISIBLE_DEVICES=0"];
+
+#[test]
+fn the_create_runtime_hooks_d_file_plans_the_container() {
+    let (p, cfg) = setup("crt", &["cpuplan.json"]);
+    let init = p.init("crt", &GPU_ONE_CPU, PROBE);
+    assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+    let explained = explain_json(&cfg, &p.bundle("crt"));
+    let id = p.cmd(&["inspect", "--format", "{{.Id}}", "crt"]);
+    let id = id.out.trim();
+    // createRuntime (auto) claimed the container's GPU for its pid.
+    let claims = claims_json(&cfg);
+    assert_eq!(claims.as_array().map(Vec::len), Some(1), "{claims}");
+    assert_eq!(claims[0]["address"], "0000:3b:00.0", "{claims}");
+    assert_eq!(claims[0]["holder"]["container"], id, "{claims}");
+    assert_eq!(claims[0]["live"], true, "{claims}");
+    let run = p.start("crt");
+    assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
+    let out = &run.out;
+    // The GPU is local to CPU 1 and the quota is 1 CPU: the numa rule narrows the cpuset to 1.
+    assert!(out.contains("cpus=1\n"), "{out}");
+    let env = section(out, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_MASK"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_USABLE"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_DEVICES"), Some("'0000:3b:00.0'"));
+    assert_eq!(
+        line_value(env, "CPUPLAN_SETTING"),
+        Some(format!("'{SETTING}'").as_str())
+    );
+    assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("'1'"));
+    let plan: Value = serde_json::from_str(section(out, "planjson")).expect("plan.json parses");
+    assert_eq!(plan["container"], id, "plan.json names podman's id");
+    assert_eq!(plan["inputs"]["gpus"], json!(["0000:3b:00.0"]));
+    assert_eq!(plan["inputs"]["quota"], 1.0);
+    assert_eq!(pid_free(&plan), pid_free(&explained), "hook vs explain");
+    assert_eq!(explained["mask"], "1");
+    // Without the precreate hook the environment is the image's and the user's only.
+    let env = section(out, "env");
+    assert!(!env.contains("OMP_NUM_THREADS="), "{env}");
+    // Removing the container runs the poststop stage of the same hooks.d file.
+    let rm = p.cmd(&["rm", "crt"]);
+    assert_eq!(rm.rc, 0, "podman rm: {}", rm.err);
+    let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
+    assert!(
+        log.contains(&format!("container {id}: stopped, released 1 GPU claim")),
+        "poststop: {log}"
+    );
+    assert_eq!(claims_json(&cfg), json!([]), "claims left after poststop");
+}
+
+#[test]
+fn precreate_sets_the_plan_in_the_environment_and_the_user_and_image_win() {
+    let (p, cfg) = setup("pre", &["cpuplan-precreate.json"]);
+    let image = "localhost/cpuplan-e2e-env:latest";
+    p.import(image, &["ENV MKL_NUM_THREADS=5"]);
+    let mut opts = GPU_ONE_CPU.to_vec();
+    opts.extend(["--env", "OMP_NUM_THREADS=7"]);
+    let init = p.init_image("pre", image, &opts, PROBE);
+    assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+    let oci = p.oci_config("pre");
+    let explained = explain_json(&cfg, &p.bundle("pre"));
+    let run = p.start("pre");
+    assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
+    let out = &run.out;
+    assert!(
+        out.contains("cpus=1\n"),
+        "precreate narrowed the cpuset: {out}"
+    );
+    assert!(
+        out.contains("no plan files"),
+        "precreate writes no files: {out}"
+    );
+    let env = section(out, "env");
+    // Set without sourcing anything; the user's --env and the image's ENV win.
+    assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("7"), "{env}");
+    assert_eq!(line_value(env, "MKL_NUM_THREADS"), Some("5"), "{env}");
+    assert_eq!(line_value(env, "OPENBLAS_NUM_THREADS"), Some("1"), "{env}");
+    assert_eq!(line_value(env, "RAYON_NUM_THREADS"), Some("1"), "{env}");
+    assert_eq!(line_value(env, "GOMAXPROCS"), Some("1"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_MASK"), Some("1"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_DEVICES"), Some("0000:3b:00.0"));
+    assert_eq!(line_value(env, "CPUPLAN_SETTING"), Some(SETTING));
+    // The config runc got: cpus narrowed, each variable once, the plan in the annotation.
+    assert_eq!(oci["linux"]["resources"]["cpu"]["cpus"], "1");
+    let vars: Vec<&str> = oci["process"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for key in ["OMP_NUM_THREADS=", "MKL_NUM_THREADS=", "CPUPLAN_MASK="] {
+        assert_eq!(
+            vars.iter().filter(|v| v.starts_with(key)).count(),
+            1,
+            "{key} once in {vars:?}"
+        );
+    }
+    let annotation = oci["annotations"]["cpuplan.plan"]
+        .as_str()
+        .expect("the cpuplan.plan annotation");
+    let plan: Value = serde_json::from_str(annotation).expect("the annotation is JSON");
+    assert_eq!(
+        pid_free(&plan),
+        pid_free(&explained),
+        "precreate vs explain"
+    );
+    assert_eq!(plan["mask"], "1");
+    assert_eq!(plan["usable"], 1);
+}
+
+#[test]
+fn precreate_and_create_runtime_together_agree() {
+    let (p, cfg) = setup("both", &["cpuplan-precreate.json", "cpuplan.json"]);
+    let init = p.init("both", &GPU_ONE_CPU, PROBE);
+    assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+    let oci = p.oci_config("both");
+    let explained = explain_json(&cfg, &p.bundle("both"));
+    let run = p.start("both");
+    assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
+    let out = &run.out;
+    assert!(out.contains("cpus=1\n"), "{out}");
+    let plan_env = section(out, "planenv");
+    let env = section(out, "env");
+    let mut compared = 0;
+    for line in plan_env.lines().filter(|l| !l.starts_with('#')) {
+        let (k, v) = line.split_once('=').expect("KEY='value'");
+        if k == "CPUPLAN_WHY" {
+            // precreate narrowed the cpuset, so createRuntime's why says it was already narrow.
+            continue;
+        }
+        let v = v.trim_matches('\'');
+        assert_eq!(line_value(env, k), Some(v), "{k}: env vs plan.env\n{env}");
+        compared += 1;
+    }
+    assert!(compared >= 19, "plan.env has every variable: {plan_env}");
+    let plan: Value = serde_json::from_str(section(out, "planjson")).unwrap();
+    let annotation: Value =
+        serde_json::from_str(oci["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        pid_free(&plan),
+        pid_free(&annotation),
+        "createRuntime vs precreate"
+    );
+    assert_eq!(
+        pid_free(&plan),
+        pid_free(&explained),
+        "createRuntime vs explain"
+    );
+}
+
+#[test]
+fn a_precreate_that_cannot_plan_passes_the_config_through() {
+    let (p, _cfg) = setup("pass", &["cpuplan-precreate.json"]);
+    let mut opts = GPU_ONE_CPU.to_vec();
+    opts.extend(["--annotation", "cpuplan.step-thread-core=fast"]);
+    let init = p.init("pass", &opts, PROBE);
+    assert_eq!(init.rc, 0, "on_error allow starts it: {}", init.err);
+    let oci = p.oci_config("pass");
+    let run = p.start("pass");
+    assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
+    assert!(
+        run.out.contains("cpus=0-1\n"),
+        "cpuset untouched: {}",
+        run.out
+    );
+    let env = section(&run.out, "env");
+    assert!(!env.contains("CPUPLAN_"), "{env}");
+    assert!(!env.contains("OMP_NUM_THREADS"), "{env}");
+    assert!(oci["annotations"].get("cpuplan.plan").is_none(), "{oci}");
+    assert!(oci["linux"]["resources"]["cpu"].get("cpus").is_none());
+    let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
+    assert!(
+        log.contains("config left unchanged") && log.contains("\"fast\""),
+        "{log}"
+    );
+}

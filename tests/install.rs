@@ -1,0 +1,302 @@
+//! `cpuplan-hook install` / `uninstall` into a temp prefix and hooks dir, and a real podman
+//! run that uses what install wrote.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::podman::Podman;
+use common::runc::{fixtures, hook_bin, line_value};
+use serde_json::{json, Value};
+
+struct Installed {
+    tmp: tempfile::TempDir,
+}
+
+impl Installed {
+    fn new() -> Installed {
+        Installed {
+            tmp: tempfile::Builder::new()
+                .prefix("cpuplan-install-")
+                .tempdir()
+                .unwrap(),
+        }
+    }
+    fn prefix(&self) -> PathBuf {
+        self.tmp.path().join("prefix")
+    }
+    fn hooks_dir(&self) -> PathBuf {
+        self.tmp.path().join("hooks.d")
+    }
+    fn config(&self) -> PathBuf {
+        self.tmp.path().join("etc/cpuplan/hook.json")
+    }
+    fn binary(&self) -> PathBuf {
+        self.prefix().join("libexec/cpuplan/cpuplan-hook")
+    }
+    /// `cpuplan-hook --config CONFIG SUB --prefix P --hooks-dir H [extra]`: (status, stdout, stderr).
+    fn run(&self, sub: &str, extra: &[&str]) -> (i32, String, String) {
+        let out = Command::new(hook_bin())
+            .arg("--config")
+            .arg(self.config())
+            .arg(sub)
+            .arg("--prefix")
+            .arg(self.prefix())
+            .arg("--hooks-dir")
+            .arg(self.hooks_dir())
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+    /// Every file (not directory) under the temp dir, relative.
+    fn files(&self) -> Vec<String> {
+        fn walk(d: &Path, base: &Path, acc: &mut Vec<String>) {
+            for e in std::fs::read_dir(d).unwrap().flatten() {
+                let p = e.path();
+                if e.file_type().unwrap().is_dir() {
+                    walk(&p, base, acc);
+                } else {
+                    acc.push(p.strip_prefix(base).unwrap().display().to_string());
+                }
+            }
+        }
+        let mut acc = Vec::new();
+        walk(self.tmp.path(), self.tmp.path(), &mut acc);
+        acc.sort();
+        acc
+    }
+    fn json(&self, name: &str) -> Value {
+        serde_json::from_slice(&std::fs::read(self.hooks_dir().join(name)).unwrap()).unwrap()
+    }
+}
+
+fn repo_file(rel: &str) -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    serde_json::from_slice(&std::fs::read(&p).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The hooks JSON that install prints for containerd users.
+fn printed_containerd_hooks(out: &str) -> Value {
+    let line = out
+        .lines()
+        .find(|l| l.contains("\"hooks\": "))
+        .unwrap_or_else(|| panic!("no containerd hooks line in:\n{out}"));
+    serde_json::from_str(line.split_once("\"hooks\": ").unwrap().1).expect("hooks JSON")
+}
+
+#[test]
+fn install_then_podman_uses_it_and_uninstall_removes_it() {
+    let i = Installed::new();
+    std::fs::create_dir_all(i.config().parent().unwrap()).unwrap();
+    std::fs::create_dir_all(i.tmp.path().join("var")).unwrap();
+    let cfg = json!({
+        "step_thread_core": "auto",
+        "topology_root": fixtures().join("e2e-host"),
+        "claims_dir": i.tmp.path().join("var/claims"),
+        "log": i.tmp.path().join("var/hook.log"),
+    });
+    std::fs::write(i.config(), serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+
+    let (rc, out, err) = i.run("install", &["--with-precreate"]);
+    assert_eq!(rc, 0, "install: {err}");
+    assert!(
+        out.contains(&format!("installed {}", i.binary().display())),
+        "{out}"
+    );
+    assert!(out.contains("kept the existing config"), "{out}");
+    assert_eq!(
+        std::fs::read(i.binary()).unwrap(),
+        std::fs::read(hook_bin()).unwrap(),
+        "the installed binary is this build"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(i.binary()).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o755);
+    // The hooks.d files are the repo's with the absolute path and the --config.
+    for (name, stage) in [
+        ("cpuplan.json", "hook"),
+        ("cpuplan-precreate.json", "precreate"),
+    ] {
+        let written = i.json(name);
+        let mut repo = repo_file(&format!("hooks/oci/{name}"));
+        repo["hook"]["path"] = json!(i.binary());
+        repo["hook"]["args"] = json!(["cpuplan-hook", "--config", i.config(), stage]);
+        assert_eq!(written, repo, "{name}");
+    }
+    // Idempotent: a second install changes nothing.
+    let before: Vec<_> = i
+        .files()
+        .iter()
+        .map(|f| (f.clone(), std::fs::read(i.tmp.path().join(f)).unwrap()))
+        .collect();
+    let (rc, _, err) = i.run("install", &["--with-precreate"]);
+    assert_eq!(rc, 0, "second install: {err}");
+    let after: Vec<_> = i
+        .files()
+        .iter()
+        .map(|f| (f.clone(), std::fs::read(i.tmp.path().join(f)).unwrap()))
+        .collect();
+    assert!(before == after, "a second install changed files");
+
+    // A real podman whose hooks dir is the one install wrote.
+    {
+        let p = Podman::with_hooks_dir("inst", Some(&i.hooks_dir()));
+        let script = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+echo "env_omp=$OMP_NUM_THREADS"; cat /run/cpuplan/plan.env"#;
+        let init = p.init(
+            "inst",
+            &["--cpus", "1", "--env", "NVIDIA_VISIBLE_DEVICES=0"],
+            script,
+        );
+        assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+        let run = p.start("inst");
+        assert_eq!(run.rc, 0, "podman start: {}", run.err);
+        assert!(run.out.contains("cpus=1\n"), "{}", run.out);
+        assert!(run.out.contains("env_omp=1\n"), "precreate: {}", run.out);
+        assert_eq!(
+            line_value(&run.out, "CPUPLAN_MASK"),
+            Some("'1'"),
+            "{}",
+            run.out
+        );
+        assert_eq!(
+            line_value(&run.out, "CPUPLAN_DEVICES"),
+            Some("'0000:3b:00.0'")
+        );
+        let log = std::fs::read_to_string(i.tmp.path().join("var/hook.log")).unwrap();
+        assert!(log.contains("precreate:"), "{log}");
+        assert!(log.contains("gpus [0000:3b:00.0] mask 1"), "{log}");
+    } // the container is removed (its poststop hook runs) before uninstall
+
+    let (rc, out, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "uninstall: {err}");
+    assert!(out.contains("kept the edited config"), "{out}");
+    let left: Vec<String> = i
+        .files()
+        .into_iter()
+        .filter(|f| !f.starts_with("var/"))
+        .collect();
+    assert_eq!(
+        left,
+        ["etc/cpuplan/hook.json"],
+        "only the edited config stays"
+    );
+    assert!(!i.prefix().join("libexec/cpuplan").exists());
+}
+
+#[test]
+fn a_default_install_writes_the_default_config_and_uninstall_leaves_no_file() {
+    let i = Installed::new();
+    let (rc, out, err) = i.run("install", &[]);
+    assert_eq!(rc, 0, "install: {err}");
+    assert!(out.contains("wrote the default config"), "{out}");
+    assert!(!i.hooks_dir().join("cpuplan-precreate.json").exists());
+    let cfg: Value = serde_json::from_slice(&std::fs::read(i.config()).unwrap()).unwrap();
+    assert_eq!(cfg["step_thread_core"], "auto");
+    assert_eq!(cfg["on_error"], "allow");
+    // The written config is one the hook accepts.
+    let check = Command::new(hook_bin())
+        .arg("--config")
+        .arg(i.config())
+        .args([
+            "explain",
+            "--bundle",
+            "examples/bundle",
+            "--root",
+            "examples/host",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let (rc, out, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "uninstall: {err}");
+    assert!(out.contains("removed the default config"), "{out}");
+    assert_eq!(i.files(), Vec::<String>::new(), "uninstall leaves no file");
+    let (rc, _, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "a second uninstall is a no-op: {err}");
+}
+
+#[test]
+fn install_refuses_a_hooks_file_it_did_not_write() {
+    let i = Installed::new();
+    std::fs::create_dir_all(i.hooks_dir()).unwrap();
+    let foreign = r#"{"version":"1.0.0","hook":{"path":"/opt/other/hook"},"when":{"always":true},"stages":["prestart"]}"#;
+    std::fs::write(i.hooks_dir().join("cpuplan.json"), foreign).unwrap();
+    let (rc, _, err) = i.run("install", &[]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("refusing")
+            && err.contains(&i.hooks_dir().join("cpuplan.json").display().to_string()),
+        "{err}"
+    );
+    assert!(!i.binary().exists(), "nothing installed when refused");
+    assert!(!i.config().exists(), "nothing written when refused");
+    let (rc, _, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 2, "uninstall refuses it too: {err}");
+    assert_eq!(
+        std::fs::read_to_string(i.hooks_dir().join("cpuplan.json")).unwrap(),
+        foreign
+    );
+}
+
+#[test]
+fn the_printed_containerd_hooks_are_those_of_the_shipped_base_spec() {
+    let i = Installed::new();
+    let (rc, out, err) = i.run("install", &[]);
+    assert_eq!(rc, 0, "install: {err}");
+    let printed = printed_containerd_hooks(&out);
+    assert!(out.contains("base_runtime_spec"), "{out}");
+    let spec = repo_file("hooks/containerd/cpuplan-base-spec.json");
+    // The shipped spec names the default paths; install names its own.
+    let text = serde_json::to_string(&spec["hooks"])
+        .unwrap()
+        .replace(
+            "/usr/local/libexec/cpuplan/cpuplan-hook",
+            &i.binary().display().to_string(),
+        )
+        .replace("/etc/cpuplan/hook.json", &i.config().display().to_string());
+    let shipped: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(printed, shipped);
+    assert_eq!(
+        printed["createRuntime"][0]["path"],
+        json!(i.binary()),
+        "{printed}"
+    );
+}
+
+#[test]
+fn relative_paths_are_registered_absolute() {
+    let i = Installed::new();
+    let out = Command::new(hook_bin())
+        .args(["--config", "etc/hook.json", "install"])
+        .args(["--prefix", "prefix", "--hooks-dir", "hooks.d"])
+        .current_dir(i.tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hook = i.json("cpuplan.json");
+    assert_eq!(hook["hook"]["path"], json!(i.binary()), "{hook}");
+    assert_eq!(
+        hook["hook"]["args"][2],
+        json!(i.tmp.path().join("etc/hook.json")),
+        "{hook}"
+    );
+    assert!(i.tmp.path().join("etc/hook.json").exists());
+}

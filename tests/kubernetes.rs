@@ -1,0 +1,185 @@
+//! The Kubernetes manifests of `examples/kubernetes/` (Kubernetes cannot run here): every
+//! manifest parses, and the paths the DaemonSets name are those `cpuplan-hook install` writes,
+//! each on a hostPath mounted at its own path.
+
+use std::path::{Path, PathBuf};
+
+use cpuplan_hook::config::{HookConfig, DEFAULT_CONFIG};
+use cpuplan_hook::install::{Layout, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX, HOOK_FILE};
+use serde::Deserialize;
+use serde_json::Value;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes")
+}
+
+/// Every YAML document of every manifest, with its file name.
+fn documents() -> Vec<(String, Value)> {
+    let mut docs = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    names.sort();
+    for p in names {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for d in serde_yaml_ng::Deserializer::from_str(&text) {
+            let v = Value::deserialize(d)
+                .unwrap_or_else(|e| panic!("{}: not valid YAML: {e}", p.display()));
+            docs.push((p.file_name().unwrap().to_string_lossy().into_owned(), v));
+        }
+    }
+    docs
+}
+
+fn daemonset(file: &str) -> Value {
+    documents()
+        .into_iter()
+        .find(|(f, v)| f == file && v["kind"] == "DaemonSet")
+        .unwrap_or_else(|| panic!("no DaemonSet in {file}"))
+        .1
+}
+
+/// What install writes with its defaults, as the DaemonSets run it.
+fn installed_paths() -> Vec<PathBuf> {
+    let l = Layout {
+        prefix: DEFAULT_PREFIX.into(),
+        hooks_dir: DEFAULT_HOOKS_DIR.into(),
+        config: DEFAULT_CONFIG.into(),
+    };
+    vec![l.binary(), l.hooks_dir.join(HOOK_FILE), l.config]
+}
+
+/// The init container's whole command line, as one string.
+fn command_line(c: &Value) -> String {
+    let mut words: Vec<&str> = Vec::new();
+    for key in ["command", "args"] {
+        if let Some(a) = c[key].as_array() {
+            words.extend(a.iter().filter_map(Value::as_str));
+        }
+    }
+    words.join(" ")
+}
+
+/// Checks that every path is under a writable volume mount of `c` backed by a hostPath of the
+/// same path (so the paths written inside are the node's).
+fn assert_host_paths(ds: &Value, c: &Value, paths: &[PathBuf]) {
+    let volumes = ds["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    let mounts = c["volumeMounts"].as_array().expect("volumeMounts");
+    for p in paths {
+        let m = mounts
+            .iter()
+            .filter(|m| p.starts_with(m["mountPath"].as_str().unwrap()))
+            .max_by_key(|m| m["mountPath"].as_str().unwrap().len())
+            .unwrap_or_else(|| panic!("{} is on no volume mount of {}", p.display(), c["name"]));
+        assert_ne!(m["readOnly"], true, "{} must be writable", p.display());
+        let v = volumes
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .unwrap_or_else(|| panic!("no volume {}", m["name"]));
+        assert_eq!(
+            v["hostPath"]["path"],
+            m["mountPath"],
+            "{}: the hostPath must be mounted at its own path",
+            p.display()
+        );
+    }
+}
+
+fn init_install(ds: &Value) -> Value {
+    let spec = &ds["spec"]["template"]["spec"];
+    assert_eq!(
+        ds["spec"]["selector"]["matchLabels"], ds["spec"]["template"]["metadata"]["labels"],
+        "the selector matches the pods"
+    );
+    let c = spec["initContainers"]
+        .as_array()
+        .expect("initContainers")
+        .iter()
+        .find(|c| command_line(c).contains("cpuplan-hook install"))
+        .expect("an init container that runs cpuplan-hook install")
+        .clone();
+    assert_eq!(c["securityContext"]["privileged"], true);
+    let cmd = command_line(&c);
+    for opt in ["--prefix", "--hooks-dir", "--config"] {
+        assert!(!cmd.contains(opt), "install runs with its defaults: {cmd}");
+    }
+    assert!(
+        !cmd.contains("--with-precreate"),
+        "precreate is podman's: {cmd}"
+    );
+    c
+}
+
+#[test]
+fn every_manifest_parses_with_a_kind_and_a_name() {
+    let docs = documents();
+    assert!(docs.len() >= 3, "{docs:?}");
+    for (file, v) in &docs {
+        assert!(v["apiVersion"].is_string(), "{file}: apiVersion");
+        assert!(v["kind"].is_string(), "{file}: kind");
+        assert!(v["metadata"]["name"].is_string(), "{file}: metadata.name");
+    }
+}
+
+#[test]
+fn the_crio_daemonset_installs_on_the_node_s_own_paths() {
+    let ds = daemonset("crio-daemonset.yaml");
+    let c = init_install(&ds);
+    assert_host_paths(&ds, &c, &installed_paths());
+}
+
+#[test]
+fn the_containerd_daemonset_installs_and_places_the_base_spec_config_toml_names() {
+    let ds = daemonset("containerd-daemonset.yaml");
+    let c = init_install(&ds);
+    let toml = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/containerd/config-1.7.toml"),
+    )
+    .unwrap();
+    let spec_path = toml
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("base_runtime_spec = "))
+        .expect("base_runtime_spec in config-1.7.toml")
+        .trim_matches('"')
+        .to_string();
+    assert!(
+        command_line(&c).contains(&format!("cpuplan-base-spec.json {spec_path}")),
+        "the init container copies the base spec to {spec_path}: {}",
+        command_line(&c)
+    );
+    let mut paths = installed_paths();
+    paths.push(spec_path.into());
+    assert_host_paths(&ds, &c, &paths);
+    // The image ships the spec where the command copies it from.
+    let containerfile = std::fs::read_to_string(dir().join("Containerfile")).unwrap();
+    assert!(containerfile.contains(
+        "COPY hooks/containerd/cpuplan-base-spec.json /opt/cpuplan/cpuplan-base-spec.json"
+    ));
+    assert!(containerfile.contains("/opt/cpuplan/cpuplan-hook"));
+    assert!(command_line(&c).starts_with("/bin/sh -c /opt/cpuplan/cpuplan-hook install"));
+}
+
+#[test]
+fn the_pod_requests_gpus_and_sets_a_setting_the_hook_accepts() {
+    let (_, pod) = documents()
+        .into_iter()
+        .find(|(f, v)| f == "gpu-pod.yaml" && v["kind"] == "Pod")
+        .expect("gpu-pod.yaml holds a Pod");
+    let setting = pod["metadata"]["annotations"]["cpuplan.step-thread-core"]
+        .as_str()
+        .expect("the cpuplan.step-thread-core annotation, a string");
+    let cfg = serde_json::json!({ "step_thread_core": setting }).to_string();
+    HookConfig::parse(Path::new("gpu-pod.yaml"), cfg.as_bytes())
+        .unwrap_or_else(|e| panic!("the hook rejects {setting:?}: {e}"));
+    let limits = &pod["spec"]["containers"][0]["resources"]["limits"];
+    assert!(
+        limits["nvidia.com/gpu"].as_u64().unwrap_or(0) >= 1,
+        "{limits}"
+    );
+    assert!(limits["cpu"].is_string(), "{limits}");
+}
