@@ -52,7 +52,7 @@ fn hostile(
 ) -> (Outcome, Bundle) {
     let cmd = format!(
         "echo started; ls -la {dir}/ 2>&1 | sed 's/^/ls: /'; \
-         if [ -f {dir}/plan.env ] && [ ! -L {dir}/plan.env ]; then . {dir}/plan.env && echo \"omp=$OMP_NUM_THREADS\"; fi"
+         if [ -f {dir}/plan.env ] && [ ! -L {dir}/plan.env ]; then (. {dir}/plan.env && echo \"omp=$OMP_NUM_THREADS\"); fi; true"
     );
     let mut b = Bundle::new(tag, &cmd);
     b.config["mounts"]
