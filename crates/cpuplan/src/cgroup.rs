@@ -158,13 +158,17 @@ fn components(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|c| !c.is_empty())
 }
 
-/// `/proc/<pid>/cgroup` read and parsed; a bad line is an error naming the file and quoting the line.
-fn read_proc_cgroup(path: &Path) -> Result<Vec<CgroupLine>> {
+/// The file at `path` read and parsed line by line with `parse` (`Ok(None)` skips a line);
+/// a bad line is an error naming the file and the line number, and quoting the line.
+fn read_lines<T>(
+    path: &Path,
+    parse: impl Fn(&str) -> Result<Option<T>, &'static str>,
+) -> Result<Vec<T>> {
     let text = fsutil::read(path)?;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        match parse_proc_cgroup_line(line) {
-            Ok(Some(l)) => out.push(l),
+        match parse(line) {
+            Ok(Some(item)) => out.push(item),
             Ok(None) => {}
             Err(what) => {
                 return Err(Error::malformed(
@@ -178,24 +182,14 @@ fn read_proc_cgroup(path: &Path) -> Result<Vec<CgroupLine>> {
     Ok(out)
 }
 
-/// mountinfo read and parsed; a bad line is an error naming the file and quoting the line.
+/// `/proc/<pid>/cgroup` read and parsed.
+fn read_proc_cgroup(path: &Path) -> Result<Vec<CgroupLine>> {
+    read_lines(path, parse_proc_cgroup_line)
+}
+
+/// mountinfo read and parsed.
 fn read_mountinfo(path: &Path) -> Result<Vec<MountInfo>> {
-    let text = fsutil::read(path)?;
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        match parse_mountinfo_line(line) {
-            Ok(Some(m)) => out.push(m),
-            Ok(None) => {}
-            Err(what) => {
-                return Err(Error::malformed(
-                    path,
-                    format!("line {}: {what}", n + 1),
-                    line,
-                ))
-            }
-        }
-    }
-    Ok(out)
+    read_lines(path, parse_mountinfo_line)
 }
 
 #[cfg(test)]
