@@ -4,8 +4,8 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use cpuplan::cgroup::{controller_dir, CgroupDir};
-use cpuplan::{CpuSet, Process};
+use cpuplan::cgroup::{controller_dir_in, CgroupDir};
+use cpuplan::CpuSet;
 
 /// Why the cpuset was not written.
 #[derive(Debug, thiserror::Error)]
@@ -70,15 +70,15 @@ pub fn check_own(found: &CgroupDir, cgroups_path: Option<&str>) -> Result<(), Cp
     Ok(())
 }
 
-/// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup under `root`.
+/// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup, found among its hierarchies `cgroups`.
 pub fn write_cpuset(
-    root: &Path,
+    cgroups: &[CgroupDir],
     pid: u32,
     cpus: &CpuSet,
     cgroups_path: Option<&str>,
 ) -> Result<CpusetWrite, CpusetError> {
-    let found = controller_dir(root, Process::Pid(pid), "cpuset")
-        .map_err(|source| CpusetError::Find { pid, source })?;
+    let found =
+        controller_dir_in(cgroups, "cpuset").map_err(|source| CpusetError::Find { pid, source })?;
     let Some(found) = found else {
         return Ok(CpusetWrite::NoController);
     };

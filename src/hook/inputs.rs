@@ -25,6 +25,8 @@ pub struct Gathered {
     pub config_quota: Option<f64>,
     /// The live cgroup's quota (with ancestors).
     pub cgroup_quota: Option<f64>,
+    /// The pid's cgroup hierarchies, located once (empty without a pid).
+    pub cgroups: Vec<cpuplan::cgroup::CgroupDir>,
     /// The config's cpus.
     pub config_cpus: Option<CpuSet>,
     /// The container's mask.
@@ -81,14 +83,23 @@ pub fn gather(
 ) -> Result<Gathered, Problem> {
     let (setting, setting_from) = resolve_setting(config, bundle, state_annotations)?;
     let mut notes = Vec::new();
-    let (cgroup_quota, live_mask) = match pid {
-        Some(pid) => (
-            cpuplan::cgroup_cpu_quota(&config.root, Process::Pid(pid))?,
-            cpuplan::process_mask(&config.root, Process::Pid(pid))?,
-        ),
+    let (cgroups, cgroup_quota, live_mask) = match pid {
+        Some(pid) => {
+            let cgroups = cpuplan::cgroup::cgroup_dirs(&config.root, Process::Pid(pid))?;
+            let quota = cpuplan::quota::quota_over(&cgroups)?;
+            (
+                cgroups,
+                quota,
+                cpuplan::process_mask(&config.root, Process::Pid(pid))?,
+            )
+        }
         None => {
             notes.push("no pid: the live cgroup's quota and mask were not read".into());
-            (None, cpuplan::topology::online_cpus(&config.topology_root)?)
+            (
+                Vec::new(),
+                None,
+                cpuplan::topology::online_cpus(&config.topology_root)?,
+            )
         }
     };
     let mask = match &bundle.cpus {
@@ -114,6 +125,7 @@ pub fn gather(
         setting_from,
         config_quota: bundle.quota,
         cgroup_quota,
+        cgroups,
         config_cpus: bundle.cpus.clone(),
         mask,
         usable: 0,

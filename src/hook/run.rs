@@ -152,7 +152,7 @@ pub fn create_runtime(
     let mut mask = g.mask.clone();
     let mut written = None;
     if let (Some(set), Some(pid)) = (&want, pid) {
-        match write_cpuset(&config.root, pid, set, bundle.cgroups_path.as_deref()) {
+        match write_cpuset(&g.cgroups, pid, set, bundle.cgroups_path.as_deref()) {
             Ok(CpusetWrite::Written(path)) => {
                 mask = set.clone();
                 written = Some(path);

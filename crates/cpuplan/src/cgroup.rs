@@ -67,7 +67,11 @@ pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
 
 /// The directory where `controller` (e.g. `cpuset`) governs `proc`: the v1 hierarchy naming it, else v2 where the process's cgroup lists it in its own `cgroup.controllers` (the kernel's rule for a controller being enabled there).
 pub fn controller_dir(root: &Path, proc: Process, controller: &str) -> Result<Option<CgroupDir>> {
-    let dirs = cgroup_dirs(root, proc)?;
+    controller_dir_in(&cgroup_dirs(root, proc)?, controller)
+}
+
+/// [`controller_dir`] among hierarchies already located by [`cgroup_dirs`].
+pub fn controller_dir_in(dirs: &[CgroupDir], controller: &str) -> Result<Option<CgroupDir>> {
     if let Some(d) = dirs.iter().find(|d| d.has_v1_controller(controller)) {
         return Ok(Some(d.clone()));
     }

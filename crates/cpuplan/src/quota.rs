@@ -17,9 +17,14 @@ pub const DEFAULT_PERIOD_US: u64 = 100_000;
 
 /// The tightest CPU quota over `proc`'s cgroup and all its ancestors, on every hierarchy (v1 and v2), in CPUs; `None` when no level sets one.
 pub fn cgroup_cpu_quota(root: &Path, proc: Process) -> Result<Option<f64>> {
+    quota_over(&cgroup_dirs(root, proc)?)
+}
+
+/// The tightest CPU quota over hierarchies already located (see [`cgroup_dirs`]), in CPUs.
+pub fn quota_over(dirs: &[CgroupDir]) -> Result<Option<f64>> {
     let mut tightest: Option<f64> = None;
-    for dir in cgroup_dirs(root, proc)? {
-        tightest = min_quota(tightest, hierarchy_quota(&dir)?);
+    for dir in dirs {
+        tightest = min_quota(tightest, hierarchy_quota(dir)?);
     }
     Ok(tightest)
 }
