@@ -3,8 +3,8 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::pci::normalize_pci;
 use super::DeviceError;
+use cpuplan::pci::normalize_pci;
 
 /// A char device of the container's `linux.devices`, by its numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,6 @@
 mod char_dev;
 mod error;
 mod nvidia_info;
-mod pci;
 mod resolve;
 mod visible;
 

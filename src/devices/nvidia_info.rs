@@ -3,8 +3,8 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::pci::{normalize_pci, pci_sort_key};
 use super::DeviceError;
+use cpuplan::pci::{normalize_pci, pci_key};
 
 /// Where the NVIDIA driver lists its GPUs, one directory per PCI address.
 pub const NVIDIA_GPUS_DIR: &str = "proc/driver/nvidia/gpus";
@@ -52,7 +52,7 @@ fn listing(topology_root: &Path) -> Result<Vec<(String, std::path::PathBuf)>, De
         };
         addresses.push((address, entry.path()));
     }
-    addresses.sort_by_key(|(a, _)| pci_sort_key(a));
+    addresses.sort_by_key(|(a, _)| pci_key(a));
     Ok(addresses)
 }
 

@@ -4,9 +4,9 @@ use std::path::Path;
 
 use super::char_dev::{char_device_pci, CharDevice};
 use super::nvidia_info::{nvidia_gpu_addresses, nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
-use super::pci::pci_sort_key;
 use super::visible::{entries, parse_visible_devices, DeviceId, VisibleDevices};
 use super::DeviceError;
+use cpuplan::pci::pci_key;
 
 /// The NVIDIA driver's char major: `/dev/nvidiaN` is `195:N`, `/dev/nvidia-modeset` `195:254`, `/dev/nvidiactl` `195:255`.
 pub const NVIDIA_MAJOR: i64 = 195;
@@ -116,7 +116,7 @@ pub fn container_gpus(
         }
     }
 
-    found.sort_by_key(|a| pci_sort_key(a));
+    found.sort_by_key(|a| pci_key(a));
     found.dedup();
     Ok(found)
 }

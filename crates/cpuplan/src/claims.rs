@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::fsutil::{read_optional, under};
+pub use crate::pci::is_pci_address;
 
 /// The lock file's name in a claims directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -103,32 +104,6 @@ pub enum ClaimError {
         /// The address as given.
         address: String,
     },
-}
-
-/// Whether `s` is a lowercase PCI address: `^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`.
-pub fn is_pci_address(s: &str) -> bool {
-    let hex = |part: &str| {
-        !part.is_empty()
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let Some((rest, function)) = s.rsplit_once('.') else {
-        return false;
-    };
-    let mut parts = rest.split(':');
-    let (Some(domain), Some(bus), Some(device), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return false;
-    };
-    hex(domain)
-        && domain.len() >= 4
-        && hex(bus)
-        && bus.len() == 2
-        && hex(device)
-        && device.len() == 2
-        && matches!(function.as_bytes(), [b'0'..=b'7'])
 }
 
 /// The start time (field 22 of `<root>/proc/<pid>/stat`, ticks since boot), or `None` if the process is gone.

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::cpuset::{CpuSet, MAX_CPU};
 use crate::error::{Error, Result};
 use crate::fsutil::{read, read_cpu_list_optional, read_optional, under};
+pub use crate::pci::{pci_key, PciKey};
 
 /// One of the host's GPUs as sysfs lists it: its PCI address, NUMA node and local CPUs (`None` where sysfs doesn't say).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,29 +27,9 @@ pub struct HostGpu {
     pub local: Option<CpuSet>,
 }
 
-/// A PCI address's numeric order: (domain, bus, device, function).
-pub type PciKey = (u32, u32, u32, u32);
-
 /// `<root>/sys/bus/pci/devices`, where every PCI function has an entry.
 pub fn pci_devices_dir(root: &Path) -> PathBuf {
     under(root, "/sys/bus/pci/devices")
-}
-
-/// The numeric sort key of a PCI address `dddd:bb:dd.f` (the domain may have more than four hex digits); `None` if it is not one.
-pub fn pci_key(address: &str) -> Option<PciKey> {
-    let mut parts = address.split(':');
-    let (domain, bus, rest) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let (dev, func) = rest.split_once('.')?;
-    let hex = |s: &str, max_len: usize| -> Option<u32> {
-        if s.is_empty() || s.len() > max_len || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return None;
-        }
-        u32::from_str_radix(s, 16).ok()
-    };
-    Some((hex(domain, 8)?, hex(bus, 2)?, hex(dev, 2)?, hex(func, 1)?))
 }
 
 /// Whether `e` is a file or PCI function that is not there (as opposed to one that is unreadable or malformed).

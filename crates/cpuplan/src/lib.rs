@@ -17,6 +17,7 @@ pub mod gpus;
 pub mod json;
 pub mod mask;
 pub mod mountinfo;
+pub mod pci;
 pub mod plan;
 pub mod proc_cgroup;
 pub mod quota;

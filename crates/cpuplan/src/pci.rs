@@ -1,18 +1,26 @@
-//! PCI bus ids as NVIDIA and sysfs spell them, normalized to `0000:2a:00.0`.
+//! PCI addresses: the spellings runtimes, nvidia-smi and sysfs use, the canonical form, and their numeric order.
 
-/// `0000:2a:00.0`, `00000000:2A:00.0` or `2a:00.0` as lowercase `dddd:bb:dd.f`; `None` if it is no PCI bus id.
-pub(crate) fn normalize_pci(id: &str) -> Option<String> {
+/// A PCI address's numeric order: (domain, bus, device, function).
+pub type PciKey = (u32, u8, u8, u8);
+
+/// `0000:2a:00.0`, `00000000:2A:00.0` or `2a:00.0` as the canonical lowercase `dddd:bb:dd.f`; `None` if it is no PCI bus id.
+pub fn normalize_pci(id: &str) -> Option<String> {
     let (domain, bus, device, function) = pci_parts(id)?;
     Some(format!("{domain:04x}:{bus:02x}:{device:02x}.{function}"))
 }
 
-/// The order of PCI addresses (domain, bus, device, function); `None` if it is no PCI bus id.
-pub(crate) fn pci_sort_key(id: &str) -> Option<(u32, u8, u8, u8)> {
+/// The numeric sort key of a PCI address (domains may have more than four hex digits); `None` if it is no PCI bus id.
+pub fn pci_key(id: &str) -> Option<PciKey> {
     pci_parts(id)
 }
 
+/// Whether `s` is a PCI address in the canonical form sysfs uses (safe as a file name).
+pub fn is_pci_address(s: &str) -> bool {
+    normalize_pci(s).as_deref() == Some(s)
+}
+
 /// The numbers of `[domain:]bus:device.function`: a 4 to 8 hex digit domain (0 if absent), two hex digits each for bus and device, function 0 to 7.
-fn pci_parts(id: &str) -> Option<(u32, u8, u8, u8)> {
+fn pci_parts(id: &str) -> Option<PciKey> {
     let (rest, function) = id.rsplit_once('.')?;
     let mut parts: Vec<&str> = rest.split(':').collect();
     let domain = match parts.len() {
@@ -97,7 +105,7 @@ mod tests {
         fn normalizing_is_total_and_idempotent(s in "\\PC*") {
             if let Some(n) = normalize_pci(&s) {
                 proptest::prop_assert_eq!(normalize_pci(&n), Some(n.clone()));
-                proptest::prop_assert_eq!(pci_sort_key(&n), pci_sort_key(&s));
+                proptest::prop_assert_eq!(pci_key(&n), pci_key(&s));
             }
         }
 
@@ -118,7 +126,7 @@ mod tests {
             "0000:18:00.0",
             "0001:00:00.0",
         ];
-        ids.sort_by_key(|id| pci_sort_key(id));
+        ids.sort_by_key(|id| pci_key(id));
         assert_eq!(
             ids,
             [
