@@ -259,7 +259,10 @@ fn a_missing_device_minor_names_the_information_file() {
         container_gpus(root.path(), &[c(195, 0)], None).map(|_| ()),
     ] {
         let e = result.unwrap_err();
-        assert!(matches!(e, DeviceError::Malformed { .. }), "{e:?}");
+        assert!(
+            matches!(e, DeviceError::Host(cpuplan::Error::Malformed { .. })),
+            "{e:?}"
+        );
         let text = e.to_string();
         assert!(
             text.contains("0000:18:00.0/information") && text.contains("Device Minor"),

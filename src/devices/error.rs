@@ -5,25 +5,10 @@ use std::path::PathBuf;
 /// A host file, a `linux.devices` entry or `NVIDIA_VISIBLE_DEVICES` that does not name GPUs as it should.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    /// A host file or directory that could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A host file whose content is not what the driver or kernel writes there.
-    #[error("{}: {what}: {content:?}", path.display())]
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// What was expected.
-        what: String,
-        /// The content (or the offending part), quoted in the message.
-        content: String,
-    },
+    /// A host file or directory that could not be read, or whose content is not what the driver or
+    /// kernel writes there (the planner's error, which names the file and quotes the content).
+    #[error(transparent)]
+    Host(#[from] cpuplan::Error),
     /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all.
     #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>")]
     VisibleJunk {
@@ -63,9 +48,18 @@ pub enum DeviceError {
 }
 
 impl DeviceError {
-    /// A [`DeviceError::Io`] for `path`.
+    /// A [`DeviceError::Host`] I/O error for `path`.
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| DeviceError::Io { path, source }
+        move |source| DeviceError::Host(cpuplan::Error::Io { path, source })
+    }
+
+    /// A [`DeviceError::Host`] for a file at `path` whose content is not `what` it should be.
+    pub(crate) fn malformed(
+        path: impl Into<PathBuf>,
+        what: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
+        DeviceError::Host(cpuplan::Error::malformed(path, what, content))
     }
 }

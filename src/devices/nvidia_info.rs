@@ -44,11 +44,11 @@ fn listing(topology_root: &Path) -> Result<Vec<(String, std::path::PathBuf)>, De
         let entry = entry.map_err(DeviceError::io(&dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(address) = normalize_pci(&name) else {
-            return Err(DeviceError::Malformed {
-                path: entry.path(),
-                what: "a GPU directory not named by a PCI address".into(),
-                content: name,
-            });
+            return Err(DeviceError::malformed(
+                entry.path(),
+                "a GPU directory not named by a PCI address",
+                name,
+            ));
         };
         addresses.push((address, entry.path()));
     }
@@ -61,8 +61,8 @@ pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> 
     let mut gpus = Vec::new();
     for (address, dir) in listing(topology_root)? {
         let path = dir.join("information");
-        let text = std::fs::read(&path).map_err(DeviceError::io(&path))?;
-        let (minor, uuid) = parse_information(&path, &String::from_utf8_lossy(&text))?;
+        let text = cpuplan::fsutil::read(&path)?;
+        let (minor, uuid) = parse_information(&path, &text)?;
         gpus.push(NvidiaGpu {
             address,
             minor: Some(minor),
@@ -87,20 +87,24 @@ pub fn parse_information(path: &Path, text: &str) -> Result<(u32, Option<String>
                     .parse::<u32>()
                     .ok()
                     .filter(|_| value.bytes().all(|b| b.is_ascii_digit()));
-                minor = Some(parsed.ok_or_else(|| DeviceError::Malformed {
-                    path: path.to_path_buf(),
-                    what: "Device Minor is not a number".into(),
-                    content: value.to_string(),
+                minor = Some(parsed.ok_or_else(|| {
+                    DeviceError::malformed(
+                        path.to_path_buf(),
+                        "Device Minor is not a number",
+                        value.to_string(),
+                    )
                 })?);
             }
             "GPU UUID" => uuid = gpu_uuid(value),
             _ => {}
         }
     }
-    let minor = minor.ok_or_else(|| DeviceError::Malformed {
-        path: path.to_path_buf(),
-        what: "no \"Device Minor:\" line".into(),
-        content: text.to_string(),
+    let minor = minor.ok_or_else(|| {
+        DeviceError::malformed(
+            path.to_path_buf(),
+            "no \"Device Minor:\" line",
+            text.to_string(),
+        )
     })?;
     Ok((minor, uuid))
 }
