@@ -60,47 +60,44 @@ impl Layout {
         self.prefix.join("libexec/cpuplan/cpuplan-hook")
     }
 
-    /// The hooks.d JSON for the createRuntime and poststop stages.
-    pub fn hook_json(&self) -> Value {
+    /// One OCI hook entry that runs the installed binary with `args` after its `--config`.
+    fn hook_entry(&self, args: &[&str]) -> Value {
+        let mut argv = vec![json!("cpuplan-hook"), json!("--config"), json!(self.config)];
+        argv.extend(args.iter().map(|a| json!(a)));
+        json!({
+            "path": self.binary(),
+            "args": argv,
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "timeout": 10
+        })
+    }
+
+    /// An oci-hooks 1.0.0 file running `args` at `stages`, always.
+    fn hooks_d(&self, args: &[&str], stages: &[&str]) -> Value {
         json!({
             "version": "1.0.0",
-            "hook": {
-                "path": self.binary(),
-                "args": ["cpuplan-hook", "--config", self.config, "hook"],
-                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                "timeout": 10
-            },
+            "hook": self.hook_entry(args),
             "when": {"always": true},
-            "stages": ["createRuntime", "poststop"]
+            "stages": stages
         })
+    }
+
+    /// The hooks.d JSON for the createRuntime and poststop stages.
+    pub fn hook_json(&self) -> Value {
+        self.hooks_d(&["hook"], &["createRuntime", "poststop"])
     }
 
     /// The hooks.d JSON for podman's precreate stage.
     pub fn precreate_json(&self) -> Value {
-        json!({
-            "version": "1.0.0",
-            "hook": {
-                "path": self.binary(),
-                "args": ["cpuplan-hook", "--config", self.config, "precreate"],
-                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                "timeout": 10
-            },
-            "when": {"always": true},
-            "stages": ["precreate"]
-        })
+        self.hooks_d(&["precreate"], &["precreate"])
     }
 
     /// The lines containerd users add: the hooks of a `base_runtime_spec`.
     pub fn containerd_hooks(&self) -> Value {
-        let entry = |stage: &str| {
-            json!([{
-                "path": self.binary(),
-                "args": ["cpuplan-hook", "--config", self.config, "hook", stage],
-                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                "timeout": 10
-            }])
-        };
-        json!({"createRuntime": entry("createRuntime"), "poststop": entry("poststop")})
+        json!({
+            "createRuntime": [self.hook_entry(&["hook", "createRuntime"])],
+            "poststop": [self.hook_entry(&["hook", "poststop"])]
+        })
     }
 }
 
