@@ -189,6 +189,11 @@ fn a_bad_hook_config_names_file_and_key() {
     let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap();
     assert!(r.is_none(), "no bundle read, nothing written");
     assert!(h.plan_file("plan.env").is_none());
+    let err = hook_binary_stderr(&state, &cfg);
+    assert!(
+        err.contains(&cfg.display().to_string()) && err.contains("everything"),
+        "{err}"
+    );
     let mut h = FakeHost::new();
     h.config["on_error"] = json!("deny");
     h.config["surprise"] = json!(1);
@@ -196,6 +201,31 @@ fn a_bad_hook_config_names_file_and_key() {
     let e = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap();
     // An unusable config cannot say deny: the default (allow) applies.
     assert!(e.is_none());
+    let err = hook_binary_stderr(&state, &cfg);
+    assert!(
+        err.contains(&cfg.display().to_string()) && err.contains("surprise"),
+        "{err}"
+    );
+}
+
+/// Runs the `cpuplan-hook` binary at createRuntime on `state` with `cfg`; it must exit 0. Returns its stderr.
+fn hook_binary_stderr(state: &str, cfg: &Path) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+        .args(["--config", cfg.to_str().unwrap(), "hook", "createRuntime"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(state.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "allow: the container starts");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -231,7 +261,7 @@ fn other_stages_do_nothing() {
         .unwrap()
         .is_none());
     assert!(h.plan_file("plan.env").is_none());
-    assert!(!Path::new(&h.cpuset()).exists());
+    assert_eq!(h.cpuset(), "0-223", "the cpuset is untouched");
 }
 
 #[test]
