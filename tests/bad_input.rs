@@ -5,6 +5,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::hookbin;
 use common::hookfx::{fingerprint, fixtures, list_tree, FakeRoot, Fx};
 use cpuplan_hook::hook::{run_hook, HookError};
 use serde_json::json;
@@ -474,24 +475,13 @@ fn cgroup_files_missing_empty_or_junk() {
 fn the_binary_prints_one_line_and_exits_1_on_a_bad_state() {
     let fx = Fx::new();
     fx.write();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
-        .arg("--config")
-        .arg(fx.hook_path())
-        .arg("hook")
-        .arg("createRuntime")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"id\": \"x\", truncated")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = hookbin::run_fed(
+        &mut hookbin::create_runtime(
+            Path::new(env!("CARGO_BIN_EXE_cpuplan-hook")),
+            &fx.hook_path(),
+        ),
+        b"{\"id\": \"x\", truncated",
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<_> = err

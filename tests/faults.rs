@@ -6,9 +6,10 @@ mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use common::hookbin;
 use common::hookfx::{FakeRoot, Fx};
 use serde_json::json;
 
@@ -105,22 +106,13 @@ fn a_full_plan_dir_is_a_logged_problem_and_leaves_no_temp_file() {
 fn run_binary(fx: &Fx, state: &str) -> (i32, String, Duration) {
     fx.write();
     let t = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
-        .arg("--config")
-        .arg(fx.hook_path())
-        .args(["hook", "createRuntime"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(state.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = hookbin::run_fed(
+        &mut hookbin::create_runtime(
+            Path::new(env!("CARGO_BIN_EXE_cpuplan-hook")),
+            &fx.hook_path(),
+        ),
+        state.as_bytes(),
+    );
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),

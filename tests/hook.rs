@@ -5,6 +5,7 @@ mod common;
 use std::path::Path;
 
 use common::fakehost::FakeHost;
+use common::hookbin;
 use cpuplan_hook::hook::{run_hook, HookError, Report};
 use serde_json::{json, Value};
 
@@ -210,20 +211,8 @@ fn a_bad_hook_config_names_file_and_key() {
 
 /// Runs the `cpuplan-hook` binary at createRuntime on `state` with `cfg`; it must exit 0. Returns its stderr.
 fn hook_binary_stderr(state: &str, cfg: &Path) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
-        .args(["--config", cfg.to_str().unwrap(), "hook", "createRuntime"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(state.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let out = hookbin::run_fed(&mut hookbin::create_runtime(bin, cfg), state.as_bytes());
     assert!(out.status.success(), "allow: the container starts");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

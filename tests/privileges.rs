@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::hookbin;
 use common::hookfx::{fingerprint, FakeRoot, Fx};
 use serde_json::json;
 
@@ -70,7 +71,6 @@ fn program_headers(path: &Path) -> Vec<u32> {
 }
 
 const PT_INTERP: u32 = 3;
-const PT_DYNAMIC: u32 = 2;
 
 /// A shared library whose constructor writes the file named by `$MARKER`.
 fn hostile_preload(dir: &Path) -> PathBuf {
@@ -170,24 +170,12 @@ fn static_hook_and_launcher_ignore_a_hostile_ld_preload() {
     let fx = Fx::new();
     fx.write();
     let marker = t.path().join("hook-run.marker");
-    let mut child = Command::new(hook)
-        .arg("--config")
-        .arg(fx.hook_path())
-        .args(["hook", "createRuntime"])
-        .env("LD_PRELOAD", &so)
-        .env("MARKER", &marker)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(fx.state(None).as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = hookbin::run_fed(
+        hookbin::create_runtime(hook, &fx.hook_path())
+            .env("LD_PRELOAD", &so)
+            .env("MARKER", &marker),
+        fx.state(None).as_bytes(),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -195,7 +183,6 @@ fn static_hook_and_launcher_ignore_a_hostile_ld_preload() {
     );
     assert!(fx.rootfs().join("run/cpuplan/plan.env").is_file());
     assert!(!marker.exists());
-    let _ = PT_DYNAMIC;
 }
 
 fn status_field(pid: u32, key: &str) -> String {
@@ -223,15 +210,12 @@ fn the_hook_keeps_exactly_its_capabilities() {
     );
     let fx = Fx::new();
     fx.write();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
-        .arg("--config")
-        .arg(fx.hook_path())
-        .args(["hook", "createRuntime"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = hookbin::create_runtime(
+        Path::new(env!("CARGO_BIN_EXE_cpuplan-hook")),
+        &fx.hook_path(),
+    )
+    .spawn()
+    .unwrap();
     let pid = child.id();
     // The hook drops its capabilities, then blocks reading the state on stdin.
     let t = Instant::now();
@@ -251,13 +235,7 @@ fn the_hook_keeps_exactly_its_capabilities() {
     .iter()
     .map(|k| (k.to_string(), status_field(pid, k)))
     .collect();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(fx.state(None).as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = hookbin::feed(child, fx.state(None).as_bytes());
     assert!(
         out.status.success(),
         "{}",

@@ -17,21 +17,15 @@ pub const NAMESPACE: &str = "cpuplan-e2e";
 
 /// Fails (never skips) when containerd cannot run here: not root, or a tool missing.
 pub fn require_containerd() {
-    assert!(
-        nix::unistd::Uid::effective().is_root(),
-        "the containerd end-to-end tests run as root (CI does)"
+    super::runc::require(
+        "containerd",
+        &[
+            ("containerd", "containerd"),
+            ("ctr", "containerd"),
+            ("runc", "runc"),
+            ("busybox", "busybox-static"),
+        ],
     );
-    for (bin, pkg) in [
-        ("containerd", "containerd"),
-        ("ctr", "containerd"),
-        ("runc", "runc"),
-        ("busybox", "busybox-static"),
-    ] {
-        assert!(
-            !which(bin).as_os_str().is_empty(),
-            "{bin} is missing: apt-get install -y {pkg} (.ci/run does)"
-        );
-    }
 }
 
 /// A running private containerd.

@@ -25,21 +25,15 @@ static TURN: Mutex<()> = Mutex::new(());
 
 /// Fails (never skips) when podman cannot run here: not root, or a tool missing.
 pub fn require_podman() {
-    assert!(
-        nix::unistd::Uid::effective().is_root(),
-        "the podman end-to-end tests run as root (CI does)"
+    super::runc::require(
+        "podman",
+        &[
+            ("podman", "podman"),
+            ("runc", "runc"),
+            ("busybox", "busybox-static"),
+            ("tar", "tar"),
+        ],
     );
-    for (bin, pkg) in [
-        ("podman", "podman"),
-        ("runc", "runc"),
-        ("busybox", "busybox-static"),
-        ("tar", "tar"),
-    ] {
-        assert!(
-            !which(bin).as_os_str().is_empty(),
-            "{bin} is missing: apt-get install -y {pkg} (.ci/run does)"
-        );
-    }
 }
 
 /// What one podman command printed.

@@ -18,18 +18,18 @@ pub fn fixtures() -> PathBuf {
 
 /// Fails (never skips) when the test cannot run here: not root, or runc/busybox missing.
 pub fn require_runc() {
+    require("runc", &[("runc", "runc"), ("busybox", "busybox-static")]);
+}
+
+/// Fails (never skips) unless the tests run as root and every `(program, Debian package)` of `tools` is on PATH.
+pub fn require(what: &str, tools: &[(&str, &str)]) {
     assert!(
         nix::unistd::Uid::effective().is_root(),
-        "the runc end-to-end tests run as root (CI does)"
+        "the {what} end-to-end tests run as root (CI does)"
     );
-    for (bin, pkg) in [("runc", "runc"), ("busybox", "busybox-static")] {
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {bin}"))
-            .output()
-            .map(|o| o.status.success());
+    for (bin, pkg) in tools {
         assert!(
-            ok.unwrap_or(false),
+            !which(bin).as_os_str().is_empty(),
             "{bin} is missing: apt-get install -y {pkg} (.ci/run does)"
         );
     }
