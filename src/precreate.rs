@@ -62,7 +62,7 @@ fn edit(config: &HookConfig, mut value: Value) -> Result<Value, Problem> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| Path::new("/").to_path_buf());
     let bundle = BundleConfig::from_spec("<stdin>".into(), &cwd, spec, false)?;
     let e = explain_bundle(config, &bundle, "(precreate)")?;
-    let devices = crate::hook::decide::devices(&e.gathered);
+    let devices = e.gathered.addresses();
     let vars = plan_env_vars(&e.file.plan, &devices);
     let env = value
         .pointer_mut("/process/env")

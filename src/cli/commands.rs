@@ -216,7 +216,7 @@ fn explain(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<
         print_json(out, &e.file)?;
     } else {
         let nodes = host_nodes(&config.topology_root).map_err(|e| BadInput(e.to_string()))?;
-        let devices = crate::hook::decide::devices(&e.gathered);
+        let devices = e.gathered.addresses();
         let text = render(
             &e.plan,
             &e.gathered.setting.to_string(),

@@ -67,7 +67,7 @@ pub fn claim(config: &HookConfig, g: &Gathered, container: &str, pid: Option<u32
 
 /// The plan over `mask`, given how the claim went.
 pub fn plan(g: &Gathered, mask: &CpuSet, claim: &ClaimResult) -> Result<CpuPlan, Problem> {
-    let addresses: Vec<Option<String>> = g.gpus.iter().cloned().map(Some).collect();
+    let addresses = g.addresses();
     if let ClaimResult::Held(why) = claim {
         return Ok(CpuPlan::unpinned(
             mask.clone(),
@@ -101,8 +101,7 @@ pub fn hook_plan(
     cpuset: Option<CpuSet>,
     cpuset_why: &str,
 ) -> HookPlan {
-    let addresses: Vec<Option<String>> = g.gpus.iter().cloned().map(Some).collect();
-    let mut file = PlanFile::new(plan, &g.setting.to_string(), &addresses);
+    let mut file = PlanFile::new(plan, &g.setting.to_string(), &g.addresses());
     if !cpuset_why.is_empty() {
         file.why = format!("{}; {cpuset_why}", file.why);
     }
@@ -120,9 +119,4 @@ pub fn hook_plan(
             setting_from: g.setting_from.clone(),
         },
     }
-}
-
-/// The worker devices of a plan's `plan.env` (one per GPU).
-pub fn devices(g: &Gathered) -> Vec<Option<String>> {
-    g.gpus.iter().cloned().map(Some).collect()
 }

@@ -42,6 +42,11 @@ pub struct Gathered {
 }
 
 impl Gathered {
+    /// The workers' device addresses, one per GPU in worker order (what `deployment_plan` and `plan.env` take).
+    pub fn addresses(&self) -> Vec<Option<String>> {
+        self.gpus.iter().cloned().map(Some).collect()
+    }
+
     /// The tightest of the config's and the cgroup's quota.
     pub fn quota(&self) -> Option<f64> {
         match (self.config_quota, self.cgroup_quota) {

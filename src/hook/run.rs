@@ -1,6 +1,7 @@
 //! The hook's stages: `createRuntime` plans and writes, `poststop` releases the GPU claims.
 
 use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use crate::hook::cpuset::{write_cpuset, CpusetError, CpusetWrite};
 use crate::hook::decide::{self, ClaimResult};
 use crate::hook::inputs::gather;
 use crate::hook::problem::Problem;
-use crate::output::{plan_env, write_plan_files, HookPlan};
+use crate::output::{open_rootfs, plan_env, write_plan_files_in, HookPlan};
 use crate::state::{read_state, HookState, StateError};
 
 /// An OCI hook stage, as the registration names it.
@@ -143,11 +144,10 @@ pub fn create_runtime(
 ) -> Result<Report, Problem> {
     let pid = state.pid();
     let g = gather(config, bundle, state.state.annotations().as_ref(), pid)?;
-    if let Some(pid) = pid {
-        // Before any write: a pid in the hook's own mount namespace (an exited container's pid
-        // reused by a host process) must get neither a cpuset nor a claim, only the refusal.
-        crate::output::rootfs::open_rootfs(&config.root, Some(pid), &bundle.rootfs)?;
-    }
+    // Before any write: a pid in the hook's own mount namespace (an exited container's pid
+    // reused by a host process) must get neither a cpuset nor a claim, only the refusal. The
+    // rootfs opened here is the one the plan files are written into.
+    let rootfs = open_rootfs(&config.root, pid, &bundle.rootfs)?;
     let (want, mut cpuset_why) = decide::decide_cpuset(config, &g);
     let mut mask = g.mask.clone();
     let mut written = None;
@@ -182,7 +182,7 @@ pub fn create_runtime(
     };
     let cpuset_set = written.as_ref().map(|_| mask.clone());
     let file = decide::hook_plan(&g, &plan, state.id(), cpuset_set, &cpuset_why);
-    if let Err(e) = write_files(config, pid, bundle, &file, &decide::devices(&g)) {
+    if let Err(e) = write_files(config, &rootfs, &file, &g.addresses()) {
         release_quietly(config, state.id());
         return Err(e);
     }
@@ -213,18 +213,15 @@ fn release_quietly(config: &HookConfig, container: &str) {
 
 fn write_files(
     config: &HookConfig,
-    pid: Option<u32>,
-    bundle: &BundleConfig,
+    rootfs: &OwnedFd,
     file: &HookPlan,
     devices: &[Option<String>],
 ) -> Result<(), Problem> {
     let env = plan_env(&file.plan, devices);
     let mut json = serde_json::to_vec_pretty(file).unwrap_or_default();
     json.push(b'\n');
-    write_plan_files(
-        &config.root,
-        pid,
-        &bundle.rootfs,
+    write_plan_files_in(
+        rootfs,
         &config.dir,
         &[("plan.json", &json), ("plan.env", env.as_bytes())],
     )?;
@@ -274,7 +271,10 @@ fn fail(
             setting_from: "off after a planning problem".into(),
         },
     };
-    if let Err(e) = write_files(config, state.pid(), bundle, &file, &[]) {
+    let written = open_rootfs(&config.root, state.pid(), &bundle.rootfs)
+        .map_err(Problem::from)
+        .and_then(|rootfs| write_files(config, &rootfs, &file, &[]));
+    if let Err(e) = written {
         log::warn!(
             "container {}: cannot write the off plan either: {e}",
             state.id()

@@ -6,4 +6,4 @@ pub mod rootfs;
 
 pub use envfile::{plan_env, plan_env_vars};
 pub use planjson::{HookPlan, Inputs};
-pub use rootfs::{write_plan_files, RootfsError};
+pub use rootfs::{open_rootfs, write_plan_files, write_plan_files_in, RootfsError};

@@ -227,8 +227,16 @@ pub fn write_plan_files(
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(), RootfsError> {
-    let root = open_rootfs(proc_root, pid, rootfs)?;
-    let dirfd = open_dir_in(&root, dir)?;
+    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
+}
+
+/// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`].
+pub fn write_plan_files_in(
+    root: &OwnedFd,
+    dir: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<(), RootfsError> {
+    let dirfd = open_dir_in(root, dir)?;
     for (name, contents) in files {
         write_file_at(&dirfd, dir, name, contents)?;
     }
