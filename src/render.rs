@@ -72,7 +72,8 @@ pub fn host_nodes(root: &Path) -> Result<Vec<NodeCores>, cpuplan::Error> {
 }
 
 fn worker_mark(i: usize) -> char {
-    const MARKS: &[u8] = b"0123456789abcdefghijklmnopqstuvwxyz";
+    // No 'o' (a core left to pools) and no 'r' (too like the API server's R).
+    const MARKS: &[u8] = b"0123456789abcdefghijklmnpqstuvwxyz";
     MARKS.get(i).map(|b| *b as char).unwrap_or('W')
 }
 
@@ -97,7 +98,7 @@ pub fn render(
     );
     let _ = writeln!(
         s,
-        "cells: one per core. 0-9,a-z worker's core  R API server  o in the mask, left to pools  . outside the mask"
+        "cells: one per core. 0-9,a-z (not o, r) worker's core, W past the 34th  R API server  o in the mask, left to pools  . outside the mask"
     );
     for n in nodes {
         let label = n
@@ -181,6 +182,20 @@ pub fn render(
 mod tests {
     use super::*;
     use cpuplan::StepCpus;
+
+    #[test]
+    fn worker_marks_never_read_as_another_cell() {
+        let marks: Vec<char> = (0..40).map(worker_mark).collect();
+        assert!(
+            !marks.contains(&'o')
+                && !marks.contains(&'.')
+                && !marks.contains(&'R')
+                && !marks.contains(&'r')
+        );
+        let first: std::collections::HashSet<char> = marks[..34].iter().copied().collect();
+        assert_eq!(first.len(), 34, "the first 34 workers have distinct marks");
+        assert_eq!(marks[34], 'W');
+    }
 
     #[test]
     fn draws_workers_server_mask() {
