@@ -137,31 +137,35 @@ pub fn target_dir() -> PathBuf {
     exe.ancestors().nth(3).unwrap().to_path_buf()
 }
 
+/// Runs `cargo build ARGS --target-dir <this test's target dir>` in the workspace root (cargo
+/// releases its lock before tests run), with `env` set; fails the test naming `what` otherwise.
+fn cargo_build(what: &str, args: &[&str], env: &[(&str, &str)]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .arg("build")
+        .args(args)
+        .arg("--target-dir")
+        .arg(target_dir())
+        .envs(env.iter().copied())
+        .current_dir(workspace_root())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo");
+    assert!(
+        out.status.success(),
+        "building {what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The debug profile's output dir, where the cdylib and staticlib are: built here once per test
 /// binary (`cargo test` builds the library only as an rlib for the tests).
 pub fn profile_dir() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let out = Command::new(cargo)
-                .args(["build", "-p", "cpuplan-shim", "--lib", "--target-dir"])
-                .arg(target_dir())
-                .current_dir(workspace_root())
-                .env_remove("CARGO_TARGET_DIR")
-                .output()
-                .expect("run cargo");
-            assert!(
-                out.status.success(),
-                "building libcpuplan_shim failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            std::env::current_exe()
-                .unwrap()
-                .ancestors()
-                .nth(2)
-                .unwrap()
-                .to_path_buf()
+            cargo_build("libcpuplan_shim", &["-p", "cpuplan-shim", "--lib"], &[]);
+            target_dir().join("debug")
         })
         .clone()
 }
@@ -179,22 +183,17 @@ pub fn static_exec() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let target = target_dir();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let cmd = STATIC_BUILD.replacen("cargo", &cargo, 1);
-            let out = Command::new("sh")
-                .arg("-c")
-                .arg(format!("{cmd} --target-dir '{}'", target.display()))
-                .current_dir(workspace_root())
-                .env_remove("CARGO_TARGET_DIR")
-                .output()
-                .expect("run cargo");
-            assert!(
-                out.status.success(),
-                "static build failed: {}",
-                String::from_utf8_lossy(&out.stderr)
+            let (rustflags, rest) = STATIC_BUILD
+                .strip_prefix("RUSTFLAGS='")
+                .and_then(|s| s.split_once("' cargo build "))
+                .expect("STATIC_BUILD is RUSTFLAGS='...' cargo build ARGS");
+            let args: Vec<&str> = rest.split_whitespace().collect();
+            cargo_build(
+                "the static cpuplan-exec",
+                &args,
+                &[("RUSTFLAGS", rustflags)],
             );
-            target.join("x86_64-unknown-linux-gnu/debug/cpuplan-exec")
+            target_dir().join("x86_64-unknown-linux-gnu/debug/cpuplan-exec")
         })
         .clone()
 }
@@ -216,25 +215,10 @@ pub const PT_INTERP: u32 = 3;
 
 /// Builds example `name` of this crate in the dev profile (as `cargo test` would) and returns its path.
 pub fn build_example(name: &str) -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "build",
-            "-p",
-            "cpuplan-shim",
-            "--example",
-            name,
-            "--target-dir",
-        ])
-        .arg(target_dir())
-        .current_dir(workspace_root())
-        .env_remove("CARGO_TARGET_DIR")
-        .output()
-        .expect("run cargo");
-    assert!(
-        out.status.success(),
-        "building example {name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    cargo_build(
+        &format!("example {name}"),
+        &["-p", "cpuplan-shim", "--example", name],
+        &[],
     );
     target_dir().join("debug/examples").join(name)
 }
