@@ -3,7 +3,7 @@
 //! `tests/fuzz_regressions.rs` feeds every saved input under `fuzz/regressions/<target>/` to these.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A CPU list (sysfs form): parse, and a parsed list formats to text that parses to the same set.
 pub fn cpu_list(data: &[u8]) {
@@ -22,14 +22,14 @@ pub fn cpu_list(data: &[u8]) {
 /// `/proc/self/mountinfo`.
 pub fn mountinfo(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    if let Ok(mounts) = cpuplan::mountinfo::parse_mountinfo(&text) {
+    if let Ok(mounts) = cpuplan::fuzzing::parse_mountinfo(&text) {
         for m in &mounts {
             assert!(m.mount_point.starts_with('/'));
             let _ = m.super_option_list().count();
         }
     }
     for line in text.lines() {
-        let _ = cpuplan::mountinfo::decode_octal(line);
+        let _ = cpuplan::fuzzing::decode_octal(line);
     }
 }
 
@@ -37,11 +37,11 @@ pub fn mountinfo(data: &[u8]) {
 pub fn proc_cgroup(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let (roots, lines) = text.split_once("\n\n").unwrap_or(("/", &text));
-    if let Ok(parsed) = cpuplan::proc_cgroup::parse_proc_cgroup(lines) {
+    if let Ok(parsed) = cpuplan::fuzzing::parse_proc_cgroup(lines) {
         for l in &parsed {
             let _ = l.is_v2();
             for root in roots.lines() {
-                if let Some(parts) = cpuplan::cgroup::translate(&l.path, root) {
+                if let Some(parts) = cpuplan::fuzzing::translate(&l.path, root) {
                     assert!(parts
                         .iter()
                         .all(|p| *p != ".." && *p != "." && !p.is_empty()));
@@ -54,13 +54,13 @@ pub fn proc_cgroup(data: &[u8]) {
 /// cgroup limit files: `cpu.max`, `cpu.cfs_quota_us`, `cpu.cfs_period_us`.
 pub fn cgroup_limits(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    if let Ok(Some(q)) = cpuplan::quota::parse_cpu_max(&text) {
+    if let Ok(Some(q)) = cpuplan::fuzzing::parse_cpu_max(&text) {
         assert!(q.is_finite() && q > 0.0, "{text:?} -> {q}");
     }
-    if let Ok(Some(q)) = cpuplan::quota::parse_cfs_quota(&text) {
+    if let Ok(Some(q)) = cpuplan::fuzzing::parse_cfs_quota(&text) {
         assert!(q > 0);
     }
-    if let Ok(p) = cpuplan::quota::parse_cfs_period(&text) {
+    if let Ok(p) = cpuplan::fuzzing::parse_cfs_period(&text) {
         assert!(p > 0);
     }
 }
@@ -68,8 +68,8 @@ pub fn cgroup_limits(data: &[u8]) {
 /// `NVIDIA_VISIBLE_DEVICES`.
 pub fn visible_devices(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    match cpuplan_hook::devices::parse_visible_devices(Some(&text)) {
-        Ok(cpuplan_hook::devices::VisibleDevices::List(ids)) => assert!(!ids.is_empty()),
+    match cpuplan_hook::read::devices::parse_visible_devices(Some(&text)) {
+        Ok(cpuplan_hook::read::devices::VisibleDevices::List(ids)) => assert!(!ids.is_empty()),
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("NVIDIA_VISIBLE_DEVICES")),
     }
@@ -79,14 +79,14 @@ pub fn visible_devices(data: &[u8]) {
 pub fn nvidia_info(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let path = Path::new("/proc/driver/nvidia/gpus/0000:3b:00.0/information");
-    if let Err(e) = cpuplan_hook::devices::parse_information(path, &text) {
+    if let Err(e) = cpuplan_hook::read::devices::parse_information(path, &text) {
         assert!(e.to_string().contains("information"));
     }
 }
 
 /// The OCI state on the hook's stdin.
 pub fn state(data: &[u8]) {
-    if let Ok(s) = cpuplan_hook::state::read_state(data) {
+    if let Ok(s) = cpuplan_hook::read::state::read_state(data) {
         assert!(!s.id().is_empty());
         assert!(s.bundle().is_absolute());
         let _ = (s.pid(), s.stopped());
@@ -99,14 +99,16 @@ pub fn config(data: &[u8]) {
     if let Err(e) = cpuplan_hook::config::HookConfig::parse(path, data) {
         assert!(e.to_string().contains("/etc/cpuplan/hook.json"));
     }
-    if let Ok(spec) = serde_json::from_slice::<oci_spec::runtime::Spec>(data) {
-        let bundle = Path::new("/bundle");
-        let _ = cpuplan_hook::bundle::BundleConfig::from_spec(
-            PathBuf::from("/bundle/config.json"),
-            bundle,
-            spec,
-            false,
-        );
+    let config_json = Path::new("/bundle/config.json");
+    match cpuplan_hook::read::bundle::parse_spec(data, config_json, Path::new("/bundle")) {
+        Ok(spec) => {
+            assert!(spec
+                .env
+                .keys()
+                .all(|k| cpuplan_hook::read::spec::env_of_interest(k)));
+            assert!(spec.annotations.keys().all(|k| k.starts_with("cpuplan.")));
+        }
+        Err(e) => assert!(e.to_string().contains("/bundle/config.json")),
     }
 }
 

@@ -115,17 +115,39 @@ pub enum ConfigError {
     },
 }
 
+/// The most bytes of a hook config read (1 MiB).
+pub const MAX_HOOK_CONFIG: usize = 1 << 20;
+
 impl HookConfig {
     /// The configuration at `path`; defaults when the file does not exist.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        match std::fs::read(path) {
+        Self::load_from(path, false)
+    }
+
+    /// The configuration at `path`, read bounded and without blocking; when it does not exist,
+    /// the defaults, unless `must_exist` (a path the user named).
+    pub fn load_from(path: &Path, must_exist: bool) -> Result<Self, ConfigError> {
+        match cpuplan::read_file(path, MAX_HOOK_CONFIG) {
             Ok(bytes) => Self::parse(path, &bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+                Ok(Self::default())
+            }
             Err(source) => Err(ConfigError::Read {
                 path: path.to_path_buf(),
                 source,
             }),
         }
+    }
+
+    /// What a config that failed to load still says of `on_error`: its own value where the file
+    /// is JSON with a valid `on_error` (so `deny` holds whatever else is wrong), else the default.
+    pub fn on_error_of_unusable(path: &Path) -> OnError {
+        cpuplan::read_file(path, MAX_HOOK_CONFIG)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("on_error").cloned())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default()
     }
 
     /// The configuration in `bytes`, read from `path` (named in errors).

@@ -1,55 +1,59 @@
-//! `explain`: the plan the hook would make for a bundle on this host, with no pid, writing nothing.
+//! `explain`: what the hook would do for a bundle on this host, with no pid, writing nothing.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use cpuplan::{CpuPlan, CpuSet};
-
-use crate::bundle::BundleConfig;
 use crate::config::HookConfig;
-use crate::hook::decide::{self, ClaimResult};
-use crate::hook::inputs::{gather, Gathered};
-use crate::hook::Problem;
-use crate::output::HookPlan;
+use crate::decide::{decide, Decision};
+use crate::edit::SpecEdit;
+use crate::read::bundle::{load_bundle, BundleError};
+use crate::read::host::Host;
+use crate::read::{read, Container, Inputs};
+use crate::render::render;
 
-/// A plan made without a pid, and what was skipped.
+/// A bundle read, decided and edited as the hook would, without a pid.
+#[derive(Debug)]
 pub struct Explained {
-    /// The inputs.
-    pub gathered: Gathered,
-    /// The plan.
-    pub plan: CpuPlan,
-    /// The cpuset the hook would write, if any.
-    pub cpuset: Option<CpuSet>,
-    /// The plan as `plan.json` would hold it.
-    pub file: HookPlan,
-    /// What was skipped, for the reader.
-    pub notes: Vec<String>,
+    /// What was read.
+    pub inputs: Inputs,
+    /// What was decided.
+    pub decision: Decision,
+    /// What the hook would write and set.
+    pub edit: SpecEdit,
 }
 
-/// The plan for the bundle at `bundle_dir` (its `config.json`) with `config`, with no pid: live cgroup and claims skipped.
-pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, Problem> {
-    let bundle = BundleConfig::load(bundle_dir)?;
-    explain_bundle(config, &bundle, "(explain)")
-}
-
-/// [`explain`] for an already loaded bundle config (also the `precreate` stage's planner).
-pub fn explain_bundle(
-    config: &HookConfig,
-    bundle: &BundleConfig,
-    container: &str,
-) -> Result<Explained, Problem> {
-    let g = gather(config, bundle, None, None)?;
-    let (cpuset, cpuset_why) = decide::decide_cpuset(config, &g);
-    let mask = cpuset.clone().unwrap_or_else(|| g.mask.clone());
-    let plan = decide::plan(&g, &mask, &ClaimResult::Skipped)?;
-    let file = decide::hook_plan(&g, &plan, container, cpuset.clone(), &cpuset_why);
-    let mut notes = g.notes.clone();
-    notes.push("no pid: GPU claims were not checked".into());
-    notes.push(cpuset_why);
+/// What the hook would do for the bundle at `bundle_dir` (its `config.json`) with `config`: the
+/// live cgroup and the GPU claims are skipped, and the notes say so. A bundle that cannot be
+/// read is an error; a planning problem gives the `off` plan the hook would write, carrying it.
+pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, BundleError> {
+    let spec = load_bundle(bundle_dir)?;
+    let container = Container {
+        id: "(explain)".into(),
+        pid: None,
+        bundle: Some(bundle_dir.to_path_buf()),
+    };
+    let inputs = read(&Host::of(config), config, container, spec, &BTreeMap::new());
+    let mut decision = decide(&inputs, config);
+    if !decision.claims.is_empty() {
+        decision
+            .notes
+            .push("no pid: GPU claims were not checked".into());
+    }
+    let edit = SpecEdit::new(&inputs, &decision, config);
     Ok(Explained {
-        gathered: g,
-        plan,
-        cpuset,
-        file,
-        notes,
+        inputs,
+        decision,
+        edit,
     })
+}
+
+impl Explained {
+    /// The plan drawn over the host's NUMA nodes, with the notes and the why.
+    pub fn text(&self, host: &Host) -> cpuplan::Result<String> {
+        Ok(render(
+            &self.decision.plan,
+            &host.nodes()?,
+            &self.decision.notes,
+        ))
+    }
 }

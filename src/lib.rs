@@ -1,19 +1,20 @@
-//! `cpuplan-hook`: an OCI runtime hook that plans a GPU container's CPUs before its workload starts.
+//! `cpuplan-hook`: cpuplan in the container runtime.
 //!
-//! Registered at `createRuntime` and `poststop`, it reads the container's quota, cpuset and GPUs
-//! from the bundle's `config.json` and the live cgroup, computes the plan with the `cpuplan`
-//! planner, narrows the container's cpuset, and writes `plan.env` and `plan.json` inside it.
+//! One pipeline serves every front end: [`read`] everything about a container once into
+//! [`read::Inputs`], [`decide`] purely (no I/O) on a [`decide::Decision`], turn it into the
+//! runtime-neutral [`edit::SpecEdit`], and let each front end apply it its own way: the OCI
+//! [`hook`] to the live container, [`precreate`] into podman's config, [`explain`] to the terminal.
 
-pub mod bundle;
 pub mod cli;
 pub mod config;
-pub mod devices;
+pub mod decide;
+pub mod edit;
 pub mod explain;
 pub mod hook;
 pub mod install;
 pub mod logging;
-pub mod output;
 pub mod precreate;
 pub mod privileges;
+pub mod problem;
+pub mod read;
 pub mod render;
-pub mod state;

@@ -50,6 +50,24 @@ impl Log for HookLogger {
     fn flush(&self) {}
 }
 
+/// `s` with every control character (a newline in a container id…) escaped, so one event stays one line.
+pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
+}
+
 /// Starts logging to stderr and, when `file` is given, appending to it (created 0640).
 /// A log file that cannot be opened is reported on stderr and otherwise ignored.
 pub fn init(file: Option<&Path>) {

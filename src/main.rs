@@ -1,24 +1,19 @@
 //! `cpuplan-hook`: the OCI hook binary and its command line.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use cpuplan_hook::cli::commands::{BadInput, Exit};
-use cpuplan_hook::cli::{main_with, UsageError};
+use cpuplan_hook::cli::{main_with, Exit};
 
 fn main() -> ExitCode {
     let words: Vec<String> = std::env::args().skip(1).collect();
     let mut out = std::io::stdout().lock();
-    match main_with(words, &mut out) {
+    match main_with(words, &mut out, std::io::stdin().is_terminal()) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
-        Ok(Exit::Code(c)) => ExitCode::from(c.clamp(1, 255) as u8),
+        Ok(Exit::Code(c)) => ExitCode::from(c),
         Err(e) => {
-            let code = if e.is::<UsageError>() || e.is::<BadInput>() {
-                2
-            } else {
-                1
-            };
-            eprintln!("cpuplan-hook: {e:#}");
-            ExitCode::from(code)
+            eprintln!("cpuplan-hook: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -1,75 +1,10 @@
 //! The readable form of a plan: the host drawn as NUMA nodes of cores, then the why.
 
 use std::fmt::Write;
-use std::path::Path;
 
-use cpuplan::{CpuPlan, CpuSet};
+use cpuplan::CpuPlan;
 
-/// One NUMA node (or the whole host when sysfs lists none) and its cores, lowest CPU first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeCores {
-    /// The node id, `None` for a host without node directories.
-    pub node: Option<u32>,
-    /// The node's online CPUs.
-    pub cpus: CpuSet,
-    /// Its cores: each core's hardware threads within the node.
-    pub cores: Vec<CpuSet>,
-}
-
-/// The host's nodes and cores read under `root` (online CPUs only).
-pub fn host_nodes(root: &Path) -> Result<Vec<NodeCores>, cpuplan::Error> {
-    let online = cpuplan::topology::online_cpus(root)?;
-    let node_dir = cpuplan::fsutil::under(root, "/sys/devices/system/node");
-    let mut nodes: Vec<(Option<u32>, CpuSet)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(&node_dir) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(id) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("node"))
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Some(cpus) = cpuplan::fsutil::read_cpu_list_optional(&e.path().join("cpulist"))?
-            {
-                let cpus = cpus.intersection(&online);
-                if !cpus.is_empty() {
-                    nodes.push((Some(id), cpus));
-                }
-            }
-        }
-    }
-    nodes.sort_by_key(|(id, _)| *id);
-    let mut covered = CpuSet::new();
-    for (_, c) in &nodes {
-        covered.extend_from(c);
-    }
-    let rest = online.difference(&covered);
-    if !rest.is_empty() {
-        nodes.push((None, rest));
-    }
-    let mut out = Vec::with_capacity(nodes.len());
-    for (node, cpus) in nodes {
-        let mut seen = CpuSet::new();
-        let mut cores = Vec::new();
-        for cpu in cpus.iter() {
-            if seen.contains(cpu) {
-                continue;
-            }
-            let core = cpuplan::smt_siblings(root, cpu)?.intersection(&cpus);
-            let core = if core.contains(cpu) {
-                core
-            } else {
-                [cpu].into_iter().collect()
-            };
-            seen.extend_from(&core);
-            cores.push(core);
-        }
-        out.push(NodeCores { node, cpus, cores });
-    }
-    Ok(out)
-}
+pub use crate::read::host::NodeCores;
 
 fn worker_mark(i: usize) -> char {
     // No 'o' (a core left to pools) and no 'r' (too like the API server's R).
@@ -78,13 +13,9 @@ fn worker_mark(i: usize) -> char {
 }
 
 /// The plan drawn over the host's nodes: one row per node, one cell per core.
-pub fn render(
-    plan: &CpuPlan,
-    setting: &str,
-    devices: &[Option<String>],
-    nodes: &[NodeCores],
-    notes: &[String],
-) -> String {
+pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
+    let setting = plan.setting;
+    let devices = &plan.devices;
     let mut s = String::new();
     let cpus: usize = nodes.iter().map(|n| n.cpus.len()).sum();
     let cores: usize = nodes.iter().map(|n| n.cores.len()).sum();
@@ -205,8 +136,10 @@ mod tests {
             cores: (0..4).map(|c| [c, c + 4].into_iter().collect()).collect(),
         }];
         let plan = CpuPlan {
+            setting: cpuplan::Setting::Auto,
             mask: "0-2,4-6".parse().unwrap(),
             usable: 4,
+            devices: vec![Some("0000:18:00.0".into())],
             workers: vec![Some(StepCpus {
                 cpus: "0,4".parse().unwrap(),
                 why: "w".into(),
@@ -217,7 +150,7 @@ mod tests {
             }),
             why: "because".into(),
         };
-        let text = render(&plan, "auto", &[Some("0000:18:00.0".into())], &nodes, &[]);
+        let text = render(&plan, &nodes, &[]);
         assert!(text.contains("node 0: cpus 0-7"), "{text}");
         assert!(text.contains("   c0 0oR."), "{text}");
         assert!(

@@ -177,9 +177,12 @@ fn explain_prints_the_example_plan() {
         text.contains("note: no pid: GPU claims were not checked"),
         "{text}"
     );
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("hook.json");
+    std::fs::write(&cfg, "{}").unwrap();
     let v = ok_json(&[
         "--config",
-        "/nonexistent/hook.json",
+        cfg.to_str().unwrap(),
         "explain",
         "--json",
         "--bundle",
@@ -290,11 +293,69 @@ fn bad_arguments_and_files_exit_2_with_one_line() {
         &["gpus", "--like", "0000:77:00.0", "--root", h],
         "0000:77:00.0",
     );
-    bad(&["gpus"], "--like is required");
+    bad(&["gpus", "--like", "zz"], "\"zz\" is not a PCI address");
+    bad(
+        &["--config", "/nonexistent/hook.json", "claims"],
+        "cannot read hook config /nonexistent/hook.json",
+    );
+    bad(
+        &["explain", "--bundle", "x", "--root", "/nonexistent-root"],
+        "--root \"/nonexistent-root\": no such directory",
+    );
+    bad(
+        &[
+            "explain",
+            "--bundle",
+            "x",
+            "--topology-root",
+            "/nonexistent-t",
+        ],
+        "--topology-root \"/nonexistent-t\": no such directory",
+    );
+    for usable in ["0", "-1", "x"] {
+        bad(
+            &[
+                "plan",
+                "--setting",
+                "off",
+                "--devices",
+                "",
+                "--mask",
+                "0-3",
+                "--usable",
+                usable,
+                "--root",
+                h,
+            ],
+            "is not a count of at least 1",
+        );
+    }
+    bad(
+        &[
+            "plan",
+            "--setting",
+            "off",
+            "--devices",
+            "",
+            "--mask",
+            "0-300",
+            "--usable",
+            "2",
+            "--root",
+            h,
+        ],
+        "CPUs 224-300 are not among the host's online CPUs 0-223",
+    );
     bad(&["quota", "--pid", "abc"], "\"abc\"");
     bad(
         &["quota", "--root", "/nonexistent-root", "--pid", "1"],
-        "/nonexistent-root/proc/1/cgroup",
+        "--root \"/nonexistent-root\": no such directory",
+    );
+    let empty_root = tempfile::tempdir().unwrap();
+    let r = empty_root.path().to_str().unwrap();
+    bad(
+        &["quota", "--root", r, "--pid", "1"],
+        &format!("{r}/proc/1/cgroup"),
     );
     bad(
         &["explain", "--bundle", "/nonexistent-bundle"],
@@ -338,4 +399,90 @@ fn every_subcommand_has_help() {
     }
     let out = run(&["--help"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("subcommands:"));
+}
+
+#[test]
+fn gpus_without_like_lists_the_hosts_nvidia_gpus() {
+    let host = repo("examples/host");
+    let v = ok_json(&["gpus", "--root", host.to_str().unwrap(), "--json"]);
+    let addrs: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        addrs,
+        [
+            "0000:18:00.0",
+            "0000:2a:00.0",
+            "0000:3a:00.0",
+            "0000:5d:00.0",
+            "0000:9a:00.0",
+            "0000:ab:00.0",
+            "0000:ba:00.0",
+            "0000:db:00.0"
+        ]
+    );
+    // nvidia-smi's 8-hex-digit domain names the same GPU.
+    let like = ok_json(&[
+        "gpus",
+        "--like",
+        "00000000:18:00.0",
+        "--root",
+        host.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(like, v);
+    let plan = ok_json(&[
+        "plan",
+        "--setting",
+        "auto",
+        "--devices",
+        "00000000:2A:00.0",
+        "--mask",
+        "0-55,112-167",
+        "--usable",
+        "8",
+        "--root",
+        host.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(plan["devices"][0], "0000:2a:00.0");
+    assert_eq!(plan["workers"][0]["cpus"], "1,113");
+}
+
+#[test]
+fn version_on_every_subcommand() {
+    let want = format!("cpuplan-hook {}\n", env!("CARGO_PKG_VERSION"));
+    for args in [
+        &["--version"][..],
+        &["-V"],
+        &["plan", "--version"],
+        &["hook", "--version"],
+    ] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{args:?}");
+    }
+}
+
+#[test]
+fn a_bare_command_on_a_terminal_prints_the_usage_instead_of_waiting() {
+    // `script` gives the command a pseudo-terminal as stdin; `timeout` would end a wait.
+    let out = Command::new("script")
+        .args([
+            "-qec",
+            &format!("timeout 5 {}", env!("CARGO_BIN_EXE_cpuplan-hook")),
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("stdin is a terminal") && text.contains("subcommands:"),
+        "{text}"
+    );
 }

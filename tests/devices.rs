@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use cpuplan_hook::devices::{
-    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, CharDevice, DeviceError,
-    VisibleDevices,
+use cpuplan_hook::read::devices::{
+    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, DeviceError, Gpu,
+    GpuSource, VisibleDevices,
 };
+use cpuplan_hook::read::spec::CharDevice;
 
 /// The fixture host: 8 NVIDIA H100s, an AMD GPU and a few other char devices.
 fn host() -> PathBuf {
@@ -26,12 +27,21 @@ const UUID_3A: &str = "GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033";
 const AMD: &str = "0000:0a:00.0";
 
 fn c(major: i64, minor: i64) -> CharDevice {
-    CharDevice { major, minor }
+    CharDevice {
+        major,
+        minor,
+        path: format!("/dev/char-{major}-{minor}"),
+    }
+}
+
+/// The addresses of `gpus`.
+fn addresses(gpus: Vec<Gpu>) -> Vec<String> {
+    gpus.into_iter().map(|g| g.address).collect()
 }
 
 /// The GPUs of a container with these devices and this `NVIDIA_VISIBLE_DEVICES`.
 fn gpus(devices: &[CharDevice], visible: Option<&str>) -> Vec<String> {
-    container_gpus(&host(), devices, visible).unwrap()
+    addresses(container_gpus(&host(), devices, visible).unwrap())
 }
 
 fn err(devices: &[CharDevice], visible: Option<&str>) -> DeviceError {
@@ -54,7 +64,7 @@ fn a_host_without_the_nvidia_driver_has_no_nvidia_gpus() {
     let empty = tempfile::tempdir().unwrap();
     assert!(nvidia_gpus(empty.path()).unwrap().is_empty());
     assert_eq!(
-        container_gpus(empty.path(), &[], Some("all")).unwrap(),
+        addresses(container_gpus(empty.path(), &[], Some("all")).unwrap()),
         Vec::<String>::new()
     );
 }
@@ -271,17 +281,17 @@ fn a_missing_device_minor_names_the_information_file() {
     }
     // Indices need only the driver's directory names: the broken file is not read.
     assert_eq!(
-        container_gpus(root.path(), &[], Some("all")).unwrap(),
+        addresses(container_gpus(root.path(), &[], Some("all")).unwrap()),
         ["0000:18:00.0"]
     );
     assert_eq!(
-        container_gpus(root.path(), &[], Some("0")).unwrap(),
+        addresses(container_gpus(root.path(), &[], Some("0")).unwrap()),
         ["0000:18:00.0"]
     );
     // A GPU that is fine still resolves in a tree with the same file intact.
     let root = one_gpu_host(&good);
     assert_eq!(
-        container_gpus(root.path(), &[c(195, 0)], Some("0")).unwrap(),
+        addresses(container_gpus(root.path(), &[c(195, 0)], Some("0")).unwrap()),
         ["0000:18:00.0"]
     );
 }
@@ -306,4 +316,29 @@ fn a_gpu_directory_without_its_information_file_names_it() {
 #[test]
 fn nothing_names_a_gpu_when_nothing_is_given() {
     assert_eq!(gpus(&[], None), Vec::<String>::new());
+}
+
+#[test]
+fn each_gpu_records_every_source_that_names_it() {
+    let list = container_gpus(
+        &host(),
+        &[c(195, 2)],
+        Some("2,GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033"),
+    )
+    .unwrap();
+    assert_eq!(
+        list,
+        vec![
+            Gpu {
+                address: ADDRS[2].into(),
+                sources: vec![GpuSource::Env],
+            },
+            Gpu {
+                address: ADDRS[3].into(),
+                sources: vec![GpuSource::Devices],
+            },
+        ]
+    );
+    let both = container_gpus(&host(), &[c(195, 0)], Some("0")).unwrap();
+    assert_eq!(both[0].sources, [GpuSource::Devices, GpuSource::Env]);
 }

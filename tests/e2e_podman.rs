@@ -233,9 +233,11 @@ fn precreate_and_create_runtime_together_agree() {
     );
 }
 
+/// Where planning fails, precreate injects the off plan's variables, which the createRuntime
+/// hook writes into plan.env too: the container's environment and its plan.env agree.
 #[test]
-fn a_precreate_that_cannot_plan_passes_the_config_through() {
-    let (p, _cfg) = setup("pass", &["cpuplan-precreate.json"]);
+fn a_precreate_that_cannot_plan_injects_the_off_plan_plan_env_holds() {
+    let (p, _cfg) = setup("pass", &["cpuplan-precreate.json", "cpuplan.json"]);
     let mut opts = GPU_ONE_CPU.to_vec();
     opts.extend(["--annotation", "cpuplan.step-thread-core=fast"]);
     let init = p.init("pass", &opts, PROBE);
@@ -243,19 +245,28 @@ fn a_precreate_that_cannot_plan_passes_the_config_through() {
     let oci = p.oci_config("pass");
     let run = p.start("pass");
     assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
-    assert!(
-        run.out.contains("cpus=0-1\n"),
-        "cpuset untouched: {}",
-        run.out
-    );
-    let env = section(&run.out, "env");
-    assert!(!env.contains("CPUPLAN_"), "{env}");
-    assert!(!env.contains("OMP_NUM_THREADS"), "{env}");
-    assert!(oci["annotations"].get("cpuplan.plan").is_none(), "{oci}");
+    let out = &run.out;
+    assert!(out.contains("cpus=0-1\n"), "cpuset untouched: {out}");
     assert!(oci["linux"]["resources"]["cpu"].get("cpus").is_none());
-    let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
+    let env = section(out, "env");
+    let plan_env = section(out, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_SETTING"), Some("off"), "{env}");
+    assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("1"), "{env}");
+    let mut compared = 0;
+    for line in plan_env.lines().filter(|l| !l.starts_with('#')) {
+        let (k, v) = line.split_once('=').expect("KEY='value'");
+        let v = v.trim_matches('\'');
+        assert_eq!(line_value(env, k), Some(v), "{k}: env vs plan.env\n{env}");
+        compared += 1;
+    }
+    assert!(compared >= 19, "plan.env has every variable: {plan_env}");
+    let annotation: Value =
+        serde_json::from_str(oci["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    assert_eq!(annotation["setting"], "off");
     assert!(
-        log.contains("config left unchanged") && log.contains("\"fast\""),
-        "{log}"
+        annotation["why"].as_str().unwrap().contains("\"fast\""),
+        "{annotation}"
     );
+    let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
+    assert!(log.contains("\"fast\""), "{log}");
 }

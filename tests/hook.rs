@@ -199,14 +199,25 @@ fn a_bad_hook_config_names_file_and_key() {
     h.config["on_error"] = json!("deny");
     h.config["surprise"] = json!(1);
     let (state, cfg) = h.state();
-    let e = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap();
-    // An unusable config cannot say deny: the default (allow) applies.
-    assert!(e.is_none());
-    let err = hook_binary_stderr(&state, &cfg);
+    // A config that fails to load but still says deny is honoured: the container is refused.
+    let e = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap_err();
+    assert!(matches!(e, HookError::Denied { .. }), "{e}");
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let out = hookbin::run_fed(&mut hookbin::create_runtime(bin, &cfg), state.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "deny refuses the container");
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&cfg.display().to_string()) && err.contains("surprise"),
         "{err}"
     );
+    // Where on_error itself cannot be read, the default (allow) applies.
+    h.config["on_error"] = json!("maybe");
+    let (state, cfg) = h.state();
+    assert!(run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
+        .unwrap()
+        .is_none());
+    let err = hook_binary_stderr(&state, &cfg);
+    assert!(err.contains("maybe"), "{err}");
 }
 
 /// Runs the `cpuplan-hook` binary at createRuntime on `state` with `cfg`; it must exit 0. Returns its stderr.

@@ -4,8 +4,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use cpuplan::cgroup::{controller_dir_in, CgroupDir};
-use cpuplan::CpuSet;
+use cpuplan::{CgroupDir, Cgroups, CpuSet};
 
 /// Why the cpuset was not written.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +33,19 @@ pub enum CpusetError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl CpusetError {
+    /// Whether the kernel refused the write for want of permission (rootless, read-only cgroups).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            CpusetError::Write { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(nix::libc::EPERM) | Some(nix::libc::EACCES) | Some(nix::libc::EROFS)
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// What happened to the cpuset.
@@ -72,13 +84,14 @@ pub fn check_own(found: &CgroupDir, cgroups_path: Option<&str>) -> Result<(), Cp
 
 /// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup, found among its hierarchies `cgroups`.
 pub fn write_cpuset(
-    cgroups: &[CgroupDir],
+    cgroups: &Cgroups,
     pid: u32,
     cpus: &CpuSet,
     cgroups_path: Option<&str>,
 ) -> Result<CpusetWrite, CpusetError> {
-    let found =
-        controller_dir_in(cgroups, "cpuset").map_err(|source| CpusetError::Find { pid, source })?;
+    let found = cgroups
+        .controller("cpuset")
+        .map_err(|source| CpusetError::Find { pid, source })?;
     let Some(found) = found else {
         return Ok(CpusetWrite::NoController);
     };
@@ -100,7 +113,7 @@ pub fn write_cpuset(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpuplan::cgroup::CgroupVersion;
+    use cpuplan::CgroupVersion;
 
     fn dir(mount: &str, dir: &str) -> CgroupDir {
         CgroupDir {

@@ -1,12 +1,8 @@
-//! The OCI hook: from a container's state and bundle to its cpuset and plan files.
+//! The OCI hook front end: a decision applied to the live container (claim → cpuset → files).
 
+pub mod claim;
 pub mod cpuset;
-pub mod decide;
-pub mod inputs;
-pub mod numa;
-pub mod problem;
+pub mod rootfs;
 pub mod run;
-pub mod topo;
 
-pub use problem::Problem;
 pub use run::{run_hook, HookError, Report, Stage};

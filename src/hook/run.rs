@@ -1,20 +1,23 @@
-//! The hook's stages: `createRuntime` plans and writes, `poststop` releases the GPU claims.
+//! The hook's stages: `createRuntime` reads, decides and applies; `poststop` releases the GPU claims.
+//!
+//! createRuntime applies a decision in one fixed order: claim → cpuset → files. A failure after
+//! the claim releases it, and the files are written all or nothing, so no file is left that pins
+//! CPUs the hook did not keep.
 
 use std::io::Read;
-use std::os::fd::OwnedFd;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
-use cpuplan::Process;
-
-use crate::bundle::BundleConfig;
 use crate::config::{HookConfig, OnError};
+use crate::decide::{decide, Decision};
+use crate::edit::{PlanDoc, SpecEdit};
+use crate::hook::claim::{claim, release};
 use crate::hook::cpuset::{write_cpuset, CpusetError, CpusetWrite};
-use crate::hook::decide::{self, ClaimResult};
-use crate::hook::inputs::gather;
-use crate::hook::problem::Problem;
-use crate::output::{open_rootfs, plan_env, write_plan_files_in, HookPlan};
-use crate::state::{read_state, HookState, StateError};
+use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
+use crate::problem::Problem;
+use crate::read::bundle::load_bundle;
+use crate::read::host::Host;
+use crate::read::state::{read_state, HookState, StateError};
+use crate::read::{read, Container, Inputs};
 
 /// An OCI hook stage, as the registration names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +53,7 @@ pub enum HookError {
         /// The container id.
         container: String,
         /// The cause.
-        problem: Problem,
+        problem: String,
     },
 }
 
@@ -58,9 +61,9 @@ pub enum HookError {
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The plan written (or that would have been).
-    pub plan: HookPlan,
+    pub plan: PlanDoc,
     /// Where the cpuset was written, if it was.
-    pub cpuset_file: Option<std::path::PathBuf>,
+    pub cpuset_file: Option<PathBuf>,
     /// The problem that led to the `off` plan, if any.
     pub problem: Option<String>,
 }
@@ -77,7 +80,13 @@ pub fn run_hook(
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
-        Err(e) => (HookConfig::default(), Some(e)),
+        Err(e) => {
+            let config = HookConfig {
+                on_error: HookConfig::on_error_of_unusable(config_path),
+                ..HookConfig::default()
+            };
+            (config, Some(e))
+        }
     };
     crate::logging::init(config.log.as_deref());
     let stage = match stage {
@@ -86,217 +95,169 @@ pub fn run_hook(
         None => Stage::CreateRuntime,
     };
     if let Some(e) = config_problem {
-        return fail(&config, &state, None, Problem::Config(e));
+        return refuse(&config, &state, Problem::Config(e).to_string()).map(|()| None);
     }
     match stage {
         Stage::Other => {
-            log::info!(
-                "container {}: stage {} needs nothing",
-                state.id(),
-                stage_name(stage)
-            );
+            log::info!("container {}: stage needs nothing", state.id());
             Ok(None)
         }
         Stage::Poststop => {
-            poststop(&config, &state);
+            match release(&config, state.id()) {
+                Ok(n) => log::info!(
+                    "container {}: stopped, released {n} GPU claim(s)",
+                    state.id()
+                ),
+                Err(e) => log::warn!("container {}: cannot release GPU claims: {e}", state.id()),
+            }
             Ok(None)
         }
-        Stage::CreateRuntime => {
-            let bundle = match BundleConfig::load(state.bundle()) {
-                Ok(b) => b,
-                Err(e) => return fail(&config, &state, None, e.into()),
-            };
-            match create_runtime(&config, &state, &bundle) {
-                Ok(report) => {
-                    log::info!(
-                        "container {}: pid {:?} gpus [{}] mask {} usable {} quota {:?} setting {} ({}): {}",
-                        state.id(),
-                        state.pid(),
-                        report.plan.inputs.gpus.join(","),
-                        report.plan.plan.mask,
-                        report.plan.plan.usable,
-                        report.plan.inputs.quota,
-                        report.plan.plan.setting,
-                        report.plan.inputs.setting_from,
-                        report.plan.plan.why
-                    );
-                    Ok(Some(report))
-                }
-                Err(problem) => fail(&config, &state, Some(&bundle), problem),
-            }
-        }
+        Stage::CreateRuntime => create_runtime(&config, &state),
     }
 }
 
-fn stage_name(stage: Stage) -> &'static str {
-    match stage {
-        Stage::CreateRuntime => "createRuntime",
-        Stage::Poststop => "poststop",
-        Stage::Other => "other",
+/// Logs a planning problem; under `deny` it is the hook's error, under `allow` the container starts.
+fn refuse(config: &HookConfig, state: &HookState, problem: String) -> Result<(), HookError> {
+    log::warn!("container {}: planning problem: {problem}", state.id());
+    match config.on_error {
+        OnError::Deny => Err(HookError::Denied {
+            container: state.id().to_string(),
+            problem,
+        }),
+        OnError::Allow => Ok(()),
     }
 }
 
-/// Plans the container, writes its cpuset and its plan files.
-pub fn create_runtime(
-    config: &HookConfig,
-    state: &HookState,
-    bundle: &BundleConfig,
-) -> Result<Report, Problem> {
-    let pid = state.pid();
-    let g = gather(config, bundle, state.state.annotations().as_ref(), pid)?;
+/// Reads, decides, claims, narrows the cpuset and writes the plan files of the container in `state`.
+fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Report>, HookError> {
+    let host = Host::of(config);
+    let spec = match load_bundle(state.bundle()) {
+        Ok(spec) => spec,
+        // Without the bundle the rootfs is unknown: nothing can be written, only logged.
+        Err(e) => return refuse(config, state, Problem::Bundle(e).to_string()).map(|()| None),
+    };
+    let container = Container {
+        id: state.id().to_string(),
+        pid: state.pid(),
+        bundle: Some(state.bundle().clone()),
+    };
+    let rootfs_path = spec.rootfs.clone().unwrap_or_default();
+    let inputs = read(&host, config, container, spec, state.annotations());
+    let decision = decide(&inputs, config);
+    if let Some(p) = &decision.problem {
+        refuse(config, state, p.clone())?;
+    }
     // Before any write: a pid in the hook's own mount namespace (an exited container's pid
     // reused by a host process) must get neither a cpuset nor a claim, only the refusal. The
     // rootfs opened here is the one the plan files are written into.
-    let rootfs = open_rootfs(&config.root, pid, &bundle.rootfs)?;
-    let (want, mut cpuset_why) = decide::decide_cpuset(config, &g);
-    let mut mask = g.mask.clone();
-    let mut written = None;
-    if let (Some(set), Some(pid)) = (&want, pid) {
-        match write_cpuset(&g.cgroups, pid, set, bundle.cgroups_path.as_deref()) {
-            Ok(CpusetWrite::Written(path)) => {
-                mask = set.clone();
-                written = Some(path);
-            }
-            Ok(CpusetWrite::NoController) => {
-                cpuset_why =
-                    "cpuset kept: the host has no cpuset controller for the container".into();
-                log::warn!("container {}: {cpuset_why}", state.id());
-            }
-            Err(e @ CpusetError::Write { .. }) if is_rootless(&e) => {
-                cpuset_why = format!("cpuset kept: {e} (rootless or read-only cgroups)");
-                log::warn!("container {}: {cpuset_why}", state.id());
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let claim = decide::claim(config, &g, state.id(), pid);
-    if let ClaimResult::Failed(why) = &claim {
-        log::warn!("container {}: no GPU claim: {why}", state.id());
-    }
-    let plan = match decide::plan(&g, &mask, &claim) {
-        Ok(p) => p,
+    let rootfs = match open_rootfs(&config.root, state.pid(), &rootfs_path) {
+        Ok(fd) => fd,
         Err(e) => {
-            release_quietly(config, state.id());
-            return Err(e);
+            let cause = Problem::Write(e).to_string();
+            refuse(config, state, cause.clone())?;
+            // Nothing can be written: the report says what would have been.
+            let off = Decision::off(&inputs, cause);
+            return Ok(Some(report(&inputs, off, None)));
         }
     };
-    let cpuset_set = written.as_ref().map(|_| mask.clone());
-    let file = decide::hook_plan(&g, &plan, state.id(), cpuset_set, &cpuset_why);
-    if let Err(e) = write_files(config, &rootfs, &file, &g.addresses()) {
-        release_quietly(config, state.id());
-        return Err(e);
+    let claimed = claim(&host, config, &inputs, &decision);
+    let mut decision = decision.after_claim(&claimed);
+    let mut cpuset_file = None;
+    if let (Some(set), Some(pid)) = (&decision.cpuset, state.pid()) {
+        match write_cpuset(
+            &inputs.cgroups,
+            pid,
+            set,
+            inputs.spec.cgroups_path.as_deref(),
+        ) {
+            Ok(CpusetWrite::Written(path)) => cpuset_file = Some(path),
+            Ok(CpusetWrite::NoController) => {
+                let why = "cpuset kept: the host has no cpuset controller for the container";
+                log::warn!("container {}: {why}", state.id());
+                decision =
+                    Decision::keeping_cpuset(&inputs, config, why.into()).after_claim(&claimed);
+            }
+            Err(e @ CpusetError::Write { .. }) if e.is_refusal() => {
+                let why = format!("cpuset kept: {e} (rootless or read-only cgroups)");
+                log::warn!("container {}: {why}", state.id());
+                decision = Decision::keeping_cpuset(&inputs, config, why).after_claim(&claimed);
+            }
+            Err(e) => {
+                release_logged(config, &inputs);
+                let cause = Problem::Cpuset(e).to_string();
+                refuse(config, state, cause.clone())?;
+                decision = Decision::off(&inputs, cause);
+            }
+        }
     }
-    Ok(Report {
-        plan: file,
-        cpuset_file: written,
-        problem: None,
-    })
+    let edit = SpecEdit::new(&inputs, &decision, config);
+    if let Err(e) = write_files(&rootfs, &edit) {
+        release_logged(config, &inputs);
+        let cause = Problem::Write(e).to_string();
+        refuse(config, state, cause.clone())?;
+        if decision.problem.is_none() {
+            let off = Decision::off(&inputs, cause);
+            if let Err(e) = write_files(&rootfs, &SpecEdit::new(&inputs, &off, config)) {
+                log::warn!(
+                    "container {}: cannot write the off plan either: {e}",
+                    state.id()
+                );
+            }
+            decision = off;
+        }
+    }
+    log_decision(&inputs, &decision);
+    Ok(Some(report(&inputs, decision, cpuset_file)))
 }
 
-fn is_rootless(e: &CpusetError) -> bool {
-    match e {
-        CpusetError::Write { source, .. } => matches!(
-            source.raw_os_error(),
-            Some(nix::libc::EPERM) | Some(nix::libc::EACCES) | Some(nix::libc::EROFS)
-        ),
-        _ => false,
+fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> Report {
+    Report {
+        plan: PlanDoc::new(inputs, &decision),
+        cpuset_file,
+        problem: decision.problem,
     }
 }
 
-fn release_quietly(config: &HookConfig, container: &str) {
-    let _ = cpuplan::release(
-        &config.claims_dir,
-        container,
-        Duration::from_millis(config.claim_wait_ms),
-    );
+fn release_logged(config: &HookConfig, inputs: &Inputs) {
+    if let Err(e) = release(config, &inputs.container.id) {
+        log::warn!(
+            "container {}: cannot release GPU claims: {e}",
+            inputs.container.id
+        );
+    }
 }
 
 fn write_files(
-    config: &HookConfig,
-    rootfs: &OwnedFd,
-    file: &HookPlan,
-    devices: &[Option<String>],
-) -> Result<(), Problem> {
-    let env = plan_env(&file.plan, devices);
-    let mut json = serde_json::to_vec_pretty(file).unwrap_or_default();
-    json.push(b'\n');
-    write_plan_files_in(
-        rootfs,
-        &config.dir,
-        &[("plan.json", &json), ("plan.env", env.as_bytes())],
-    )?;
-    Ok(())
+    rootfs: &std::os::fd::OwnedFd,
+    edit: &SpecEdit,
+) -> Result<(), crate::hook::rootfs::RootfsError> {
+    let files: Vec<(&str, &[u8])> = edit
+        .files
+        .iter()
+        .map(|f| (f.name, f.bytes.as_slice()))
+        .collect();
+    write_plan_files_in(rootfs, &edit.dir, &files)
 }
 
-/// Handles a planning problem: logged; `deny` fails the hook, `allow` writes the `off` plan with the cause where it can.
-fn fail(
-    config: &HookConfig,
-    state: &HookState,
-    bundle: Option<&BundleConfig>,
-    problem: Problem,
-) -> Result<Option<Report>, HookError> {
-    log::warn!("container {}: planning problem: {problem}", state.id());
-    if config.on_error == OnError::Deny {
-        return Err(HookError::Denied {
-            container: state.id().to_string(),
-            problem,
-        });
-    }
-    let cause = problem.to_string();
-    let Some(bundle) = bundle else {
-        return Ok(None);
-    };
-    let mask = state
-        .pid()
-        .and_then(|pid| cpuplan::process_mask(&config.root, Process::Pid(pid)).ok())
-        .map(|m| match &bundle.cpus {
-            Some(c) => c.intersection(&m),
-            None => m,
-        })
-        .or_else(|| bundle.cpus.clone())
-        .unwrap_or_default();
-    let usable = cpuplan::usable_cpus(&mask, bundle.quota);
-    let plan = decide::off_plan(mask.clone(), usable, 0, &cause);
-    let file = HookPlan {
-        plan: cpuplan::PlanFile::new(&plan, "off", &[]),
-        container: state.id().to_string(),
-        inputs: crate::output::Inputs {
-            quota: bundle.quota,
-            config_quota: bundle.quota,
-            cgroup_quota: None,
-            config_cpus: bundle.cpus.clone(),
-            mask,
-            cpuset: None,
-            gpus: Vec::new(),
-            setting_from: "off after a planning problem".into(),
-        },
-    };
-    let written = open_rootfs(&config.root, state.pid(), &bundle.rootfs)
-        .map_err(Problem::from)
-        .and_then(|rootfs| write_files(config, &rootfs, &file, &[]));
-    if let Err(e) = written {
-        log::warn!(
-            "container {}: cannot write the off plan either: {e}",
-            state.id()
-        );
-    }
-    Ok(Some(Report {
-        plan: file,
-        cpuset_file: None,
-        problem: Some(cause),
-    }))
-}
-
-fn poststop(config: &HookConfig, state: &HookState) {
-    match cpuplan::release(
-        &config.claims_dir,
-        state.id(),
-        Duration::from_millis(config.claim_wait_ms),
-    ) {
-        Ok(n) => log::info!(
-            "container {}: stopped, released {n} GPU claim(s)",
-            state.id()
-        ),
-        Err(e) => log::warn!("container {}: cannot release GPU claims: {e}", state.id()),
-    }
+/// One line per container: what was read and what was decided.
+fn log_decision(inputs: &Inputs, decision: &Decision) {
+    let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
+    let quota = inputs
+        .quota()
+        .map_or_else(|| "none".to_string(), |q| q.to_string());
+    let pid = inputs
+        .container
+        .pid
+        .map_or_else(|| "none".to_string(), |p| p.to_string());
+    log::info!(
+        "container {}: pid {pid} gpus [{}] mask {} usable {} quota {quota} setting {} ({}): {}; {}",
+        inputs.container.id,
+        gpus.join(","),
+        decision.plan.mask,
+        decision.plan.usable,
+        decision.plan.setting,
+        inputs.setting_from,
+        decision.plan.why,
+        decision.cpuset_why
+    );
 }

@@ -58,6 +58,42 @@ impl CgroupDir {
     }
 }
 
+/// A process's cgroup directories on every hierarchy, located once (the quota and the
+/// cpuset controller are then read from the same places).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cgroups {
+    dirs: Vec<CgroupDir>,
+}
+
+impl Cgroups {
+    /// `proc`'s hierarchies under `root` (`<root>/proc/<pid>/cgroup` placed by `<root>/proc/self/mountinfo`).
+    pub fn of(root: &Path, proc: Process) -> Result<Cgroups> {
+        Ok(Cgroups {
+            dirs: cgroup_dirs(root, proc)?,
+        })
+    }
+
+    /// Hierarchies already located.
+    pub fn from_dirs(dirs: Vec<CgroupDir>) -> Cgroups {
+        Cgroups { dirs }
+    }
+
+    /// The located directories, one per hierarchy.
+    pub fn dirs(&self) -> &[CgroupDir] {
+        &self.dirs
+    }
+
+    /// The tightest CPU quota over these directories and their ancestors, in CPUs.
+    pub fn quota(&self) -> Result<Option<f64>> {
+        crate::quota::quota_over(&self.dirs)
+    }
+
+    /// The directory where `controller` (e.g. `cpuset`) governs the process, if any.
+    pub fn controller(&self, controller: &str) -> Result<Option<CgroupDir>> {
+        controller_dir_in(&self.dirs, controller)
+    }
+}
+
 /// Every hierarchy of `proc` that can be translated to a directory under `root`.
 pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
     let lines = read_proc_cgroup(&proc.proc_dir(root).join("cgroup"))?;
@@ -65,12 +101,7 @@ pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
     Ok(locate(root, &lines, &mounts))
 }
 
-/// The directory where `controller` (e.g. `cpuset`) governs `proc`: the v1 hierarchy naming it, else v2 where the process's cgroup lists it in its own `cgroup.controllers` (the kernel's rule for a controller being enabled there).
-pub fn controller_dir(root: &Path, proc: Process, controller: &str) -> Result<Option<CgroupDir>> {
-    controller_dir_in(&cgroup_dirs(root, proc)?, controller)
-}
-
-/// [`controller_dir`] among hierarchies already located by [`cgroup_dirs`].
+/// The directory where `controller` (e.g. `cpuset`) governs the process whose hierarchies are `dirs`: the v1 hierarchy naming it, else v2 where the process's cgroup lists it in its own `cgroup.controllers` (the kernel's rule for a controller being enabled there).
 pub fn controller_dir_in(dirs: &[CgroupDir], controller: &str) -> Result<Option<CgroupDir>> {
     if let Some(d) = dirs.iter().find(|d| d.has_v1_controller(controller)) {
         return Ok(Some(d.clone()));

@@ -41,6 +41,11 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether this is a file (or PCI function) that is not there, as opposed to one that is unreadable or malformed.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+
     /// A [`Error::Malformed`] for `path`.
     pub fn malformed(
         path: impl Into<PathBuf>,

@@ -31,29 +31,86 @@ pub fn under(root: &Path, abs: impl AsRef<Path>) -> PathBuf {
     root.join(abs.strip_prefix("/").unwrap_or(abs))
 }
 
-/// The bytes of a small kernel file: one `open` and plain `read`s into a buffer that grows as
-/// needed, without the `statx` that `std::fs::read` makes to size its buffer (sysfs reports
-/// 4096 for every file).
-fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+/// The most bytes read from one kernel file (`mountinfo` of a node with thousands of mounts fits).
+pub(crate) const MAX_KERNEL_FILE: usize = 4 << 20;
+
+/// Opens `path` for reading without blocking: a FIFO opens at once, and reads never wait.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Reads `f` to its end, at most `max` bytes: more is an error (a device that never ends).
+fn read_at_most(f: &mut std::fs::File, path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
     // Not `read_to_end`: on a `File` it first asks for the size (statx) and the position
     // (lseek), two syscalls more per file.
     let mut buf = vec![0u8; 512];
     let mut len = 0;
     loop {
         if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
+            if len > max {
+                return Err(std::io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!("{} is over the {max}-byte limit", path.display()),
+                ));
+            }
+            buf.resize((buf.len() * 2).min(max + 1), 0);
         }
         match f.read(&mut buf[len..]) {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
     }
+    if len > max {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            format!("over the {max}-byte limit"),
+        ));
+    }
     buf.truncate(len);
     Ok(buf)
+}
+
+/// The bytes of a small kernel file: one non-blocking `open` and plain `read`s into a buffer
+/// that grows as needed (at most [`MAX_KERNEL_FILE`]), without the `statx` that
+/// `std::fs::read` makes to size its buffer (sysfs reports 4096 for every file).
+fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_at_most(&mut open_nonblocking(path)?, path, MAX_KERNEL_FILE)
+}
+
+/// The bytes of the regular file at `path` (a link to one is followed), at most `max` of them,
+/// read without ever blocking: a FIFO, a device, a directory or a file over `max` bytes is an
+/// error (`InvalidInput` or `InvalidData`) saying so, and nothing more than `max + 1` bytes is
+/// ever read.
+pub fn read_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut f = open_nonblocking(path)?;
+    let kind = f.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            format!("{what}, not a regular file"),
+        ));
+    }
+    read_at_most(&mut f, path, max)
 }
 
 /// The whole file as text (lossy UTF-8); any error, absence included, names the file.
@@ -111,6 +168,43 @@ mod tests {
             Process::Current.proc_dir(Path::new("/r")),
             PathBuf::from("/r/proc/self")
         );
+    }
+
+    #[test]
+    fn read_file_takes_regular_files_only_and_bounds_them() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        std::fs::write(&f, "12345").unwrap();
+        assert_eq!(read_file(&f, 5).unwrap(), b"12345");
+        let e = read_file(&f, 4).unwrap_err();
+        assert!(e.to_string().contains("over the 4-byte limit"), "{e}");
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let start = std::time::Instant::now();
+        let e = read_file(&fifo, 100).unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        assert!(read_file(d.path(), 100)
+            .unwrap_err()
+            .to_string()
+            .contains("a directory"));
+        std::os::unix::fs::symlink("/dev/zero", d.path().join("zero")).unwrap();
+        let e = read_file(&d.path().join("zero"), 100).unwrap_err();
+        assert!(e.to_string().contains("a device"), "{e}");
+    }
+
+    #[test]
+    fn kernel_reads_stop_at_the_bound_and_never_wait() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(
+            read_small(&fifo).unwrap(),
+            b"",
+            "no writer: nothing, at once"
+        );
+        let e = read_small(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
     }
 
     #[test]

@@ -33,8 +33,8 @@ pub fn pci_devices_dir(root: &Path) -> PathBuf {
 }
 
 /// Whether `e` is a file or PCI function that is not there (as opposed to one that is unreadable or malformed).
-pub fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+pub(crate) fn is_not_found(e: &Error) -> bool {
+    e.is_not_found()
 }
 
 fn trimmed(text: &str) -> &str {
@@ -153,14 +153,44 @@ pub fn host_gpus(root: &Path, like: &str) -> Result<Vec<HostGpu>> {
     let class_path = like_dir.join("class");
     let want_class = parse_hex_id(&class_path, &read(&class_path)?)? >> 8;
 
-    let entries = std::fs::read_dir(&devices).map_err(|source| Error::Io {
-        path: devices.clone(),
+    scan(&devices, |dir| is_like(dir, want_vendor, want_class))
+}
+
+/// NVIDIA's PCI vendor id.
+pub const NVIDIA_VENDOR: u32 = 0x10de;
+
+/// The host's NVIDIA GPUs in PCI address order: the functions with NVIDIA's vendor id and the
+/// display (VGA `0x0300`) or 3D controller (`0x0302`) class, whatever GPU a container was given.
+pub fn nvidia_host_gpus(root: &Path) -> Result<Vec<HostGpu>> {
+    let devices = pci_devices_dir(root);
+    if !devices.is_dir() {
+        return Ok(Vec::new());
+    }
+    scan(&devices, |dir| {
+        Ok(is_like(dir, NVIDIA_VENDOR, 0x0300)? || is_like(dir, NVIDIA_VENDOR, 0x0302)?)
+    })
+}
+
+/// The base class of the PCI function at `address` (`0x03` display, `0x12` processing
+/// accelerator, `0x02` network…), or `None` where sysfs has no such function or class.
+pub fn pci_base_class(root: &Path, address: &str) -> Result<Option<u8>> {
+    let path = pci_devices_dir(root).join(address).join("class");
+    match read_optional(&path)? {
+        Some(text) => Ok(Some((parse_hex_id(&path, &text)? >> 16) as u8)),
+        None => Ok(None),
+    }
+}
+
+/// The functions under `devices` for which `wanted` holds, in PCI address order, with their locality.
+fn scan(devices: &Path, wanted: impl Fn(&Path) -> Result<bool>) -> Result<Vec<HostGpu>> {
+    let entries = std::fs::read_dir(devices).map_err(|source| Error::Io {
+        path: devices.to_path_buf(),
         source,
     })?;
     let mut found: Vec<(PciKey, HostGpu)> = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| Error::Io {
-            path: devices.clone(),
+            path: devices.to_path_buf(),
             source,
         })?;
         let name = entry.file_name();
@@ -171,7 +201,7 @@ pub fn host_gpus(root: &Path, like: &str) -> Result<Vec<HostGpu>> {
             continue;
         };
         let dir = entry.path();
-        if !is_like(&dir, want_vendor, want_class)? {
+        if !wanted(&dir)? {
             continue;
         }
         let (node, local) = locality(&dir)?;
@@ -402,5 +432,21 @@ mod tests {
             msg.contains("0000:01:00.0/numa_node") && msg.contains("zero"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn power9_local_cpus_masks_decode() {
+        let r = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/topologies/hwloc-power9-ac922-6xv100");
+        let decode = |addr: &str| {
+            let p = pci_devices_dir(&r).join(addr).join("local_cpus");
+            parse_cpu_mask(&p, &std::fs::read_to_string(&p).unwrap()).unwrap()
+        };
+        for addr in ["0004:05:00.0", "0004:06:00.0", "0006:00:00.0"] {
+            assert_eq!(decode(addr), parse_cpu_list("0-15").unwrap(), "{addr}");
+        }
+        for addr in ["0007:00:00.0", "0035:04:00.0", "0035:05:00.0"] {
+            assert_eq!(decode(addr), parse_cpu_list("88-103").unwrap(), "{addr}");
+        }
     }
 }

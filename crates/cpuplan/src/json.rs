@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
-use crate::plan::{CpuPlan, StepCpus};
+use crate::plan::{CpuPlan, Setting, StepCpus};
 
 /// The version of [`PlanFile`]'s layout.
 pub const PLAN_VERSION: u32 = 1;
@@ -19,6 +19,10 @@ pub struct PlanFile {
     pub mask: CpuSet,
     /// How many of them the quota lets run.
     pub usable: usize,
+    /// Each worker's GPU PCI address in worker order, `null` for a CPU worker (absent in files
+    /// written before it was added: then the pinned workers' `device`s are all there is).
+    #[serde(default)]
+    pub devices: Vec<Option<String>>,
     /// One entry per worker; `null` for an unpinned worker.
     pub workers: Vec<Option<WorkerJson>>,
     /// The API server's core, or `null`.
@@ -67,13 +71,15 @@ pub struct Pools {
 }
 
 impl PlanFile {
-    /// The JSON form of `plan`, made with `setting` for workers on `addresses` (worker order).
-    pub fn new(plan: &CpuPlan, setting: &str, addresses: &[Option<String>]) -> Self {
+    /// The JSON form of `plan`.
+    pub fn new(plan: &CpuPlan) -> Self {
+        let addresses = &plan.devices;
         PlanFile {
             version: PLAN_VERSION,
-            setting: setting.to_string(),
+            setting: plan.setting.to_string(),
             mask: plan.mask.clone(),
             usable: plan.usable,
+            devices: plan.devices.clone(),
             workers: plan
                 .workers
                 .iter()
@@ -102,11 +108,14 @@ impl PlanFile {
         }
     }
 
-    /// The [`CpuPlan`] this file describes (derived fields are recomputed, not trusted).
+    /// The [`CpuPlan`] this file describes (derived fields are recomputed, not trusted; a
+    /// setting that does not parse reads as `off`).
     pub fn to_plan(&self) -> CpuPlan {
         CpuPlan {
+            setting: self.setting.parse().unwrap_or(Setting::Off),
             mask: self.mask.clone(),
             usable: self.usable,
+            devices: self.worker_devices(),
             workers: self
                 .workers
                 .iter()
@@ -124,6 +133,17 @@ impl PlanFile {
             why: self.why.clone(),
         }
     }
+
+    /// Each worker's device: `devices` when it lists one per worker, else the pinned workers' `device`s.
+    pub fn worker_devices(&self) -> Vec<Option<String>> {
+        if self.devices.len() == self.workers.len() {
+            return self.devices.clone();
+        }
+        self.workers
+            .iter()
+            .map(|w| w.as_ref().and_then(|w| w.device.clone()))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -133,8 +153,10 @@ mod tests {
 
     fn sample() -> CpuPlan {
         CpuPlan {
+            setting: Setting::Auto,
             mask: parse_cpu_list("0-55,112-167").unwrap(),
             usable: 16,
+            devices: vec![Some("0000:2a:00.0".into()), None],
             workers: vec![
                 Some(StepCpus {
                     cpus: parse_cpu_list("1,113").unwrap(),
@@ -152,11 +174,14 @@ mod tests {
 
     #[test]
     fn json_matches_the_documented_shape() {
-        let f = PlanFile::new(&sample(), "auto", &[Some("0000:2a:00.0".into()), None]);
+        let f = PlanFile::new(&sample());
         let v: serde_json::Value = serde_json::to_value(&f).unwrap();
         assert_eq!(v["version"], 1);
         assert_eq!(v["mask"], "0-55,112-167");
         assert_eq!(v["workers"][0]["device"], "0000:2a:00.0");
+        assert_eq!(v["devices"][0], "0000:2a:00.0");
+        assert!(v["devices"][1].is_null());
+        assert_eq!(v["setting"], "auto");
         assert_eq!(v["workers"][0]["cpus"], "1,113");
         assert!(v["workers"][1].is_null());
         assert_eq!(v["result"]["cpus"], "54,166");
@@ -170,7 +195,7 @@ mod tests {
 
     #[test]
     fn round_trips_and_ignores_extra_keys() {
-        let f = PlanFile::new(&sample(), "auto", &[Some("0000:2a:00.0".into()), None]);
+        let f = PlanFile::new(&sample());
         let mut v = serde_json::to_value(&f).unwrap();
         v["container"] = "abc".into();
         let back: PlanFile = serde_json::from_value(v).unwrap();

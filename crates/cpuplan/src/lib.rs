@@ -1,37 +1,43 @@
 //! The CPUs a GPU container may use, and the plan every thread of its workload follows.
 //!
-//! A port of the seed's `mstar.utils.cpus` to Rust: CPU lists, the cgroup CPU quota,
-//! the process mask, SMT siblings, the host's GPUs and their NUMA CPUs from sysfs,
-//! GPU claims that outlive the claiming process, and [`deployment_plan`] with its
-//! `off` / CPU number / `auto` settings and the pool sizes derived from it.
+//! CPU lists, the cgroup CPU quota, the process mask, SMT siblings, the host's GPUs and
+//! their NUMA CPUs from sysfs, GPU claims that outlive the claiming process, and
+//! [`deployment_plan`] with its `off` / CPU number / `auto` settings and the pool sizes
+//! derived from it; [`PlanFile`] and [`planenv`] are the plan's two file forms.
 //!
 //! Every host file is read under a root directory (`/` on a real host), so tests
 //! point the planner at a fixture tree.
 
-pub mod cgroup;
-pub mod claims;
-pub mod cpuset;
-pub mod error;
-pub mod fsutil;
-pub mod gpus;
-pub mod json;
-pub mod mask;
-pub mod mountinfo;
-pub mod pci;
-pub mod plan;
-pub mod proc_cgroup;
-pub mod quota;
-pub mod smt;
-pub mod topology;
+mod cgroup;
+mod claims;
+mod cpuset;
+mod error;
+mod fsutil;
+mod gpus;
+mod json;
+mod mask;
+mod mountinfo;
+mod pci;
+mod plan;
+pub mod planenv;
+mod proc_cgroup;
+mod quota;
+mod smt;
+mod topology;
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+
+pub use cgroup::{CgroupDir, CgroupVersion, Cgroups};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
-pub use fsutil::Process;
-pub use gpus::{host_gpus, HostGpu};
-pub use json::{PlanFile, PLAN_VERSION};
+pub use fsutil::{read_file, Process};
+pub use gpus::{host_gpus, nvidia_host_gpus, pci_base_class, HostGpu, NVIDIA_VENDOR};
+pub use json::{PlanFile, Pools, ResultJson, WorkerJson, PLAN_VERSION};
 pub use mask::{process_mask, usable_cpus};
+pub use pci::PciAddress;
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
 pub use quota::cgroup_cpu_quota;
 pub use smt::smt_siblings;
-pub use topology::{StaticTopology, SysfsTopology, Topology};
+pub use topology::{numa_nodes, online_cpus, NumaNode, StaticTopology, SysfsTopology, Topology};

@@ -3,10 +3,33 @@
 /// A PCI address's numeric order: (domain, bus, device, function).
 pub type PciKey = (u32, u8, u8, u8);
 
+/// A PCI function's address (`0000:18:00.0`), ordered numerically, printed in the canonical
+/// lowercase form sysfs uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PciAddress(PciKey);
+
+impl PciAddress {
+    /// `0000:2a:00.0`, nvidia-smi's `00000000:2A:00.0` or the short `2a:00.0`; `None` if `id` is no PCI bus id.
+    pub fn parse(id: &str) -> Option<PciAddress> {
+        pci_parts(id).map(PciAddress)
+    }
+
+    /// The canonical spelling of `id`, or `None` if it is no PCI bus id.
+    pub fn canonical(id: &str) -> Option<String> {
+        Self::parse(id).map(|a| a.to_string())
+    }
+}
+
+impl std::fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (domain, bus, device, function) = self.0;
+        write!(f, "{domain:04x}:{bus:02x}:{device:02x}.{function}")
+    }
+}
+
 /// `0000:2a:00.0`, `00000000:2A:00.0` or `2a:00.0` as the canonical lowercase `dddd:bb:dd.f`; `None` if it is no PCI bus id.
 pub fn normalize_pci(id: &str) -> Option<String> {
-    let (domain, bus, device, function) = pci_parts(id)?;
-    Some(format!("{domain:04x}:{bus:02x}:{device:02x}.{function}"))
+    PciAddress::canonical(id)
 }
 
 /// The numeric sort key of a PCI address (domains may have more than four hex digits); `None` if it is no PCI bus id.

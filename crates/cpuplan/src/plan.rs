@@ -61,10 +61,14 @@ pub struct StepCpus {
 /// The process mask, how many of its CPUs the quota lets run, the pinned CPUs and the pool sizes taken from the CPUs left.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuPlan {
+    /// The `step_thread_core` setting the plan was made with.
+    pub setting: Setting,
     /// The CPUs the container may run on.
     pub mask: CpuSet,
     /// How many of them the quota lets run at once.
     pub usable: usize,
+    /// Each worker's GPU PCI address in the conductor's worker order; `None` for a CPU worker.
+    pub devices: Vec<Option<String>>,
     /// One entry per worker in the conductor's worker order; `None` for an unpinned worker.
     pub workers: Vec<Option<StepCpus>>,
     /// The API server's result threads' core, if pinned.
@@ -93,15 +97,28 @@ pub enum CpuPlanError {
 }
 
 impl CpuPlan {
-    /// The plan that pins nothing, with `why`.
-    pub fn unpinned(mask: CpuSet, usable: usize, workers: usize, why: impl Into<String>) -> Self {
+    /// The plan made with `setting` that pins none of the workers on `devices`, with `why`.
+    pub fn unpinned(
+        setting: Setting,
+        mask: CpuSet,
+        usable: usize,
+        devices: Vec<Option<String>>,
+        why: impl Into<String>,
+    ) -> Self {
         CpuPlan {
+            setting,
             mask,
             usable,
-            workers: vec![None; workers],
+            workers: vec![None; devices.len()],
+            devices,
             result: None,
             why: why.into(),
         }
+    }
+
+    /// This plan with every worker and the API server unpinned, saying `why`.
+    pub fn unpin(self, why: impl Into<String>) -> Self {
+        CpuPlan::unpinned(self.setting, self.mask, self.usable, self.devices, why)
     }
 
     /// Every pinned CPU: the workers' and the API server's.
@@ -159,20 +176,14 @@ pub fn deployment_plan_on(
     topo: &dyn Topology,
 ) -> Result<CpuPlan, CpuPlanError> {
     let n = addresses.len();
+    let unpinned =
+        |why: String| CpuPlan::unpinned(setting, mask.clone(), usable, addresses.to_vec(), why);
     match setting {
-        Setting::Off => Ok(CpuPlan::unpinned(
-            mask.clone(),
-            usable,
-            n,
-            "step_thread_core off",
-        )),
-        _ if n == 0 => Ok(CpuPlan::unpinned(
-            mask.clone(),
-            usable,
-            0,
-            format!("step_thread_core {setting}: no workers; nothing pinned"),
-        )),
-        Setting::Cpu(cpu) => cpu_plan(cpu, n, mask, usable, topo),
+        Setting::Off => Ok(unpinned("step_thread_core off".into())),
+        _ if n == 0 => Ok(unpinned(format!(
+            "step_thread_core {setting}: no workers; nothing pinned"
+        ))),
+        Setting::Cpu(cpu) => cpu_plan(cpu, addresses, mask, usable, topo),
         Setting::Auto => auto::auto_plan(addresses, mask, usable, topo),
     }
 }
@@ -180,12 +191,13 @@ pub fn deployment_plan_on(
 /// The plan for `step_thread_core <cpu>`: worker 0 on `cpu`'s core, worker k on the k-th core above it, the API server on the mask's last core.
 fn cpu_plan(
     cpu: usize,
-    workers: usize,
+    addresses: &[Option<String>],
     mask: &CpuSet,
     usable: usize,
     topo: &dyn Topology,
 ) -> Result<CpuPlan, CpuPlanError> {
     let setting = Setting::Cpu(cpu);
+    let workers = addresses.len();
     let unfit = |reason: String| CpuPlanError::Unfit { setting, reason };
     if !mask.contains(cpu) {
         return Err(unfit(format!("cpu {cpu} is not in the mask {mask}")));
@@ -223,8 +235,10 @@ fn cpu_plan(
         )));
     }
     Ok(CpuPlan {
+        setting,
         mask: mask.clone(),
         usable,
+        devices: addresses.to_vec(),
         workers: steps,
         result: Some(StepCpus {
             cpus: last.clone(),

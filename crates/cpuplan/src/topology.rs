@@ -7,6 +7,7 @@ use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use crate::fsutil::{read_cpu_list_optional, under};
 use crate::gpus::HostGpu;
+use crate::plan::Setting;
 
 /// The host facts `deployment_plan` needs.
 pub trait Topology {
@@ -76,6 +77,58 @@ pub fn online_cpus(root: &Path) -> Result<CpuSet> {
     Ok(set)
 }
 
+/// One NUMA node as sysfs lists it: its id and its online CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumaNode {
+    /// The node id (`N` of `nodeN`).
+    pub id: u32,
+    /// Its online CPUs (`cpulist` within the online CPUs).
+    pub cpus: CpuSet,
+}
+
+/// The host's NUMA nodes with online CPUs, by id (`<root>/sys/devices/system/node/nodeN/cpulist`); empty without them.
+pub fn numa_nodes(root: &Path) -> Result<Vec<NumaNode>> {
+    let online = online_cpus(root)?;
+    let node_dir = under(root, "/sys/devices/system/node");
+    let entries = match std::fs::read_dir(&node_dir) {
+        Ok(entries) => entries,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Vec::new())
+        }
+        Err(source) => {
+            return Err(Error::Io {
+                path: node_dir,
+                source,
+            })
+        }
+    };
+    let mut nodes = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("node"))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(cpus) = read_cpu_list_optional(&e.path().join("cpulist"))? {
+            let cpus = cpus.intersection(&online);
+            if !cpus.is_empty() {
+                nodes.push(NumaNode { id, cpus });
+            }
+        }
+    }
+    nodes.sort_by_key(|n| n.id);
+    Ok(nodes)
+}
+
 impl StaticTopology {
     /// A snapshot of sysfs under `root`: every online CPU's siblings, and the GPUs like the device at `like`.
     pub fn from_sysfs(root: &Path, like: &str) -> Result<Self> {
@@ -88,6 +141,51 @@ impl StaticTopology {
             siblings,
             gpus: crate::gpus::host_gpus(root, like)?,
         })
+    }
+
+    /// A snapshot of what [`crate::deployment_plan`] with `setting` for workers on `addresses`
+    /// consults over `mask` or any subset of it, read under `root`: the host's GPUs like the
+    /// first worker's (when a worker has an address), and the siblings of the CPUs it may look at
+    /// (none for `off`, the whole mask for a CPU number, the mask's CPUs local to the workers'
+    /// GPUs for `auto`). One sibling list is read per core.
+    pub fn for_plan(
+        root: &Path,
+        setting: Setting,
+        addresses: &[Option<String>],
+        mask: &CpuSet,
+    ) -> Result<Self> {
+        let gpus = match addresses.iter().flatten().next() {
+            Some(like) => crate::gpus::host_gpus(root, like)?,
+            None => Vec::new(),
+        };
+        let cpus = match setting {
+            Setting::Off => CpuSet::new(),
+            Setting::Cpu(_) => mask.clone(),
+            Setting::Auto => {
+                let mut local = CpuSet::new();
+                for g in gpus
+                    .iter()
+                    .filter(|g| addresses.iter().flatten().any(|a| *a == g.address))
+                {
+                    if let Some(l) = &g.local {
+                        local.extend_from(l);
+                    }
+                }
+                local.intersection(mask)
+            }
+        };
+        let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
+        for cpu in &cpus {
+            if !siblings[cpu].is_empty() {
+                continue;
+            }
+            let core = crate::smt::smt_siblings(root, cpu)?;
+            for sib in core.intersection(&cpus).iter() {
+                siblings[sib] = core.clone();
+            }
+            siblings[cpu] = core;
+        }
+        Ok(StaticTopology { siblings, gpus })
     }
 }
 

@@ -8,9 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use cpuplan::claims::{
-    claim_gpus, list_claims, process_start_time, release, ClaimError, ClaimOutcome, Holder,
-};
+use cpuplan::{claim_gpus, list_claims, release, ClaimError, ClaimOutcome, Holder};
 use nix::fcntl::{Flock, FlockArg};
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -365,12 +363,14 @@ fn a_malformed_stat_file_is_an_error_naming_it() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("proc/77")).unwrap();
     std::fs::write(root.path().join("proc/77/stat"), "77 (x) S 1 2").unwrap();
-    let err = process_start_time(root.path(), 77).unwrap_err().to_string();
+    let err = Holder::of_pid(root.path(), "c", 77)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("proc/77/stat") && err.contains("\"77 (x) S 1 2\""),
         "{err}"
     );
-    assert_eq!(process_start_time(root.path(), 78).unwrap(), None);
+    assert_eq!(Holder::of_pid(root.path(), "c", 78).unwrap(), None);
 }
 
 /// The test process itself as a live holder under the real `/proc`.

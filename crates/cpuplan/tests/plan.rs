@@ -441,3 +441,74 @@ fn cpu_number_leaving_no_cpu_unpinned_is_an_error() {
     let plan = cpu(0, 2, "0-3").unwrap();
     assert_eq!(plan.pinned(), set("0-1,3"));
 }
+
+/// A snapshot read for a plan answers every plan over the mask or a subset of it exactly as
+/// sysfs does (the hook plans from the snapshot, without reading files while it decides).
+#[test]
+fn a_snapshot_for_a_plan_plans_as_sysfs_does() {
+    let root = host224();
+    let masks = [
+        "0-223",
+        NODE0,
+        "0-3,112-115",
+        "0-27,112-139",
+        "1-20,113-130",
+    ];
+    let workers = [
+        vec![],
+        gpus(&["18"]),
+        gpus(&["18", "2a"]),
+        gpus(&["9a", "18"]),
+        addrs(&[Some("0000:2a:00.0"), None]),
+        gpus(&["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]),
+    ];
+    for setting in [
+        Setting::Off,
+        Setting::Auto,
+        Setting::Cpu(0),
+        Setting::Cpu(5),
+    ] {
+        for m in masks {
+            let mask = set(m);
+            for w in &workers {
+                let snap = StaticTopology::for_plan(&root, setting, w, &mask).unwrap();
+                // Over the mask and over its GPU-local part (what the hook's cpuset rule narrows to).
+                let mut subsets = vec![mask.clone()];
+                for g in snap
+                    .gpus
+                    .iter()
+                    .filter(|g| w.contains(&Some(g.address.clone())))
+                {
+                    subsets.push(g.local.clone().unwrap().intersection(&mask));
+                }
+                for sub in subsets.into_iter().filter(|s| !s.is_empty()) {
+                    let from_sysfs = deployment_plan(setting, w, &sub, 8, &root);
+                    let from_snap = deployment_plan_on(setting, w, &sub, 8, &snap);
+                    match (from_sysfs, from_snap) {
+                        (Ok(a), Ok(b)) => assert_eq!(a, b, "{setting} {m} {sub} {w:?}"),
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                        (a, b) => panic!("{setting} {m} {sub} {w:?}: {a:?} vs {b:?}"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The snapshot reads only what the plan consults: nothing for `off`, the GPUs' local CPUs for `auto`.
+#[test]
+fn a_snapshot_reads_only_what_the_setting_consults() {
+    let root = host224();
+    let all = set("0-223");
+    let off = StaticTopology::for_plan(&root, Setting::Off, &gpus(&["18"]), &all).unwrap();
+    assert!(off.siblings.iter().all(|s| s.is_empty()));
+    assert_eq!(off.gpus.len(), 8, "the GPUs are read for the cpuset rule");
+    let auto = StaticTopology::for_plan(&root, Setting::Auto, &gpus(&["18"]), &all).unwrap();
+    let read: CpuSet = (0..auto.siblings.len())
+        .filter(|c| !auto.siblings[*c].is_empty())
+        .collect();
+    assert_eq!(read, set(NODE0));
+    let none = StaticTopology::for_plan(&root, Setting::Cpu(3), &[], &set("0-7")).unwrap();
+    assert!(none.gpus.is_empty());
+    assert_eq!(none.siblings[3], set("3,115"));
+}

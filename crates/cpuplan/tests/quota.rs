@@ -4,8 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use cpuplan::cgroup::{cgroup_dirs, controller_dir, CgroupVersion};
-use cpuplan::{cgroup_cpu_quota, parse_cpu_list, process_mask, usable_cpus, Error, Process};
+use cpuplan::{
+    cgroup_cpu_quota, parse_cpu_list, process_mask, usable_cpus, CgroupDir, CgroupVersion, Cgroups,
+    Error, Process,
+};
 
 fn fixture(tree: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -15,6 +17,11 @@ fn fixture(tree: &str) -> PathBuf {
 
 fn quota(tree: &str, pid: u32) -> Option<f64> {
     cgroup_cpu_quota(&fixture(tree), Process::Pid(pid)).unwrap()
+}
+
+/// The hierarchies located for `pid` under `root`.
+fn located(root: &std::path::Path, pid: Process) -> Vec<CgroupDir> {
+    Cgroups::of(root, pid).unwrap().dirs().to_vec()
 }
 
 #[test]
@@ -40,7 +47,7 @@ fn hybrid_the_tightest_over_both_versions_wins() {
 #[test]
 fn hybrid_an_untranslatable_hierarchy_spoils_no_other() {
     assert_eq!(quota("hybrid", 4244), Some(1.5));
-    let dirs = cgroup_dirs(&fixture("hybrid"), Process::Pid(4244)).unwrap();
+    let dirs = located(&fixture("hybrid"), Process::Pid(4244));
     assert_eq!(dirs.len(), 2);
     assert!(dirs.iter().all(|d| !d.has_v1_controller("cpu")));
 }
@@ -55,11 +62,12 @@ fn container_view_with_a_mount_root_not_slash() {
 fn container_paths_outside_the_mount_root_or_with_dotdot_have_no_limit() {
     for pid in [8, 9] {
         assert_eq!(quota("container", pid), None, "pid {pid}");
-        assert!(cgroup_dirs(&fixture("container"), Process::Pid(pid))
-            .unwrap()
-            .is_empty());
+        assert!(located(&fixture("container"), Process::Pid(pid)).is_empty());
         assert_eq!(
-            controller_dir(&fixture("container"), Process::Pid(pid), "cpuset").unwrap(),
+            Cgroups::of(&fixture("container"), Process::Pid(pid))
+                .unwrap()
+                .controller("cpuset")
+                .unwrap(),
             None
         );
     }
@@ -68,7 +76,7 @@ fn container_paths_outside_the_mount_root_or_with_dotdot_have_no_limit() {
 #[test]
 fn escaped_mount_point_optional_fields_and_a_colon_in_the_path() {
     assert_eq!(quota("escaped", 5), Some(0.75));
-    let dirs = cgroup_dirs(&fixture("escaped"), Process::Pid(5)).unwrap();
+    let dirs = located(&fixture("escaped"), Process::Pid(5));
     assert_eq!(dirs.len(), 1);
     assert_eq!(
         dirs[0].dir,
@@ -77,9 +85,9 @@ fn escaped_mount_point_optional_fields_and_a_colon_in_the_path() {
 }
 
 #[test]
-fn cgroup_dirs_of_each_tree() {
+fn cgroups_of_each_tree() {
     let root = fixture("hybrid");
-    let dirs = cgroup_dirs(&root, Process::Pid(4242)).unwrap();
+    let dirs = located(&root, Process::Pid(4242));
     assert_eq!(dirs.len(), 10);
     let cpu = dirs.iter().find(|d| d.has_v1_controller("cpu")).unwrap();
     assert_eq!(cpu.mount, root.join("sys/fs/cgroup/cpu"));
@@ -95,7 +103,7 @@ fn cgroup_dirs_of_each_tree() {
     );
 
     let root = fixture("v1");
-    let dirs = cgroup_dirs(&root, Process::Pid(4242)).unwrap();
+    let dirs = located(&root, Process::Pid(4242));
     assert_eq!(dirs.len(), 4);
     assert!(dirs.iter().all(|d| d.version == CgroupVersion::V1));
     let cpu = dirs
@@ -113,18 +121,25 @@ fn cgroup_dirs_of_each_tree() {
 fn controller_dir_picks_v1_else_v2_where_enabled() {
     // v2 only: cpuset listed in the leaf's cgroup.controllers.
     let root = fixture("v2");
-    let d = controller_dir(&root, Process::Pid(4242), "cpuset")
+    let d = Cgroups::of(&root, Process::Pid(4242))
+        .unwrap()
+        .controller("cpuset")
         .unwrap()
         .unwrap();
     assert_eq!(d.version, CgroupVersion::V2);
     assert_eq!(d.dir, root.join("sys/fs/cgroup/kubepods/pod1/ctr1"));
     assert_eq!(
-        controller_dir(&root, Process::Pid(4242), "rdma").unwrap(),
+        Cgroups::of(&root, Process::Pid(4242))
+            .unwrap()
+            .controller("rdma")
+            .unwrap(),
         None
     );
     // Hybrid: cpuset is a v1 hierarchy.
     let root = fixture("hybrid");
-    let d = controller_dir(&root, Process::Pid(4242), "cpuset")
+    let d = Cgroups::of(&root, Process::Pid(4242))
+        .unwrap()
+        .controller("cpuset")
         .unwrap()
         .unwrap();
     assert_eq!(d.version, CgroupVersion::V1);
@@ -132,17 +147,25 @@ fn controller_dir_picks_v1_else_v2_where_enabled() {
     assert!(d.dir.starts_with(&d.mount));
     // Hybrid: the unified tree enables nothing, and io has no v1 mount.
     assert_eq!(
-        controller_dir(&root, Process::Pid(4242), "io").unwrap(),
+        Cgroups::of(&root, Process::Pid(4242))
+            .unwrap()
+            .controller("io")
+            .unwrap(),
         None
     );
     // Container: cpu is enabled in /sub; cpuset is not.
     let root = fixture("container");
-    let d = controller_dir(&root, Process::Pid(7), "cpu")
+    let d = Cgroups::of(&root, Process::Pid(7))
+        .unwrap()
+        .controller("cpu")
         .unwrap()
         .unwrap();
     assert_eq!(d.dir, root.join("sys/fs/cgroup/sub"));
     assert_eq!(
-        controller_dir(&root, Process::Pid(7), "cpuset").unwrap(),
+        Cgroups::of(&root, Process::Pid(7))
+            .unwrap()
+            .controller("cpuset")
+            .unwrap(),
         None
     );
 }

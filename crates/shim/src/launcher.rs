@@ -3,7 +3,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::envfile::parse_env;
 use crate::error::{Result, ShimError};
 use crate::plan::{Plan, ENV_FILE};
 
@@ -170,7 +169,16 @@ pub struct Found {
 pub fn find_plan(plan_path: &Path) -> Result<Found> {
     let env_path = env_file_for(plan_path);
     let env_vars = match std::fs::read_to_string(&env_path) {
-        Ok(text) => Some(parse_env(&text, &env_path)?),
+        Ok(text) => {
+            Some(
+                cpuplan::planenv::shell::parse(&text).map_err(|e| ShimError::EnvLine {
+                    path: env_path.clone(),
+                    line: e.line,
+                    what: e.what,
+                    content: e.content,
+                })?,
+            )
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
             return Err(ShimError::Io {

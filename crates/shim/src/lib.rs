@@ -11,7 +11,6 @@
 //! installed, the calling thread's affinity at this library's first use.
 
 pub mod affinity;
-pub mod envfile;
 pub mod error;
 pub mod ffi;
 pub mod launcher;
@@ -21,7 +20,6 @@ pub mod state;
 pub mod thread;
 
 pub use affinity::{task_cpus, thread_affinity, thread_id};
-pub use envfile::{format_env_line, parse_env};
 pub use error::{Result, ShimError};
 pub use pin::{pin_result, pin_result_with, pin_thread, pin_worker, pin_worker_with, Pinning};
 pub use plan::{Plan, DEFAULT_PLAN, ENV_FILE, PLAN_VAR};

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cpuplan::json::{Pools, ResultJson, WorkerJson};
+use cpuplan::planenv::{PlanEnv, PlanEnvError, PLAN_PATH};
 use cpuplan::{CpuSet, PlanFile, PLAN_VERSION};
 
 use crate::error::{Result, ShimError};
@@ -11,7 +11,7 @@ use crate::error::{Result, ShimError};
 pub const DEFAULT_PLAN: &str = "/run/cpuplan/plan.json";
 
 /// The variable naming another plan file than [`DEFAULT_PLAN`].
-pub const PLAN_VAR: &str = "CPUPLAN_PLAN";
+pub const PLAN_VAR: &str = PLAN_PATH;
 
 /// The env file's name, next to the plan.
 pub const ENV_FILE: &str = "plan.env";
@@ -78,7 +78,7 @@ impl Plan {
         Self::from_vars(|k| std::env::var(k).ok(), "the environment")
     }
 
-    /// The plan in [`crate::envfile::parse_env`]'s output, read from `path`.
+    /// The plan in the variables of an env file read from `path` (a later assignment wins).
     pub fn from_env_vars(vars: &[(String, String)], path: &Path) -> Result<Plan> {
         let get = |k: &str| {
             vars.iter()
@@ -89,122 +89,25 @@ impl Plan {
         Self::from_vars(get, &path.display().to_string())
     }
 
-    /// The plan in the `CPUPLAN_*` variables that `get` returns; `source` names where they came from.
-    ///
-    /// `CPUPLAN_MASK` and `CPUPLAN_USABLE` are required. `CPUPLAN_WORKERS` lists each
-    /// worker's CPUs, `;`-separated, empty for an unpinned worker; an empty or absent
-    /// value means no worker is pinned (no workers, or all unpinned: the same plan).
-    /// `CPUPLAN_LEFT`, `CPUPLAN_PINNED` and the pool sizes are recomputed when absent.
+    /// The plan in the plan variables that `get` returns ([`PlanEnv::from_vars`]); `source` names where they came from.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>, source: &str) -> Result<Plan> {
-        let bad = |name: &str, value: &str, what: &str| ShimError::Var {
-            source_name: source.to_string(),
-            name: name.to_string(),
-            value: value.to_string(),
-            what: what.to_string(),
-        };
-        let cpus = |name: &str, value: &str| -> Result<CpuSet> {
-            cpuplan::parse_cpu_list(value.trim()).map_err(|e| bad(name, value, &e.reason))
-        };
-        let count = |name: &str, value: &str| -> Result<usize> {
-            value
-                .trim()
-                .parse::<usize>()
-                .map_err(|_| bad(name, value, "not a count"))
-        };
-        let Some(mask_text) = get("CPUPLAN_MASK") else {
-            return Err(ShimError::NoPlan(format!(
-                "CPUPLAN_MASK is not set in {source}"
-            )));
-        };
-        let mask = cpus("CPUPLAN_MASK", &mask_text)?;
-        if mask.is_empty() {
-            return Err(bad("CPUPLAN_MASK", &mask_text, "the mask is empty"));
-        }
-        let usable_text =
-            get("CPUPLAN_USABLE").ok_or_else(|| bad("CPUPLAN_USABLE", "", "not set"))?;
-        let usable = count("CPUPLAN_USABLE", &usable_text)?;
-
-        let workers_text = get("CPUPLAN_WORKERS").unwrap_or_default();
-        let devices_text = get("CPUPLAN_DEVICES").unwrap_or_default();
-        let mut workers = Vec::new();
-        if !workers_text.is_empty() {
-            let devices: Vec<&str> = devices_text.split(';').collect();
-            let lists: Vec<&str> = workers_text.split(';').collect();
-            if !devices_text.is_empty() && devices.len() != lists.len() {
-                return Err(bad(
-                    "CPUPLAN_DEVICES",
-                    &devices_text,
-                    &format!("{} devices for {} workers", devices.len(), lists.len()),
-                ));
-            }
-            for (i, list) in lists.iter().enumerate() {
-                if list.trim().is_empty() {
-                    workers.push(None);
-                    continue;
-                }
-                let device = devices
-                    .get(i)
-                    .map(|d| d.trim())
-                    .filter(|d| !d.is_empty())
-                    .map(str::to_string);
-                workers.push(Some(WorkerJson {
-                    device,
-                    cpus: cpuplan::parse_cpu_list(list.trim()).map_err(|e| {
-                        bad(
-                            "CPUPLAN_WORKERS",
-                            &workers_text,
-                            &format!("worker {i}: {}", e.reason),
-                        )
-                    })?,
-                    why: format!("worker {i} of CPUPLAN_WORKERS in {source}"),
-                }));
-            }
-        }
-        let result = match get("CPUPLAN_RESULT") {
-            Some(r) if !r.trim().is_empty() => Some(ResultJson {
-                cpus: cpus("CPUPLAN_RESULT", &r)?,
-                why: format!("CPUPLAN_RESULT in {source}"),
-            }),
-            _ => None,
-        };
-        let mut file = PlanFile {
-            version: PLAN_VERSION,
-            setting: get("CPUPLAN_SETTING").unwrap_or_else(|| "unknown".into()),
-            mask,
-            usable,
-            workers,
-            result,
-            pinned: CpuSet::new(),
-            left: 0,
-            pools: Pools {
-                preprocess_threads: 0,
-                png_threads: 0,
-                encode_workers: 0,
-                copy_workers: 0,
+        let env = PlanEnv::from_vars(get).map_err(|e| match e {
+            PlanEnvError::NoPlan => ShimError::NoPlan(format!("{e} in {source}")),
+            PlanEnvError::Var { name, value, what } => ShimError::Var {
+                source_name: source.to_string(),
+                name: name.to_string(),
+                value,
+                what,
             },
-            why: get("CPUPLAN_WHY").unwrap_or_default(),
-        };
-        // Derived values: the ones given, else the planner's.
-        let derived = PlanFile::new(&file.to_plan(), &file.setting, &[]);
-        file.pinned = match get("CPUPLAN_PINNED") {
-            Some(p) => cpus("CPUPLAN_PINNED", &p)?,
-            None => derived.pinned,
-        };
-        let opt_count = |name: &str, default: usize| -> Result<usize> {
-            get(name).map_or(Ok(default), |v| count(name, &v))
-        };
-        file.left = opt_count("CPUPLAN_LEFT", derived.left)?;
-        file.pools = Pools {
-            preprocess_threads: opt_count(
-                "CPUPLAN_PREPROCESS_THREADS",
-                derived.pools.preprocess_threads,
-            )?,
-            png_threads: opt_count("CPUPLAN_PNG_THREADS", derived.pools.png_threads)?,
-            encode_workers: opt_count("CPUPLAN_ENCODE_WORKERS", derived.pools.encode_workers)?,
-            copy_workers: opt_count("CPUPLAN_COPY_WORKERS", derived.pools.copy_workers)?,
-        };
+            PlanEnvError::Line(l) => ShimError::EnvLine {
+                path: source.into(),
+                line: l.line,
+                what: l.what,
+                content: l.content,
+            },
+        })?;
         Ok(Plan {
-            file,
+            file: env.to_file(source),
             source: source.to_string(),
         })
     }
@@ -268,8 +171,8 @@ mod tests {
             ("CPUPLAN_SETTING", "auto"),
             ("CPUPLAN_MASK", "0-55,112-167"),
             ("CPUPLAN_USABLE", "16"),
-            ("CPUPLAN_WORKERS", "1,113;"),
-            ("CPUPLAN_DEVICES", "0000:2a:00.0;"),
+            ("CPUPLAN_WORKERS", "1,113;-"),
+            ("CPUPLAN_DEVICES", "0000:2a:00.0;-"),
             ("CPUPLAN_RESULT", "54,166"),
             ("CPUPLAN_WHY", "auto: by rank"),
         ])

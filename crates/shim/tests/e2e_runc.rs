@@ -136,7 +136,7 @@ fn cpuplan_exec_pins_a_worker_in_a_runc_container() {
     );
     assert_eq!(
         var(&out, "CPUPLAN_WORKERS"),
-        Some(format!("{bcpu};").as_str()),
+        Some(format!("{bcpu};-").as_str()),
         "{out}"
     );
     assert_eq!(var(&out, "CPUPLAN_RESULT"), Some(a.to_string().as_str()));

@@ -5,7 +5,6 @@ mod common;
 use std::process::{Command, Output};
 
 use common::{elf_program_headers, sample_plan, static_exec, two_cpus, write_plan, PT_INTERP};
-use cpuplan_shim::parse_env;
 
 const EXEC: &str = env!("CARGO_BIN_EXE_cpuplan-exec");
 
@@ -63,7 +62,10 @@ fn sets_the_plans_variables_keeps_set_ones_and_pins_the_worker() {
         var(&out, "CPUPLAN_MASK"),
         Some(sample_plan().mask.to_string().as_str())
     );
-    assert_eq!(var(&out, "CPUPLAN_WORKERS"), Some(format!("{b};").as_str()));
+    assert_eq!(
+        var(&out, "CPUPLAN_WORKERS"),
+        Some(format!("{b};-").as_str())
+    );
     assert_eq!(var(&out, "CPUPLAN_RESULT"), Some(a.to_string().as_str()));
     assert_eq!(
         var(&out, "CPUPLAN_WHY"),
@@ -270,8 +272,9 @@ fn sh_and_the_shim_read_plan_env_alike() {
         .output()
         .unwrap();
     let shell = String::from_utf8_lossy(&o.stdout).into_owned();
-    let ours = parse_env(&std::fs::read_to_string(&env_path).unwrap(), &env_path).unwrap();
-    assert_eq!(ours.len(), 20);
+    let ours =
+        cpuplan::planenv::shell::parse(&std::fs::read_to_string(&env_path).unwrap()).unwrap();
+    assert_eq!(ours.len(), 21);
     for (k, v) in &ours {
         assert_eq!(var(&shell, k), Some(v.as_str()), "{k}");
     }

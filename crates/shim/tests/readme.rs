@@ -87,7 +87,7 @@ fn way_2_cpuplan_exec_pins_and_sets_the_environment() {
         out.starts_with(&format!("Cpus_allowed_list:\t{b}\n")),
         "{out}"
     );
-    assert!(out.contains(&format!("\nCPUPLAN_WORKERS={b};\n")), "{out}");
+    assert!(out.contains(&format!("\nCPUPLAN_WORKERS={b};-\n")), "{out}");
     assert!(
         out.contains("\nOMP_NUM_THREADS=7\n"),
         "an existing variable is kept: {out}"

@@ -32,7 +32,7 @@ fn my_cpus() -> CpuSet {
 
 fn plan() -> Plan {
     Plan {
-        file: PlanFile::new(&sample_plan(), "auto", &[]),
+        file: PlanFile::new(&sample_plan()),
         source: "test".into(),
     }
 }

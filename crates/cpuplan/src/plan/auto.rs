@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::cores::{Cores, Ends};
-use super::{CpuPlan, CpuPlanError, StepCpus};
+use super::{CpuPlan, CpuPlanError, Setting, StepCpus};
 use crate::cpuset::CpuSet;
 use crate::gpus::{is_not_found, HostGpu};
 use crate::topology::Topology;
@@ -34,9 +34,10 @@ pub(crate) fn auto_plan(
     let n = addresses.len();
     let nothing = |why: String| {
         Ok(CpuPlan::unpinned(
+            Setting::Auto,
             mask.clone(),
             usable,
-            n,
+            addresses.to_vec(),
             format!("step_thread_core auto: {why}; nothing pinned"),
         ))
     };
@@ -157,8 +158,10 @@ pub(crate) fn auto_plan(
         gpus.len()
     );
     Ok(CpuPlan {
+        setting: Setting::Auto,
         mask: mask.clone(),
         usable,
+        devices: addresses.to_vec(),
         workers,
         result: Some(result),
         why,

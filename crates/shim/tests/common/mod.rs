@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use cpuplan::{CpuPlan, CpuSet, PlanFile, StepCpus};
+use cpuplan::{CpuPlan, CpuSet, PlanFile, Setting, StepCpus};
 
 /// The CPUs this test thread may run on; the tests need two of them (CI has 2 CPUs).
 pub fn machine_mask() -> CpuSet {
@@ -33,8 +33,10 @@ pub fn one(cpu: usize) -> CpuSet {
 pub fn sample_plan() -> CpuPlan {
     let (a, b) = two_cpus();
     CpuPlan {
+        setting: Setting::Auto,
         mask: [a, b].into_iter().collect(),
         usable: 2,
+        devices: vec![Some("0000:2a:00.0".to_string()), None],
         workers: vec![
             Some(StepCpus {
                 cpus: one(b),
@@ -50,84 +52,19 @@ pub fn sample_plan() -> CpuPlan {
     }
 }
 
-/// `KEY='value'` with `'` written `'\''`, as the hook writes `plan.env` (written here independently of the shim's formatter).
-pub fn hook_line(key: &str, value: &str) -> String {
-    let mut s = format!("{key}='");
-    for c in value.chars() {
-        if c == '\'' {
-            s.push_str("'\\''");
-        } else {
-            s.push(c);
-        }
-    }
-    s.push('\'');
-    s
-}
-
-/// The `plan.env` text the hook writes for `plan` (workers on `devices`).
-pub fn hook_env(plan: &CpuPlan, setting: &str, devices: &[Option<String>]) -> String {
-    let f = PlanFile::new(plan, setting, devices);
-    let workers: Vec<String> = f
-        .workers
-        .iter()
-        .map(|w| w.as_ref().map(|w| w.cpus.to_string()).unwrap_or_default())
-        .collect();
-    let devs: Vec<String> = (0..f.workers.len())
-        .map(|i| devices.get(i).cloned().flatten().unwrap_or_default())
-        .collect();
-    let left = f.left.to_string();
-    let usable = f.usable.to_string();
-    let mut lines = vec![
-        "# written by cpuplan-hook".to_string(),
-        hook_line("CPUPLAN_SETTING", &f.setting),
-        hook_line("CPUPLAN_MASK", &f.mask.to_string()),
-        hook_line("CPUPLAN_USABLE", &usable),
-        hook_line("CPUPLAN_LEFT", &left),
-        hook_line("CPUPLAN_PINNED", &f.pinned.to_string()),
-        hook_line("CPUPLAN_WORKERS", &workers.join(";")),
-        hook_line("CPUPLAN_DEVICES", &devs.join(";")),
-        hook_line(
-            "CPUPLAN_RESULT",
-            &f.result
-                .as_ref()
-                .map(|r| r.cpus.to_string())
-                .unwrap_or_default(),
-        ),
-        hook_line(
-            "CPUPLAN_PREPROCESS_THREADS",
-            &f.pools.preprocess_threads.to_string(),
-        ),
-        hook_line("CPUPLAN_PNG_THREADS", &f.pools.png_threads.to_string()),
-        hook_line(
-            "CPUPLAN_ENCODE_WORKERS",
-            &f.pools.encode_workers.to_string(),
-        ),
-        hook_line("CPUPLAN_COPY_WORKERS", &f.pools.copy_workers.to_string()),
-        hook_line("CPUPLAN_WHY", &f.why),
-    ];
-    for k in [
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS",
-        "BLIS_NUM_THREADS",
-        "NUMEXPR_NUM_THREADS",
-        "RAYON_NUM_THREADS",
-    ] {
-        lines.push(hook_line(k, &left));
-    }
-    lines.push(hook_line("GOMAXPROCS", &usable));
-    lines.join("\n") + "\n"
+/// The `plan.env` text the hook writes for `plan` (through the one `plan.env` writer).
+pub fn hook_env(plan: &CpuPlan) -> String {
+    cpuplan::planenv::PlanEnv::new(&PlanFile::new(plan)).encode()
 }
 
 /// Writes `plan.json` (with an extra key, as the hook adds) and `plan.env` for `plan` into `dir`; returns the JSON's path.
 pub fn write_plan(dir: &Path, plan: &CpuPlan) -> PathBuf {
-    let devices = vec![Some("0000:2a:00.0".to_string()), None];
-    let f = PlanFile::new(plan, "auto", &devices);
+    let f = PlanFile::new(plan);
     let mut v = serde_json::to_value(&f).unwrap();
     v["container"] = "written-by-the-test".into();
     let json = dir.join("plan.json");
     std::fs::write(&json, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-    std::fs::write(dir.join("plan.env"), hook_env(plan, "auto", &devices)).unwrap();
+    std::fs::write(dir.join("plan.env"), hook_env(plan)).unwrap();
     json
 }
 

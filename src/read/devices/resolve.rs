@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
-use super::char_dev::{char_device_pci, CharDevice};
+use super::char_dev::char_device_pci;
 use super::nvidia_info::{nvidia_gpu_addresses, nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
 use super::visible::{entries, parse_visible_devices, DeviceId, VisibleDevices};
-use super::DeviceError;
-use cpuplan::pci::pci_key;
+use super::{DeviceError, Gpu, GpuSource};
+use crate::read::spec::CharDevice;
+use cpuplan::PciAddress;
 
 /// The NVIDIA driver's char major: `/dev/nvidiaN` is `195:N`, `/dev/nvidia-modeset` `195:254`, `/dev/nvidiactl` `195:255`.
 pub const NVIDIA_MAJOR: i64 = 195;
@@ -14,7 +15,7 @@ pub const NVIDIA_MAJOR: i64 = 195;
 /// The minor of `/dev/nvidia-modeset`, which names no GPU unless the driver lists a GPU with it.
 const MODESET_MINOR: i64 = 254;
 
-/// The container's GPUs' PCI addresses in address order, counted once.
+/// The container's GPUs in PCI address order, each counted once with every source that names it.
 ///
 /// `devices` are the char devices of `linux.devices`; `visible` is `NVIDIA_VISIBLE_DEVICES`
 /// from `process.env` (`None` when unset). Host files are read under `topology_root`.
@@ -22,16 +23,18 @@ pub fn container_gpus(
     topology_root: &Path,
     devices: &[CharDevice],
     visible: Option<&str>,
-) -> Result<Vec<String>, DeviceError> {
+) -> Result<Vec<Gpu>, DeviceError> {
     let mut host: Option<Vec<NvidiaGpu>> = None;
     // Indices and PCI ids need only the driver's directory names; UUIDs and minors its files.
     let mut addresses: Option<Vec<String>> = None;
-    let mut found: Vec<String> = Vec::new();
+    let mut found: Vec<(String, GpuSource)> = Vec::new();
     let mut nvidia_in_devices = false;
 
     for d in devices {
         if d.major != NVIDIA_MAJOR {
-            found.extend(char_device_pci(topology_root, d.major, d.minor)?);
+            found.extend(
+                char_device_pci(topology_root, d.major, d.minor)?.map(|a| (a, GpuSource::Devices)),
+            );
             continue;
         }
         if !(0..MODESET_MINOR + 1).contains(&d.minor) {
@@ -50,7 +53,7 @@ pub fn container_gpus(
             .find(|g| g.minor.map(i64::from) == Some(d.minor))
         {
             Some(g) => {
-                found.push(g.address.clone());
+                found.push((g.address.clone(), GpuSource::Devices));
                 nvidia_in_devices = true;
             }
             None if d.minor == MODESET_MINOR => {} // /dev/nvidia-modeset
@@ -74,7 +77,7 @@ pub fn container_gpus(
             found.extend(
                 listed(&mut addresses, &host, topology_root)?
                     .iter()
-                    .cloned(),
+                    .map(|a| (a.clone(), GpuSource::Env)),
             );
         }
         VisibleDevices::List(_) => {
@@ -111,14 +114,31 @@ pub fn container_gpus(
                         })
                     }
                 };
-                found.push(address.clone());
+                found.push((address.clone(), GpuSource::Env));
             }
         }
     }
+    Ok(merge(found))
+}
 
-    found.sort_by_key(|a| pci_key(a));
-    found.dedup();
-    Ok(found)
+/// `found` in PCI address order, one [`Gpu`] per address with its sources in order.
+fn merge(mut found: Vec<(String, GpuSource)>) -> Vec<Gpu> {
+    found.sort_by_key(|(a, s)| (PciAddress::parse(a), *s));
+    let mut gpus: Vec<Gpu> = Vec::new();
+    for (address, source) in found {
+        match gpus.last_mut() {
+            Some(g) if g.address == address => {
+                if !g.sources.contains(&source) {
+                    g.sources.push(source);
+                }
+            }
+            _ => gpus.push(Gpu {
+                address,
+                sources: vec![source],
+            }),
+        }
+    }
+    gpus
 }
 
 /// The host's NVIDIA GPUs, read once.

@@ -75,12 +75,13 @@ pub fn open_rootfs(
         return Ok(own(fd));
     };
     let proc_err = |what, errno| RootfsError::Process { pid, what, errno };
-    let proc_dir = cpuplan::fsutil::under(proc_root, format!("/proc/{pid}"));
+    let proc_dir = cpuplan::Process::Pid(pid).proc_dir(proc_root);
     let procfd = own(openat(None, &proc_dir, dir_flags, Mode::empty())
         .map_err(|e| proc_err("cannot open /proc/<pid>", e))?);
     let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
         .map_err(|e| proc_err("cannot read its mount namespace", e))?;
-    let ours = std::fs::read_link(cpuplan::fsutil::under(proc_root, "/proc/self/ns/mnt")).ok();
+    let ours =
+        std::fs::read_link(cpuplan::Process::Current.proc_dir(proc_root).join("ns/mnt")).ok();
     if ours.as_deref().map(|p| p.as_os_str()) == Some(theirs.as_os_str()) {
         return Err(RootfsError::SameNamespace(pid));
     }
@@ -166,18 +167,23 @@ fn path_err(parent: RawFd, name: &std::ffi::OsStr, path: &Path, errno: Errno) ->
     }
 }
 
-/// Writes `contents` as `dirfd/name` (mode 0644) through a temporary file and a rename.
-pub fn write_file_at(
-    dirfd: &OwnedFd,
-    dir: &Path,
-    name: &str,
-    contents: &[u8],
-) -> Result<(), RootfsError> {
+/// The prefix of this module's temporary files: `.<name>.<pid>.<nanos>.tmp`.
+fn temp_name(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let tmp = format!(".{name}.{}.{nanos}.tmp", std::process::id());
+    format!(".{name}.{}.{nanos}.tmp", std::process::id())
+}
+
+/// Writes `contents` to a fresh temporary file in `dirfd` (mode 0644); returns its name.
+fn write_temp(
+    dirfd: &OwnedFd,
+    dir: &Path,
+    name: &str,
+    contents: &[u8],
+) -> Result<String, RootfsError> {
+    let tmp = temp_name(name);
     let err = |what, errno| RootfsError::Path {
         path: dir.join(name),
         what,
@@ -191,32 +197,27 @@ pub fn write_file_at(
     )
     .map_err(|e| err("cannot create a temporary file", e))?;
     let fd = own(fd);
-    let cleanup = |e: RootfsError| {
-        let _ = unlinkat(
-            Some(dirfd.as_raw_fd()),
-            tmp.as_str(),
-            UnlinkatFlags::NoRemoveDir,
-        );
-        e
-    };
-    fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644))
-        .map_err(|e| cleanup(err("cannot chmod", e)))?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(contents).map_err(|e| {
-        cleanup(RootfsError::Write {
-            path: dir.join(name),
-            source: e,
-        })
-    })?;
-    drop(file);
-    renameat(
-        Some(dirfd.as_raw_fd()),
-        tmp.as_str(),
-        Some(dirfd.as_raw_fd()),
-        name,
-    )
-    .map_err(|e| cleanup(err("cannot rename into place", e)))?;
-    Ok(())
+    let written = fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644))
+        .map_err(|e| err("cannot chmod", e))
+        .and_then(|()| {
+            std::fs::File::from(fd)
+                .write_all(contents)
+                .map_err(|source| RootfsError::Write {
+                    path: dir.join(name),
+                    source,
+                })
+        });
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            unlink(dirfd, &tmp);
+            Err(e)
+        }
+    }
+}
+
+fn unlink(dirfd: &OwnedFd, name: &str) {
+    let _ = unlinkat(Some(dirfd.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir);
 }
 
 /// Writes each `(name, contents)` into `dir` inside the container's rootfs.
@@ -230,15 +231,48 @@ pub fn write_plan_files(
     write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
 }
 
-/// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`].
+/// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`],
+/// all or nothing: every file is written whole under a temporary name first, and only then
+/// renamed into place; on any failure no temporary file stays and no file of `files` is left
+/// (one already renamed is removed, so no file pins CPUs the hook did not keep).
 pub fn write_plan_files_in(
     root: &OwnedFd,
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(), RootfsError> {
     let dirfd = open_dir_in(root, dir)?;
+    let mut temps: Vec<(String, &str)> = Vec::with_capacity(files.len());
     for (name, contents) in files {
-        write_file_at(&dirfd, dir, name, contents)?;
+        match write_temp(&dirfd, dir, name, contents) {
+            Ok(tmp) => temps.push((tmp, name)),
+            Err(e) => {
+                for (tmp, _) in &temps {
+                    unlink(&dirfd, tmp);
+                }
+                return Err(e);
+            }
+        }
+    }
+    for (i, (tmp, name)) in temps.iter().enumerate() {
+        let renamed = renameat(
+            Some(dirfd.as_raw_fd()),
+            tmp.as_str(),
+            Some(dirfd.as_raw_fd()),
+            *name,
+        );
+        if let Err(errno) = renamed {
+            for (tmp, _) in &temps[i..] {
+                unlink(&dirfd, tmp);
+            }
+            for (_, done) in &temps[..i] {
+                unlink(&dirfd, done);
+            }
+            return Err(RootfsError::Path {
+                path: dir.join(name),
+                what: "cannot rename into place",
+                errno,
+            });
+        }
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use super::nvidia_info::{gpu_uuid, strip_prefix_ignore_case};
 use super::DeviceError;
-use cpuplan::pci::normalize_pci;
+use cpuplan::PciAddress;
 
 /// The variable's name, as errors quote it.
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
@@ -64,7 +64,7 @@ pub(crate) fn entries(raw: &str) -> Result<Vec<(&str, DeviceId)>, DeviceError> {
 
 /// One entry: an index, `GPU-<uuid>`, a PCI bus id, `MIG-GPU-<uuid>/<gi>/<ci>`, `MIG-<uuid>` or `<gpu>:<mig>`.
 fn parse_id(entry: &str) -> Option<DeviceId> {
-    if let Some(pci) = normalize_pci(entry) {
+    if let Some(pci) = PciAddress::canonical(entry) {
         return Some(DeviceId::Pci(pci));
     }
     if let Some(rest) = strip_prefix_ignore_case(entry, "MIG-") {

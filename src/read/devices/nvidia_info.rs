@@ -4,7 +4,7 @@ use std::io::ErrorKind;
 use std::path::Path;
 
 use super::DeviceError;
-use cpuplan::pci::{normalize_pci, pci_key};
+use cpuplan::PciAddress;
 
 /// Where the NVIDIA driver lists its GPUs, one directory per PCI address.
 pub const NVIDIA_GPUS_DIR: &str = "proc/driver/nvidia/gpus";
@@ -43,7 +43,7 @@ fn listing(topology_root: &Path) -> Result<Vec<(String, std::path::PathBuf)>, De
     for entry in entries {
         let entry = entry.map_err(DeviceError::io(&dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(address) = normalize_pci(&name) else {
+        let Some(address) = PciAddress::canonical(&name) else {
             return Err(DeviceError::malformed(
                 entry.path(),
                 "a GPU directory not named by a PCI address",
@@ -52,7 +52,7 @@ fn listing(topology_root: &Path) -> Result<Vec<(String, std::path::PathBuf)>, De
         };
         addresses.push((address, entry.path()));
     }
-    addresses.sort_by_key(|(a, _)| pci_key(a));
+    addresses.sort_by_key(|(a, _)| PciAddress::parse(a));
     Ok(addresses)
 }
 
@@ -61,7 +61,7 @@ pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> 
     let mut gpus = Vec::new();
     for (address, dir) in listing(topology_root)? {
         let path = dir.join("information");
-        let text = cpuplan::fsutil::read(&path)?;
+        let text = read_information(&path)?;
         let (minor, uuid) = parse_information(&path, &text)?;
         gpus.push(NvidiaGpu {
             address,
@@ -70,6 +70,16 @@ pub fn nvidia_gpus(topology_root: &Path) -> Result<Vec<NvidiaGpu>, DeviceError> 
         });
     }
     Ok(gpus)
+}
+
+/// The most bytes of an `information` file read (the driver writes about 500).
+const MAX_INFORMATION: usize = 64 << 10;
+
+/// An `information` file's text, read bounded and without blocking.
+fn read_information(path: &Path) -> Result<String, DeviceError> {
+    cpuplan::read_file(path, MAX_INFORMATION)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(DeviceError::io(path))
 }
 
 /// The `Device Minor` (required) and `GPU UUID` of an information file's `Key: value` lines; `path` names it in errors.

@@ -3,7 +3,9 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use oci_spec::runtime::{ContainerState, State};
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 
 /// The most state JSON the hook reads (1 MiB).
 pub const MAX_STATE: usize = 1 << 20;
@@ -30,44 +32,60 @@ pub enum StateError {
     Field(String),
 }
 
-/// The state, checked: a non-empty id and an absolute bundle path.
-#[derive(Debug, Clone)]
-pub struct HookState {
-    /// The parsed state.
-    pub state: State,
+/// The state as a runtime writes it; the hook keeps only these fields.
+#[derive(Debug, Clone, Deserialize)]
+struct RawState {
+    id: Option<String>,
+    status: Option<String>,
+    #[serde(default)]
+    pid: Option<i64>,
+    bundle: Option<PathBuf>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
 }
+
+/// The state, checked: a non-empty id, a known status and an absolute bundle path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookState {
+    id: String,
+    status: String,
+    pid: Option<u32>,
+    bundle: PathBuf,
+    annotations: BTreeMap<String, String>,
+}
+
+/// The statuses of the OCI runtime spec's state.
+const STATUSES: [&str; 5] = ["creating", "created", "running", "stopped", "paused"];
 
 impl HookState {
     /// The container id.
     pub fn id(&self) -> &str {
-        self.state.id()
+        &self.id
     }
 
     /// The container init's host pid, if the state has one.
     pub fn pid(&self) -> Option<u32> {
-        self.state
-            .pid()
-            .and_then(|p| u32::try_from(p).ok())
-            .filter(|p| *p > 0)
+        self.pid
     }
 
     /// The bundle directory.
     pub fn bundle(&self) -> &PathBuf {
-        self.state.bundle()
+        &self.bundle
     }
 
     /// Whether the runtime says the container has stopped.
     pub fn stopped(&self) -> bool {
-        *self.state.status() == ContainerState::Stopped
+        self.status == "stopped"
     }
 
     /// An annotation of the state.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.state
-            .annotations()
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+        self.annotations.get(key).map(String::as_str)
+    }
+
+    /// The state's annotations.
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        &self.annotations
     }
 }
 
@@ -84,36 +102,48 @@ pub fn read_state(input: impl Read) -> Result<HookState, StateError> {
 /// The state in `bytes`.
 pub fn parse_state(bytes: &[u8]) -> Result<HookState, StateError> {
     let head = || String::from_utf8_lossy(&bytes[..bytes.len().min(80)]).into_owned();
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| StateError::Malformed {
-            message: e.to_string(),
-            head: head(),
-        })?;
-    if !value.is_object() {
-        return Err(StateError::Malformed {
-            message: "not a JSON object".into(),
-            head: head(),
-        });
-    }
-    for key in ["id", "status", "bundle"] {
-        if value.get(key).is_none() {
-            return Err(StateError::Field(format!("no {key:?}")));
-        }
-    }
-    let state: State = serde_json::from_value(value).map_err(|e| StateError::Malformed {
-        message: e.to_string(),
+    let malformed = |message: String| StateError::Malformed {
+        message,
         head: head(),
-    })?;
-    if state.id().is_empty() {
+    };
+    let trimmed = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if trimmed.is_some() && trimmed != Some(&b'{') {
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+            .map_err(|e| malformed(e.to_string()))?;
+        return Err(malformed("not a JSON object".into()));
+    }
+    let raw: RawState = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    let id = raw
+        .id
+        .ok_or_else(|| StateError::Field("no \"id\"".into()))?;
+    let status = raw
+        .status
+        .ok_or_else(|| StateError::Field("no \"status\"".into()))?;
+    let bundle = raw
+        .bundle
+        .ok_or_else(|| StateError::Field("no \"bundle\"".into()))?;
+    if !STATUSES.contains(&status.as_str()) {
+        return Err(malformed(format!("unknown status {status:?}")));
+    }
+    if id.is_empty() {
         return Err(StateError::Field("empty \"id\"".into()));
     }
-    if !state.bundle().is_absolute() {
+    if !bundle.is_absolute() {
         return Err(StateError::Field(format!(
             "bundle {:?} is not an absolute path",
-            state.bundle().display().to_string()
+            bundle.display().to_string()
         )));
     }
-    Ok(HookState { state })
+    Ok(HookState {
+        id,
+        status,
+        pid: raw
+            .pid
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| *p > 0),
+        bundle,
+        annotations: raw.annotations.unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]

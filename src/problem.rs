@@ -1,10 +1,10 @@
 //! A planning problem: anything that stops the hook from planning a container, with its cause.
 
-use crate::bundle::BundleError;
 use crate::config::ConfigError;
-use crate::devices::DeviceError;
 use crate::hook::cpuset::CpusetError;
-use crate::output::RootfsError;
+use crate::hook::rootfs::RootfsError;
+use crate::read::bundle::BundleError;
+use crate::read::devices::DeviceError;
 
 /// Why a container could not be planned; under `on_error: allow` it starts with the `off` plan carrying this cause.
 #[derive(Debug, thiserror::Error)]

@@ -2,9 +2,11 @@
 
 use cpuplan::{CpuSet, HostGpu};
 
-/// The cpuset the `numa` rule picks for GPUs `gpus` (addresses) within `mask`, or `None` with why not.
+use crate::read::devices::Gpu;
+
+/// The cpuset the `numa` rule picks for the container's `gpus` within `mask`, or `None` with why not.
 pub fn numa_cpuset(
-    gpus: &[String],
+    gpus: &[Gpu],
     host: &[HostGpu],
     mask: &CpuSet,
     usable: usize,
@@ -13,7 +15,7 @@ pub fn numa_cpuset(
         return (None, "cpuset kept: no GPU assigned".into());
     }
     let mut local = CpuSet::new();
-    for address in gpus {
+    for address in gpus.iter().map(|g| &g.address) {
         match host
             .iter()
             .find(|g| &g.address == address)
@@ -61,6 +63,16 @@ mod tests {
         }
     }
 
+    fn g(addresses: &[&str]) -> Vec<Gpu> {
+        addresses
+            .iter()
+            .map(|a| Gpu {
+                address: a.to_string(),
+                sources: vec![crate::read::devices::GpuSource::Devices],
+            })
+            .collect()
+    }
+
     #[test]
     fn narrows_only_when_enough() {
         let host = [
@@ -69,18 +81,13 @@ mod tests {
             gpu("0000:aa:00.0", None),
         ];
         let mask: CpuSet = "0-15".parse().unwrap();
-        let (set, why) = numa_cpuset(&["0000:18:00.0".into()], &host, &mask, 8);
+        let (set, why) = numa_cpuset(&g(&["0000:18:00.0"]), &host, &mask, 8);
         assert_eq!(set.unwrap().to_string(), "0-3,8-11", "{why}");
-        let (set, why) = numa_cpuset(&["0000:18:00.0".into()], &host, &mask, 9);
+        let (set, why) = numa_cpuset(&g(&["0000:18:00.0"]), &host, &mask, 9);
         assert!(set.is_none() && why.contains("fewer than the 9"), "{why}");
-        let (set, _) = numa_cpuset(
-            &["0000:18:00.0".into(), "0000:9a:00.0".into()],
-            &host,
-            &mask,
-            9,
-        );
+        let (set, _) = numa_cpuset(&g(&["0000:18:00.0", "0000:9a:00.0"]), &host, &mask, 9);
         assert!(set.is_none(), "already the whole mask");
-        let (set, why) = numa_cpuset(&["0000:aa:00.0".into()], &host, &mask, 1);
+        let (set, why) = numa_cpuset(&g(&["0000:aa:00.0"]), &host, &mask, 1);
         assert!(set.is_none() && why.contains("no local CPUs"));
         let (set, why) = numa_cpuset(&[], &host, &mask, 1);
         assert!(set.is_none() && why.contains("no GPU"));

@@ -4,16 +4,7 @@ use std::io::ErrorKind;
 use std::path::Path;
 
 use super::DeviceError;
-use cpuplan::pci::normalize_pci;
-
-/// A char device of the container's `linux.devices`, by its numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CharDevice {
-    /// Major number.
-    pub major: i64,
-    /// Minor number.
-    pub minor: i64,
-}
+use cpuplan::PciAddress;
 
 /// The PCI address of the device behind char device `major:minor`, or `None` where sysfs places it on no PCI function.
 ///
@@ -46,5 +37,5 @@ pub fn char_device_pci(
         .and_then(|name| name.to_str())
         // sysfs names PCI functions in full (`0000:0a:00.0`), never in the short form.
         .filter(|name| name.matches(':').count() == 2)
-        .and_then(normalize_pci))
+        .and_then(PciAddress::canonical))
 }

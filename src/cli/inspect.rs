@@ -1,0 +1,216 @@
+//! Commands that look at the host and plan on request: `plan`, `quota`, `gpus`, `claims`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use cpuplan::{CpuSet, PlanFile, Process, Setting};
+
+use super::{Args, CliError, Command, Context, Exit, UsageError};
+use crate::config::HookConfig;
+use crate::read::host::Host;
+use crate::render::render;
+
+/// `plan`.
+pub const PLAN: Command = Command {
+    name: "plan",
+    summary: "a plan for given devices, mask and usable CPUs",
+    usage: "\
+usage: cpuplan-hook plan --setting off|auto|CPU --devices LIST --mask CPUS --usable N [--root DIR] [--json]
+
+LIST: the workers' PCI addresses, comma-separated, - for a CPU worker (e.g. 0000:18:00.0,-).
+Prints the plan drawn over the host's NUMA nodes, or its JSON with --json. --root: the host root
+(default /). The mask must be among the host's online CPUs, and usable at least 1.
+",
+    valued: &["setting", "devices", "mask", "usable", "root"],
+    switches: &["json"],
+    run: plan,
+};
+
+/// `quota`.
+pub const QUOTA: Command = Command {
+    name: "quota",
+    summary: "the cgroup CPU quota, mask and usable CPUs of a process",
+    usage: "\
+usage: cpuplan-hook quota [--root DIR] [--pid PID|self] [--json]
+
+The tightest cgroup CPU quota over the process's cgroup and its ancestors (v1 and v2), its CPU
+mask and the usable CPUs. JSON: {\"quota\":2.5,\"mask\":\"0-7\",\"usable\":2} (quota null when none).
+",
+    valued: &["root", "pid"],
+    switches: &["json"],
+    run: quota,
+};
+
+/// `gpus`.
+pub const GPUS: Command = Command {
+    name: "gpus",
+    summary: "the host's GPUs (NVIDIA's, or those like a PCI device)",
+    usage: "\
+usage: cpuplan-hook gpus [--like ADDR] [--root DIR] [--json]
+
+The host's GPUs in address order with their NUMA node and local CPUs: without --like, the PCI
+functions with NVIDIA's vendor id and a display or 3D class; with --like, those with the vendor
+and class of the device at ADDR (0000:18:00.0, or nvidia-smi's 00000000:18:00.0).
+JSON: [{\"address\":..,\"node\":..,\"local\":..}].
+",
+    valued: &["like", "root"],
+    switches: &["json"],
+    run: gpus,
+};
+
+/// `claims`.
+pub const CLAIMS: Command = Command {
+    name: "claims",
+    summary: "the GPU claims on this host",
+    usage: "\
+usage: cpuplan-hook claims [--config PATH] [--json]
+
+The GPU claims in the hook config's claims_dir, each with its holder and whether it is live.
+",
+    valued: &[],
+    switches: &["json"],
+    run: claims,
+};
+
+/// The directory `--name` gives (default `/`): it must exist.
+pub(super) fn root_dir(a: &Args, name: &str) -> Result<Option<PathBuf>, CliError> {
+    match a.value(name) {
+        None => Ok(None),
+        Some(dir) if std::path::Path::new(dir).is_dir() => Ok(Some(PathBuf::from(dir))),
+        Some(dir) => Err(CliError::Usage(format!(
+            "--{name} {dir:?}: no such directory"
+        ))),
+    }
+}
+
+pub(super) fn print_json(
+    out: &mut dyn Write,
+    value: &impl serde::Serialize,
+) -> Result<(), CliError> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+fn plan(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let setting: Setting = a
+        .required("plan", "setting")?
+        .parse()
+        .map_err(|e| UsageError(format!("plan: --setting: {e}")))?;
+    let devices: Vec<Option<String>> = a
+        .required("plan", "devices")?
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(|d| (d != "-").then(|| cpuplan::PciAddress::canonical(d).unwrap_or(d.to_string())))
+        .collect();
+    let mask: CpuSet = a
+        .required("plan", "mask")?
+        .parse()
+        .map_err(|e| UsageError(format!("plan: --mask: {e}")))?;
+    let usable_text = a.required("plan", "usable")?;
+    let usable: usize = usable_text.parse().ok().filter(|u| *u > 0).ok_or_else(|| {
+        UsageError(format!(
+            "plan: --usable {usable_text:?} is not a count of at least 1"
+        ))
+    })?;
+    let root = root_dir(a, "root")?.unwrap_or_else(|| "/".into());
+    let host = Host {
+        root: root.clone(),
+        topology_root: root.clone(),
+    };
+    let online = host.online_cpus()?;
+    if !mask.is_subset(&online) {
+        return Err(CliError::Usage(format!(
+            "plan: --mask {mask}: CPUs {} are not among the host's online CPUs {online}",
+            mask.difference(&online)
+        )));
+    }
+    let plan = cpuplan::deployment_plan(setting, &devices, &mask, usable, &root)?;
+    if a.switch("json") {
+        print_json(out, &PlanFile::new(&plan))?;
+    } else {
+        out.write_all(render(&plan, &host.nodes()?, &[]).as_bytes())?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn quota(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let root = root_dir(a, "root")?.unwrap_or_else(|| "/".into());
+    let proc = match a.value("pid").unwrap_or("self") {
+        "self" => Process::Current,
+        p => Process::Pid(
+            p.parse()
+                .map_err(|_| UsageError(format!("quota: --pid {p:?} is neither a pid nor self")))?,
+        ),
+    };
+    let q = cpuplan::cgroup_cpu_quota(&root, proc)?;
+    let mask = cpuplan::process_mask(&root, proc)?;
+    let usable = cpuplan::usable_cpus(&mask, q);
+    if a.switch("json") {
+        print_json(
+            out,
+            &serde_json::json!({"quota": q, "mask": mask, "usable": usable}),
+        )?;
+    } else {
+        let qs = q.map_or_else(|| "none".into(), |q| format!("{q} CPUs"));
+        writeln!(
+            out,
+            "quota: {qs}\nmask: {mask} ({} CPUs)\nusable: {usable}",
+            mask.len()
+        )?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn gpus(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let root = root_dir(a, "root")?.unwrap_or_else(|| "/".into());
+    let list = match a.value("like") {
+        Some(like) => {
+            let address = cpuplan::PciAddress::canonical(like)
+                .ok_or_else(|| UsageError(format!("gpus: --like {like:?} is not a PCI address")))?;
+            cpuplan::host_gpus(&root, &address)?
+        }
+        None => cpuplan::nvidia_host_gpus(&root)?,
+    };
+    if a.switch("json") {
+        print_json(out, &list)?;
+    } else if list.is_empty() {
+        writeln!(
+            out,
+            "no GPUs under {}",
+            root.join("sys/bus/pci/devices").display()
+        )?;
+    } else {
+        for g in &list {
+            let node = g.node.map_or_else(|| "-".into(), |n| n.to_string());
+            let local = g
+                .local
+                .as_ref()
+                .map_or_else(|| "-".into(), |l| l.to_string());
+            writeln!(out, "{}  node {node}  local cpus {local}", g.address)?;
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let config = HookConfig::load_from(ctx.config, ctx.config_given)?;
+    let list = cpuplan::list_claims(&config.claims_dir, &config.root)?;
+    if a.switch("json") {
+        print_json(out, &list)?;
+    } else if list.is_empty() {
+        writeln!(out, "no GPU claims in {}", config.claims_dir.display())?;
+    } else {
+        for c in &list {
+            writeln!(
+                out,
+                "{}  container {}  pid {}  {}",
+                c.address,
+                crate::logging::escape(&c.holder.container),
+                c.holder.pid,
+                if c.live { "live" } else { "stale" }
+            )?;
+        }
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,110 @@
+//! The runtime's entry points: `hook` (OCI hook stages) and `precreate` (podman's config stage).
+
+use std::io::{Read, Write};
+
+use super::{Args, CliError, Command, Context, Exit, UsageError};
+use crate::config::{HookConfig, OnError};
+use crate::read::bundle::MAX_CONFIG;
+
+/// `hook [STAGE]`.
+pub const HOOK: Command = Command {
+    name: "hook",
+    summary: "run as an OCI hook: the state on stdin (no subcommand: hook, stage from the status)",
+    usage: "\
+usage: cpuplan-hook hook [STAGE]   (the OCI state JSON on stdin, at most 1 MiB)
+
+STAGE: createRuntime or prestart (plan, write the cpuset and /run/cpuplan/plan.{env,json}),
+poststop (release the container's GPU claims); any other stage is logged and ignored.
+Without STAGE: poststop when the state's status is stopped, else createRuntime.
+",
+    valued: &[],
+    switches: &[],
+    run: hook,
+};
+
+/// `precreate`.
+pub const PRECREATE: Command = Command {
+    name: "precreate",
+    summary: "podman's precreate stage: runtime config on stdin, the config to use on stdout",
+    usage: "\
+usage: cpuplan-hook precreate   (podman's precreate stage: the runtime config JSON on stdin)
+
+Prints the config to use: the plan's variables added to process.env (never overriding one the
+image or user set), linux.resources.cpu.cpus narrowed to the planned mask where the numa rule
+applies, and the plan's JSON in the annotation cpuplan.plan. No pid yet: quota and mask come
+from the config and the host; GPU claims and plan files stay with the createRuntime hook.
+With on_error: allow, a config that cannot be read is printed unchanged, byte for byte, and one
+that cannot be planned for gets the off plan's variables.
+",
+    valued: &[],
+    switches: &[],
+    run: precreate,
+};
+
+fn drop_capabilities() {
+    if let Err(e) = crate::privileges::drop_capabilities() {
+        eprintln!("cpuplan-hook: warning: could not drop capabilities: {e}");
+    }
+}
+
+fn hook(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError> {
+    if a.positional.len() > 1 {
+        return Err(UsageError("hook: at most one STAGE".into()).into());
+    }
+    drop_capabilities();
+    let stdin = std::io::stdin().lock();
+    crate::hook::run_hook(a.positional.first().map(String::as_str), stdin, ctx.config)?;
+    Ok(Exit::Ok)
+}
+
+fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    if !a.positional.is_empty() {
+        return Err(UsageError("precreate: takes no arguments".into()).into());
+    }
+    drop_capabilities();
+    let mut stdin = std::io::stdin().lock();
+    let mut input = Vec::new();
+    (&mut stdin)
+        .take(MAX_CONFIG as u64 + 1)
+        .read_to_end(&mut input)?;
+    let config = match HookConfig::load_from(ctx.config, ctx.config_given) {
+        Ok(c) => c,
+        Err(e) => {
+            let on_error = HookConfig::on_error_of_unusable(ctx.config);
+            let c = HookConfig {
+                on_error,
+                ..HookConfig::default()
+            };
+            crate::logging::init(c.log.as_deref());
+            if on_error == OnError::Deny {
+                return Err(CliError::Failed(format!("precreate: {e}")));
+            }
+            log::warn!("precreate: {e}; config left unchanged");
+            return pass_through(out, &input, &mut stdin);
+        }
+    };
+    crate::logging::init(config.log.as_deref());
+    if input.len() > MAX_CONFIG {
+        let why = format!("precreate: the runtime config on stdin is over {MAX_CONFIG} bytes");
+        if config.on_error == OnError::Deny {
+            return Err(CliError::Failed(why));
+        }
+        log::warn!("{why}; config left unchanged");
+        return pass_through(out, &input, &mut stdin);
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    match crate::precreate::precreate(&config, &input, &cwd) {
+        Ok(bytes) => {
+            out.write_all(&bytes)?;
+            Ok(Exit::Ok)
+        }
+        Err(e) => Err(CliError::Failed(e.to_string())),
+    }
+}
+
+/// Writes what was read of the config and the rest of stdin to `out`, unchanged.
+fn pass_through(out: &mut dyn Write, head: &[u8], rest: &mut dyn Read) -> Result<Exit, CliError> {
+    out.write_all(head)?;
+    std::io::copy(rest, out)?;
+    Ok(Exit::Ok)
+}

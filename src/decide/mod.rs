@@ -1,0 +1,163 @@
+//! Decide: from [`Inputs`] and the hook config to a [`Decision`], with no file read or written.
+//!
+//! The cpuset rule picks the CPUs to narrow to, the planner plans over them, and a setting the
+//! narrowed CPUs cannot honour is found here, before anything is written: the decision then
+//! keeps the cpuset and plans over the whole mask, or, when that fails too, falls back to the
+//! `off` plan carrying the cause, so the files say what is really in force.
+
+pub mod numa;
+
+use cpuplan::{CpuPlan, CpuSet, Setting};
+
+use crate::config::{CpusetRule, HookConfig};
+use crate::problem::Problem;
+use crate::read::Inputs;
+
+/// What should be done to one container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The cpuset to write (the container's narrowed CPUs), if any.
+    pub cpuset: Option<CpuSet>,
+    /// Why that cpuset, or why none.
+    pub cpuset_why: String,
+    /// The plan, over the cpuset when there is one, else over the mask.
+    pub plan: CpuPlan,
+    /// The GPUs to claim before the plan holds (`auto` pins by GPU, so two containers on one
+    /// GPU must not both pin): empty when nothing is to be claimed.
+    pub claims: Vec<String>,
+    /// What the reader of the plan should know.
+    pub notes: Vec<String>,
+    /// The planning problem the decision fell back to `off` for, if any.
+    pub problem: Option<String>,
+}
+
+/// How claiming a decision's GPUs went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimResult {
+    /// Nothing was claimed (nothing to claim, or no way to hold a claim here).
+    Skipped,
+    /// Every GPU is held for this container.
+    Claimed,
+    /// A live container holds one of the GPUs: pin nothing.
+    Held(String),
+    /// The claims could not be taken (lock busy, unwritable dir): plan without one.
+    Failed(String),
+}
+
+/// The decision for `inputs` under `config`.
+pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
+    if let Some(p) = &inputs.problem {
+        return Decision::off(inputs, p.to_string());
+    }
+    let addresses = inputs.addresses();
+    let (narrowed, mut cpuset_why) = match config.cpuset {
+        CpusetRule::Keep => (None, "cpuset kept (cpuset: keep)".to_string()),
+        CpusetRule::Numa => numa::numa_cpuset(
+            &inputs.gpus,
+            &inputs.topology.gpus,
+            &inputs.mask,
+            inputs.usable,
+        ),
+    };
+    let over = |mask: &CpuSet| {
+        cpuplan::deployment_plan_on(
+            inputs.setting,
+            &addresses,
+            mask,
+            inputs.usable,
+            &inputs.topology,
+        )
+    };
+    let (cpuset, plan) = match narrowed {
+        Some(narrowed) => match over(&narrowed) {
+            Ok(plan) => (Some(narrowed), plan),
+            Err(e) => match over(&inputs.mask) {
+                Ok(plan) => {
+                    cpuset_why = format!(
+                        "cpuset kept: on the GPUs' local CPUs {narrowed}, {e}; planned over the mask {}",
+                        inputs.mask
+                    );
+                    (None, plan)
+                }
+                Err(e) => return Decision::off(inputs, Problem::Plan(e).to_string()),
+            },
+        },
+        None => match over(&inputs.mask) {
+            Ok(plan) => (None, plan),
+            Err(e) => return Decision::off(inputs, Problem::Plan(e).to_string()),
+        },
+    };
+    let claims = if inputs.setting == Setting::Auto {
+        inputs.gpus.iter().map(|g| g.address.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let mut notes = inputs.notes.clone();
+    notes.push(cpuset_why.clone());
+    Decision {
+        cpuset,
+        cpuset_why,
+        plan,
+        claims,
+        notes,
+        problem: None,
+    }
+}
+
+impl Decision {
+    /// The `off` plan over the container's mask, carrying `cause`: nothing narrowed, claimed or pinned.
+    pub fn off(inputs: &Inputs, cause: String) -> Decision {
+        let mut notes = inputs.notes.clone();
+        notes.push(format!("planning problem: {cause}"));
+        Decision {
+            cpuset: None,
+            cpuset_why: "cpuset kept: planning problem".into(),
+            plan: CpuPlan::unpinned(
+                Setting::Off,
+                inputs.mask.clone(),
+                inputs.usable,
+                inputs.addresses(),
+                format!("step_thread_core off: {cause}"),
+            ),
+            claims: Vec::new(),
+            notes,
+            problem: Some(cause),
+        }
+    }
+
+    /// This decision once claiming its GPUs went as `claim` says: held by another container
+    /// pins nothing; a failed claim plans without one, and says so.
+    pub fn after_claim(mut self, claim: &ClaimResult) -> Decision {
+        match claim {
+            ClaimResult::Skipped | ClaimResult::Claimed => {}
+            ClaimResult::Held(why) => {
+                self.plan = self
+                    .plan
+                    .unpin(format!("step_thread_core auto pins nothing: {why}"));
+            }
+            ClaimResult::Failed(why) => {
+                self.plan.why = format!("{} (planned without a GPU claim: {why})", self.plan.why);
+            }
+        }
+        self
+    }
+
+    /// The decision for `inputs` with the cpuset kept as it is, for the reason `why` (a cpuset
+    /// that could not be written).
+    pub fn keeping_cpuset(inputs: &Inputs, config: &HookConfig, why: String) -> Decision {
+        let keep = HookConfig {
+            cpuset: CpusetRule::Keep,
+            ..config.clone()
+        };
+        let mut d = decide(inputs, &keep);
+        if d.problem.is_none() {
+            d.notes.pop();
+            d.notes.push(why.clone());
+            d.cpuset_why = why;
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+//! `decide` on inputs built in memory: no file is read or written.
+//!
+//! The host: 16 CPUs, SMT pairs (c, c+8), node 0 = 0-3,8-11 with GPUs 18 and 2a, node 1 =
+//! 4-7,12-15 with GPU 9a.
+
+use cpuplan::{Cgroups, CpuSet, HostGpu, Setting, StaticTopology};
+
+use super::*;
+use crate::read::devices::{Gpu, GpuSource};
+use crate::read::spec::ContainerSpec;
+use crate::read::{Container, Inputs};
+
+fn set(s: &str) -> CpuSet {
+    s.parse().unwrap()
+}
+
+fn host_gpu(address: &str, node: u32, local: &str) -> HostGpu {
+    HostGpu {
+        address: address.into(),
+        node: Some(node),
+        local: Some(set(local)),
+    }
+}
+
+fn topology() -> StaticTopology {
+    StaticTopology {
+        siblings: (0..16)
+            .map(|c| [c % 8, c % 8 + 8].into_iter().collect())
+            .collect(),
+        gpus: vec![
+            host_gpu("0000:18:00.0", 0, "0-3,8-11"),
+            host_gpu("0000:2a:00.0", 0, "0-3,8-11"),
+            host_gpu("0000:9a:00.0", 1, "4-7,12-15"),
+        ],
+    }
+}
+
+fn inputs(setting: Setting, gpus: &[&str], mask: &str, usable: usize) -> Inputs {
+    Inputs {
+        container: Container {
+            id: "c1".into(),
+            pid: Some(42),
+            bundle: None,
+        },
+        spec: ContainerSpec::default(),
+        cgroups: Cgroups::default(),
+        cgroup_quota: Some(usable as f64),
+        mask: set(mask),
+        usable,
+        gpus: gpus
+            .iter()
+            .map(|g| Gpu {
+                address: format!("0000:{g}:00.0"),
+                sources: vec![GpuSource::Devices],
+            })
+            .collect(),
+        setting,
+        setting_from: "hook config".into(),
+        topology: topology(),
+        notes: Vec::new(),
+        problem: None,
+    }
+}
+
+fn config() -> HookConfig {
+    HookConfig::default()
+}
+
+fn workers(d: &Decision) -> Vec<Option<String>> {
+    d.plan
+        .workers
+        .iter()
+        .map(|w| w.as_ref().map(|w| w.cpus.to_string()))
+        .collect()
+}
+
+#[test]
+fn no_gpu_keeps_the_cpuset_and_claims_nothing() {
+    let d = decide(&inputs(Setting::Auto, &[], "0-15", 4), &config());
+    assert_eq!(d.cpuset, None);
+    assert!(d.cpuset_why.contains("no GPU"), "{}", d.cpuset_why);
+    assert!(d.claims.is_empty());
+    assert!(d.plan.pinned().is_empty());
+    assert_eq!(d.problem, None);
+}
+
+#[test]
+fn a_gpu_narrows_to_its_node_and_auto_pins_by_rank() {
+    let d = decide(&inputs(Setting::Auto, &["2a"], "0-15", 4), &config());
+    assert_eq!(d.cpuset, Some(set("0-3,8-11")), "{}", d.cpuset_why);
+    assert_eq!(d.plan.mask, set("0-3,8-11"), "the plan is over the cpuset");
+    // 2a is rank 1 of node 0's two GPUs: the second core from the bottom, the API server the second from the top.
+    assert_eq!(workers(&d), vec![Some("1,9".to_string())]);
+    assert_eq!(d.plan.result.as_ref().unwrap().cpus, set("2,10"));
+    assert_eq!(d.claims, vec!["0000:2a:00.0".to_string()]);
+    assert_eq!(d.plan.devices, vec![Some("0000:2a:00.0".to_string())]);
+}
+
+#[test]
+fn too_few_local_cpus_for_the_quota_keep_the_cpuset() {
+    let d = decide(&inputs(Setting::Auto, &["18"], "0-15", 10), &config());
+    assert_eq!(d.cpuset, None);
+    assert!(
+        d.cpuset_why.contains("fewer than the 10 usable"),
+        "{}",
+        d.cpuset_why
+    );
+    assert_eq!(d.plan.mask, set("0-15"));
+}
+
+#[test]
+fn a_cpu_the_narrowed_cpus_lack_keeps_the_cpuset_before_anything_is_written() {
+    let d = decide(&inputs(Setting::Cpu(6), &["18"], "0-15", 4), &config());
+    assert_eq!(d.cpuset, None, "cpu 6 is on node 1, outside GPU 18's CPUs");
+    assert!(
+        d.cpuset_why
+            .starts_with("cpuset kept: on the GPUs' local CPUs 0-3,8-11")
+            && d.cpuset_why.contains("cpu 6 is not in the mask"),
+        "{}",
+        d.cpuset_why
+    );
+    assert_eq!(workers(&d), vec![Some("6,14".to_string())]);
+    assert_eq!(d.plan.mask, set("0-15"), "the plan says what is in force");
+    assert!(d.claims.is_empty(), "a CPU number claims nothing");
+}
+
+#[test]
+fn a_setting_no_mask_can_honour_falls_back_to_off_with_the_cause() {
+    let d = decide(&inputs(Setting::Cpu(7), &["18"], "0-15", 4), &config());
+    assert_eq!(d.cpuset, None);
+    assert_eq!(d.plan.setting, Setting::Off);
+    assert!(d.plan.pinned().is_empty());
+    assert_eq!(
+        d.plan.devices.len(),
+        1,
+        "the off plan still lists the worker"
+    );
+    let p = d.problem.as_deref().unwrap();
+    assert!(p.contains("step_thread_core 7"), "{p}");
+    assert!(
+        d.plan.why.starts_with("step_thread_core off: "),
+        "{}",
+        d.plan.why
+    );
+    assert!(d.claims.is_empty());
+}
+
+#[test]
+fn a_read_problem_is_the_off_plan_over_what_was_read() {
+    let mut i = inputs(Setting::Auto, &["18"], "0-7", 4);
+    i.problem = Some(Problem::EmptyMask);
+    let d = decide(&i, &config());
+    assert_eq!(d.cpuset, None);
+    assert_eq!(d.plan.mask, set("0-7"));
+    assert_eq!(d.plan.usable, 4);
+    assert!(d.problem.unwrap().contains("mask is empty"));
+}
+
+#[test]
+fn off_narrows_but_pins_and_claims_nothing() {
+    let d = decide(&inputs(Setting::Off, &["9a"], "0-15", 2), &config());
+    assert_eq!(d.cpuset, Some(set("4-7,12-15")));
+    assert!(d.plan.pinned().is_empty());
+    assert!(d.claims.is_empty());
+}
+
+#[test]
+fn the_keep_rule_never_narrows() {
+    let keep = HookConfig {
+        cpuset: crate::config::CpusetRule::Keep,
+        ..config()
+    };
+    let d = decide(&inputs(Setting::Auto, &["18"], "0-15", 4), &keep);
+    assert_eq!(d.cpuset, None);
+    assert_eq!(d.cpuset_why, "cpuset kept (cpuset: keep)");
+    assert_eq!(workers(&d), vec![Some("0,8".to_string())]);
+}
+
+#[test]
+fn claim_outcomes_change_only_the_pinning() {
+    let i = inputs(Setting::Auto, &["18"], "0-15", 4);
+    let d = decide(&i, &config());
+    assert_eq!(d.clone().after_claim(&ClaimResult::Claimed), d);
+    assert_eq!(d.clone().after_claim(&ClaimResult::Skipped), d);
+    let held = d.clone().after_claim(&ClaimResult::Held(
+        "GPU 0000:18:00.0 is held by live container x".into(),
+    ));
+    assert!(held.plan.pinned().is_empty());
+    assert_eq!(held.cpuset, d.cpuset, "the cpuset stays");
+    assert!(held
+        .plan
+        .why
+        .contains("pins nothing: GPU 0000:18:00.0 is held"));
+    let failed = d
+        .clone()
+        .after_claim(&ClaimResult::Failed("lock busy".into()));
+    assert_eq!(failed.plan.workers, d.plan.workers);
+    assert!(failed
+        .plan
+        .why
+        .ends_with("(planned without a GPU claim: lock busy)"));
+}
+
+#[test]
+fn keeping_the_cpuset_replans_over_the_mask() {
+    let i = inputs(Setting::Auto, &["18"], "0-15", 4);
+    let d = Decision::keeping_cpuset(&i, &config(), "cpuset kept: EPERM".into());
+    assert_eq!(d.cpuset, None);
+    assert_eq!(d.plan.mask, set("0-15"));
+    assert_eq!(d.cpuset_why, "cpuset kept: EPERM");
+    assert_eq!(d.notes.last().unwrap(), "cpuset kept: EPERM");
+    assert_eq!(workers(&d), vec![Some("0,8".to_string())]);
+}

@@ -1,0 +1,84 @@
+//! Edit: the runtime-neutral changes a [`Decision`] asks of a container's spec.
+//!
+//! A [`SpecEdit`] holds the environment to add (never a variable the container sets), the
+//! cpuset, the files to place in the container's plan directory and the annotations. Each
+//! front end turns it into what its runtime takes: the OCI hook applies it to the live
+//! container, `precreate` writes it into the config, `explain` prints it, and the NRI plugin
+//! maps it to a container adjustment.
+
+pub mod plandoc;
+
+use std::path::PathBuf;
+
+use cpuplan::planenv::PlanEnv;
+use cpuplan::CpuSet;
+
+use crate::config::HookConfig;
+use crate::decide::Decision;
+use crate::read::Inputs;
+pub use plandoc::{InputsRecord, PlanDoc};
+
+/// The annotation that carries the plan's JSON.
+pub const PLAN_ANNOTATION: &str = "cpuplan.plan";
+/// The plan's JSON file in the plan directory.
+pub const PLAN_JSON: &str = "plan.json";
+/// The plan's env file in the plan directory.
+pub const PLAN_ENV: &str = "plan.env";
+
+/// A file to place in the container's plan directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedFile {
+    /// Its name in the plan directory.
+    pub name: &'static str,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// The changes a decision asks of a container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecEdit {
+    /// Variables to add to the container's environment, in `plan.env` order (none it sets).
+    pub env: Vec<(String, String)>,
+    /// The CPUs to narrow `linux.resources.cpu.cpus` to, if any.
+    pub cpus: Option<CpuSet>,
+    /// The plan directory inside the container.
+    pub dir: PathBuf,
+    /// `plan.json` and `plan.env`.
+    pub files: Vec<PlacedFile>,
+    /// Annotations to set.
+    pub annotations: Vec<(String, String)>,
+    /// The `plan.json` document the files hold.
+    pub doc: PlanDoc,
+}
+
+impl SpecEdit {
+    /// The edit for `decision` on `inputs`, placing files in `config.dir`.
+    pub fn new(inputs: &Inputs, decision: &Decision, config: &HookConfig) -> SpecEdit {
+        let doc = PlanDoc::new(inputs, decision);
+        let env_file = PlanEnv::new(&doc.plan);
+        let env = env_file
+            .vars()
+            .into_iter()
+            .filter(|(k, _)| !inputs.spec.sets_env(k))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let annotation = serde_json::to_string(&doc.plan).unwrap_or_default();
+        SpecEdit {
+            env,
+            cpus: decision.cpuset.clone(),
+            dir: config.dir.clone(),
+            files: vec![
+                PlacedFile {
+                    name: PLAN_JSON,
+                    bytes: doc.to_bytes(),
+                },
+                PlacedFile {
+                    name: PLAN_ENV,
+                    bytes: env_file.encode().into_bytes(),
+                },
+            ],
+            annotations: vec![(PLAN_ANNOTATION.to_string(), annotation)],
+            doc,
+        }
+    }
+}

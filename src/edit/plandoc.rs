@@ -1,0 +1,75 @@
+//! `plan.json` as cpuplan writes it: the planner's JSON plus the container and the inputs used.
+
+use cpuplan::{CpuSet, PlanFile};
+use serde::Serialize;
+
+use crate::decide::Decision;
+use crate::read::Inputs;
+
+/// The inputs a plan was made from, recorded beside it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InputsRecord {
+    /// The tightest quota, in CPUs (spec and live cgroup).
+    pub quota: Option<f64>,
+    /// The quota in the spec.
+    pub config_quota: Option<f64>,
+    /// The quota of the live cgroup and its ancestors.
+    pub cgroup_quota: Option<f64>,
+    /// `linux.resources.cpu.cpus` of the spec.
+    pub config_cpus: Option<CpuSet>,
+    /// The container's mask before the cpuset rule.
+    pub mask: CpuSet,
+    /// The cpuset written, if any.
+    pub cpuset: Option<CpuSet>,
+    /// The container's GPUs, in worker order.
+    pub gpus: Vec<String>,
+    /// Where the setting came from (annotation, env, config).
+    pub setting_from: String,
+}
+
+/// The `plan.json` document.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PlanDoc {
+    /// The planner's JSON.
+    #[serde(flatten)]
+    pub plan: PlanFile,
+    /// The container id.
+    pub container: String,
+    /// The inputs used.
+    pub inputs: InputsRecord,
+}
+
+impl PlanDoc {
+    /// The document for `decision` on `inputs`.
+    pub fn new(inputs: &Inputs, decision: &Decision) -> PlanDoc {
+        let mut plan = PlanFile::new(&decision.plan);
+        if !decision.cpuset_why.is_empty() {
+            plan.why = format!("{}; {}", plan.why, decision.cpuset_why);
+        }
+        PlanDoc {
+            plan,
+            container: inputs.container.id.clone(),
+            inputs: InputsRecord {
+                quota: inputs.quota(),
+                config_quota: inputs.spec.quota,
+                cgroup_quota: inputs.cgroup_quota,
+                config_cpus: inputs.spec.cpus.clone(),
+                mask: inputs.mask.clone(),
+                cpuset: decision.cpuset.clone(),
+                gpus: inputs.gpus.iter().map(|g| g.address.clone()).collect(),
+                setting_from: if decision.problem.is_some() {
+                    "off after a planning problem".into()
+                } else {
+                    inputs.setting_from.clone()
+                },
+            },
+        }
+    }
+
+    /// The document as the file holds it: pretty JSON and a newline.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut json = serde_json::to_vec_pretty(self).unwrap_or_default();
+        json.push(b'\n');
+        json
+    }
+}

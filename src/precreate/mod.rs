@@ -1,0 +1,92 @@
+//! podman's `precreate` stage: the runtime config on stdin, the config to use on stdout.
+//!
+//! The config is read and decided on as the hook does (no pid yet: the quota and mask come from
+//! the config and the host), and the decision's [`SpecEdit`] is written into it: the plan's
+//! variables added to `process.env` where the image or user has not set them,
+//! `linux.resources.cpu.cpus` narrowed where the `numa` rule applies, and the plan in the
+//! annotation `cpuplan.plan`. GPU claims and the plan files stay with the createRuntime hook.
+//! Every member of the config that is not edited passes through byte for byte.
+
+pub mod rawjson;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::config::{HookConfig, OnError};
+use crate::decide::decide;
+use crate::edit::SpecEdit;
+use crate::read::bundle::parse_spec;
+use crate::read::host::Host;
+use crate::read::{read, Container};
+use rawjson::{MemberError, RawObject};
+
+/// Why precreate refuses a config (only under `on_error: deny`).
+#[derive(Debug, thiserror::Error)]
+pub enum PrecreateError {
+    /// The config cannot be planned for or edited.
+    #[error("precreate: {0}")]
+    Denied(String),
+}
+
+/// The config to use for `input` (a runtime config's JSON), planned with `config`; `cwd` is the
+/// bundle directory the runtime runs the hook in.
+///
+/// With `on_error: allow`, a config that cannot be read or edited comes back unchanged, byte for
+/// byte, and one that cannot be planned for gets the `off` plan's environment, so the container's
+/// environment and its `plan.env` agree.
+pub fn precreate(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, PrecreateError> {
+    match plan_into(config, input, cwd) {
+        Ok(out) => Ok(out),
+        Err(problem) => {
+            log::warn!("precreate: config left unchanged: {problem}");
+            match config.on_error {
+                OnError::Allow => Ok(input.to_vec()),
+                OnError::Deny => Err(PrecreateError::Denied(problem)),
+            }
+        }
+    }
+}
+
+fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, String> {
+    let spec = parse_spec(input, Path::new("<stdin>"), cwd).map_err(|e| e.to_string())?;
+    let text = std::str::from_utf8(input).map_err(|e| format!("<stdin>: {e}"))?;
+    let mut doc = RawObject::parse(text).map_err(|e| format!("<stdin>: {e}"))?;
+    let container = Container {
+        id: "(precreate)".into(),
+        pid: None,
+        bundle: Some(cwd.to_path_buf()),
+    };
+    let inputs = read(&Host::of(config), config, container, spec, &BTreeMap::new());
+    let decision = decide(&inputs, config);
+    if let (Some(p), OnError::Deny) = (&decision.problem, config.on_error) {
+        return Err(p.clone());
+    }
+    let edit = SpecEdit::new(&inputs, &decision, config);
+    write_edit(&mut doc, &edit).map_err(|e| format!("<stdin>: {e}"))?;
+    log::info!("precreate: {}", decision.plan.why);
+    Ok(doc.to_json().into_bytes())
+}
+
+/// Writes `edit` into the config `doc`: env, cpus and annotations.
+pub fn write_edit(doc: &mut RawObject, edit: &SpecEdit) -> Result<(), MemberError> {
+    let mut process = doc.object("process", "$")?;
+    let mut env: Vec<String> = process.typed("env", "$.process")?.unwrap_or_default();
+    env.extend(edit.env.iter().map(|(k, v)| format!("{k}={v}")));
+    process.set("env", &env);
+    doc.set("process", &process);
+    if let Some(cpus) = &edit.cpus {
+        let mut linux = doc.object("linux", "$")?;
+        let mut resources = linux.object("resources", "$.linux")?;
+        let mut cpu = resources.object("cpu", "$.linux.resources")?;
+        cpu.set("cpus", &cpus.to_string());
+        resources.set("cpu", &cpu);
+        linux.set("resources", &resources);
+        doc.set("linux", &linux);
+    }
+    let mut annotations = doc.object("annotations", "$")?;
+    for (k, v) in &edit.annotations {
+        annotations.set(k, v);
+    }
+    doc.set("annotations", &annotations);
+    Ok(())
+}

@@ -1,0 +1,376 @@
+//! A runtime spec's JSON (a bundle's `config.json`, or `precreate`'s stdin) read into a
+//! [`ContainerSpec`]: only the fields the planner uses are kept; everything else (the rest of
+//! the environment, other annotations, mounts, hooks…) is skipped as it is parsed, so a 16 MiB
+//! config costs little more than its own bytes.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use super::spec::{env_of_interest, CharDevice, ContainerSpec, ANNOTATION_PREFIX};
+
+/// The most bytes of a runtime spec the hook reads (16 MiB).
+pub const MAX_CONFIG: usize = 16 << 20;
+
+/// A bundle config that cannot be used, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// Not found, unreadable, not a regular file, too large, or not a runtime spec.
+    #[error("{}: {message}", path.display())]
+    Load {
+        /// The config file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A field holds a value the hook cannot use.
+    #[error("{}: {field}: {message}", path.display())]
+    Field {
+        /// The config file.
+        path: PathBuf,
+        /// The field, in JSON path form.
+        field: &'static str,
+        /// What is wrong, quoting the value.
+        message: String,
+    },
+}
+
+/// `<bundle>/config.json`, read (bounded, never blocking) and checked; its `root.path` must be a directory.
+pub fn load_bundle(bundle: &Path) -> Result<ContainerSpec, BundleError> {
+    let path = bundle.join("config.json");
+    let bytes = cpuplan::read_file(&path, MAX_CONFIG).map_err(|e| BundleError::Load {
+        path: path.clone(),
+        message: format!("cannot read: {e}"),
+    })?;
+    let spec = parse_spec(&bytes, &path, bundle)?;
+    let rootfs = spec.rootfs.as_deref().unwrap_or(Path::new(""));
+    if spec.rootfs.is_none() {
+        return Err(BundleError::Field {
+            path,
+            field: "root",
+            message: "missing".into(),
+        });
+    }
+    if !rootfs.is_dir() {
+        return Err(BundleError::Field {
+            path,
+            field: "root.path",
+            message: format!("{:?} is not a directory", rootfs.display().to_string()),
+        });
+    }
+    Ok(spec)
+}
+
+/// The spec in `bytes`, read from `path` (named in errors); `root.path` is made absolute against `bundle`.
+pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerSpec, BundleError> {
+    let raw: RawSpec = serde_json::from_slice(bytes).map_err(|e| BundleError::Load {
+        path: path.to_path_buf(),
+        message: format!("not a runtime spec: {e}"),
+    })?;
+    let field = |field: &'static str, message: String| BundleError::Field {
+        path: path.to_path_buf(),
+        field,
+        message,
+    };
+    let linux = raw.linux.unwrap_or_default();
+    let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
+    let quota = match cpu.quota {
+        None | Some(-1) => None,
+        Some(q) if q <= 0 => {
+            return Err(field(
+                "linux.resources.cpu.quota",
+                format!("{q} is neither positive nor -1"),
+            ))
+        }
+        Some(q) => {
+            let p = cpu.period.unwrap_or(100_000);
+            if p == 0 {
+                return Err(field(
+                    "linux.resources.cpu.period",
+                    "0 with a quota set".into(),
+                ));
+            }
+            Some(q as f64 / p as f64)
+        }
+    };
+    let cpus = match cpu.cpus.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(
+            cpuplan::parse_cpu_list(text)
+                .map_err(|e| field("linux.resources.cpu.cpus", e.to_string()))?,
+        ),
+    };
+    let devices = linux
+        .devices
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| matches!(d.kind.as_str(), "c" | "u"))
+        .map(|d| CharDevice {
+            major: d.major,
+            minor: d.minor,
+            path: d.path,
+        })
+        .collect();
+    Ok(ContainerSpec {
+        source: path.display().to_string(),
+        rootfs: raw.root.map(|r| bundle.join(r.path)),
+        quota,
+        cpus,
+        devices,
+        env: raw
+            .process
+            .and_then(|p| p.env)
+            .map(|e| e.0)
+            .unwrap_or_default(),
+        annotations: raw.annotations.map(|a| a.0).unwrap_or_default(),
+        cgroups_path: linux.cgroups_path,
+    })
+}
+
+#[derive(Deserialize)]
+struct RawSpec {
+    root: Option<RawRoot>,
+    process: Option<RawProcess>,
+    annotations: Option<Annotations>,
+    linux: Option<RawLinux>,
+}
+
+#[derive(Deserialize)]
+struct RawRoot {
+    path: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct RawProcess {
+    env: Option<Env>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawLinux {
+    cgroups_path: Option<String>,
+    resources: Option<RawResources>,
+    devices: Option<Vec<RawDevice>>,
+}
+
+#[derive(Deserialize)]
+struct RawResources {
+    cpu: Option<RawCpu>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawCpu {
+    quota: Option<i64>,
+    period: Option<u64>,
+    cpus: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawDevice {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    major: i64,
+    #[serde(default)]
+    minor: i64,
+    #[serde(default)]
+    path: String,
+}
+
+/// `process.env`, keeping only the entries [`env_of_interest`] names (the last one wins).
+struct Env(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for Env {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Env;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of KEY=VALUE strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Env, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(Borrowed(kv)) = seq.next_element::<Borrowed>()? {
+                    if let Some((k, v)) = kv.split_once('=') {
+                        if env_of_interest(k) {
+                            kept.insert(k.to_string(), v.to_string());
+                        }
+                    }
+                }
+                Ok(Env(kept))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// `annotations`, keeping only the `cpuplan.*` keys.
+struct Annotations(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Annotations;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(Borrowed(k)) = map.next_key::<Borrowed>()? {
+                    if k.starts_with(ANNOTATION_PREFIX) {
+                        let Borrowed(v) = map.next_value::<Borrowed>()?;
+                        kept.insert(k.into_owned(), v.into_owned());
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Annotations(kept))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A string borrowed from the input where it holds no escape (no copy of a skipped entry).
+struct Borrowed<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Borrowed<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Borrowed<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Borrowed(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Borrowed(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Borrowed(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, json: &str) {
+        std::fs::write(dir.join("config.json"), json).unwrap();
+    }
+
+    #[test]
+    fn reads_quota_cpus_devices_env() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("rootfs")).unwrap();
+        write(
+            d.path(),
+            r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},
+               "process":{"cwd":"/","args":["sh"],"user":{"uid":0,"gid":0},"env":["A=1","NVIDIA_VISIBLE_DEVICES=0,1","OMP_NUM_THREADS=3","OMP_NUM_THREADS=4"]},
+               "annotations":{"cpuplan.step-thread-core":"off","other":"x"},
+               "linux":{"cgroupsPath":"/x","resources":{"cpu":{"quota":250000,"period":100000,"cpus":"0-3"}},
+                        "devices":[{"path":"/dev/nvidia0","type":"c","major":195,"minor":0},
+                                   {"path":"/dev/sda","type":"b","major":8,"minor":0}]}}"#,
+        );
+        let b = load_bundle(d.path()).unwrap();
+        assert_eq!(b.rootfs, Some(d.path().join("rootfs")));
+        assert_eq!(b.quota, Some(2.5));
+        assert_eq!(b.cpus.unwrap().to_string(), "0-3");
+        assert_eq!(
+            b.devices,
+            vec![CharDevice {
+                major: 195,
+                minor: 0,
+                path: "/dev/nvidia0".into()
+            }]
+        );
+        assert_eq!(b.env["NVIDIA_VISIBLE_DEVICES"], "0,1");
+        assert_eq!(b.env["OMP_NUM_THREADS"], "4", "the last one wins");
+        assert!(
+            !b.env.contains_key("A"),
+            "variables of no interest are not kept"
+        );
+        assert_eq!(b.annotations["cpuplan.step-thread-core"], "off");
+        assert!(!b.annotations.contains_key("other"));
+        assert_eq!(b.cgroups_path.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn bad_configs_name_file_and_value() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("rootfs")).unwrap();
+        let cases = [
+            ("{", "not a runtime spec"),
+            (r#"{"ociVersion":"1.0.2"}"#, "root: missing"),
+            (r#"{"ociVersion":"1.0.2","root":{"path":"nope"}}"#, "nope"),
+            (
+                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"cpus":"3-1"}}}}"#,
+                "\"3-1\"",
+            ),
+            (
+                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":0}}}}"#,
+                "quota: 0",
+            ),
+            (
+                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":-5}}}}"#,
+                "-5",
+            ),
+            (
+                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":5,"period":0}}}}"#,
+                "period",
+            ),
+            (
+                r#"{"root":{"path":"rootfs"},"process":{"env":["A=1",2]}}"#,
+                "not a runtime spec",
+            ),
+        ];
+        for (json, needle) in cases {
+            write(d.path(), json);
+            let e = load_bundle(d.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("config.json") && e.contains(needle),
+                "{json}: {e}"
+            );
+        }
+        let missing = tempfile::tempdir().unwrap();
+        let e = load_bundle(missing.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("config.json") && e.contains("cannot read"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn minus_one_quota_is_no_limit() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("rootfs")).unwrap();
+        write(
+            d.path(),
+            r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":-1}}}}"#,
+        );
+        assert_eq!(load_bundle(d.path()).unwrap().quota, None);
+    }
+
+    #[test]
+    fn escaped_strings_are_read_too() {
+        let spec = parse_spec(
+            br#"{"process":{"env":["NVIDIA_VISIBLE_DEVICES=\u0030","X\u003d1"]},"annotations":{"cpuplan.step-thread-core":"a\u0075to"}}"#,
+            Path::new("<stdin>"),
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(spec.env["NVIDIA_VISIBLE_DEVICES"], "0");
+        assert_eq!(spec.annotations["cpuplan.step-thread-core"], "auto");
+        assert_eq!(spec.rootfs, None);
+    }
+}

@@ -1,0 +1,112 @@
+//! The host as cpuplan reads it: every host file (proc, cgroups, sysfs, the NVIDIA driver's
+//! procfs) is read through a [`Host`], under its roots, so a test points them at a fixture tree.
+
+use std::path::PathBuf;
+
+use cpuplan::{Cgroups, CpuSet, Holder, Process, Setting, StaticTopology};
+
+use super::devices::{container_gpus, DeviceError, Gpu};
+use super::spec::CharDevice;
+
+/// The host's roots: `/` on a real host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// Where `/proc` and the cgroup mounts are read.
+    pub root: PathBuf,
+    /// Where sysfs topology, `/sys/dev/char` and `/proc/driver/nvidia` are read.
+    pub topology_root: PathBuf,
+}
+
+/// One NUMA node (or the CPUs in none) with its cores, for drawing a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCores {
+    /// The node id, `None` for CPUs sysfs places on no node.
+    pub node: Option<u32>,
+    /// The node's online CPUs.
+    pub cpus: CpuSet,
+    /// Its cores: each core's hardware threads within the node, lowest CPU first.
+    pub cores: Vec<CpuSet>,
+}
+
+impl Host {
+    /// The host `config` names (its `root` and `topology_root`).
+    pub fn of(config: &crate::config::HookConfig) -> Host {
+        Host {
+            root: config.root.clone(),
+            topology_root: config.topology_root.clone(),
+        }
+    }
+
+    /// The locations of `pid`'s cgroups on every hierarchy.
+    pub fn cgroups(&self, pid: u32) -> cpuplan::Result<Cgroups> {
+        Cgroups::of(&self.root, Process::Pid(pid))
+    }
+
+    /// `pid`'s CPU affinity (`Cpus_allowed_list`).
+    pub fn mask_of(&self, pid: u32) -> cpuplan::Result<CpuSet> {
+        cpuplan::process_mask(&self.root, Process::Pid(pid))
+    }
+
+    /// The host's online CPUs.
+    pub fn online_cpus(&self) -> cpuplan::Result<CpuSet> {
+        cpuplan::online_cpus(&self.topology_root)
+    }
+
+    /// The container's GPUs named by its `devices` and its `NVIDIA_VISIBLE_DEVICES` (`visible`).
+    pub fn gpus(
+        &self,
+        devices: &[CharDevice],
+        visible: Option<&str>,
+    ) -> Result<Vec<Gpu>, DeviceError> {
+        container_gpus(&self.topology_root, devices, visible)
+    }
+
+    /// What a plan with `setting` for workers on `addresses` consults over `mask`, read now.
+    pub fn topology(
+        &self,
+        setting: Setting,
+        addresses: &[Option<String>],
+        mask: &CpuSet,
+    ) -> cpuplan::Result<StaticTopology> {
+        StaticTopology::for_plan(&self.topology_root, setting, addresses, mask)
+    }
+
+    /// A claim holder for `container` whose init is `pid`, or `None` if the pid is gone.
+    pub fn holder(&self, container: &str, pid: u32) -> Result<Option<Holder>, cpuplan::ClaimError> {
+        Holder::of_pid(&self.root, container, pid)
+    }
+
+    /// The host's NUMA nodes (and the online CPUs on none) with their cores, for the drawing.
+    pub fn nodes(&self) -> cpuplan::Result<Vec<NodeCores>> {
+        let online = self.online_cpus()?;
+        let mut nodes: Vec<(Option<u32>, CpuSet)> = cpuplan::numa_nodes(&self.topology_root)?
+            .into_iter()
+            .map(|n| (Some(n.id), n.cpus))
+            .collect();
+        let covered = nodes.iter().fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
+        let rest = online.difference(&covered);
+        if !rest.is_empty() {
+            nodes.push((None, rest));
+        }
+        let mut out = Vec::with_capacity(nodes.len());
+        for (node, cpus) in nodes {
+            let mut seen = CpuSet::new();
+            let mut cores = Vec::new();
+            for cpu in cpus.iter() {
+                if seen.contains(cpu) {
+                    continue;
+                }
+                let core = cpuplan::smt_siblings(&self.topology_root, cpu)?.intersection(&cpus);
+                let core = if core.contains(cpu) {
+                    core.difference(&seen)
+                } else {
+                    [cpu].into_iter().collect()
+                };
+                seen.extend_from(&core);
+                cores.push(core);
+            }
+            out.push(NodeCores { node, cpus, cores });
+        }
+        Ok(out)
+    }
+}

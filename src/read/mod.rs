@@ -1,0 +1,189 @@
+//! Read: everything known about one container, read once into [`Inputs`].
+//!
+//! The OCI state (when there is one), the spec, the live cgroup limits over the leaf and its
+//! ancestors, the mask, the GPUs each with its source, the setting with its source, and a
+//! snapshot of the host topology the plan consults. A read that fails is kept as the
+//! [`Inputs::problem`]: deciding then falls back to the `off` plan carrying that cause, and every
+//! front end handles it the same way.
+
+pub mod bundle;
+pub mod devices;
+pub mod host;
+pub mod spec;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cpuplan::planenv::STEP_THREAD_CORE;
+use cpuplan::{Cgroups, CpuSet, Setting, StaticTopology};
+
+use crate::config::HookConfig;
+use crate::problem::Problem;
+use devices::{Gpu, VISIBLE_DEVICES};
+use host::Host;
+use spec::ContainerSpec;
+
+/// The annotation that sets `step_thread_core` for one container.
+pub const SETTING_ANNOTATION: &str = "cpuplan.step-thread-core";
+
+/// Which container: its id, its init's host pid (once it has one) and its bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    /// The runtime's container id (`(explain)`, `(precreate)` where there is none yet).
+    pub id: String,
+    /// The init's host pid: the live cgroup and mask are read from it.
+    pub pid: Option<u32>,
+    /// The bundle directory, where there is one.
+    pub bundle: Option<PathBuf>,
+}
+
+/// Everything a decision is made from, read once.
+#[derive(Debug)]
+pub struct Inputs {
+    /// Which container.
+    pub container: Container,
+    /// What its spec asks for.
+    pub spec: ContainerSpec,
+    /// Its cgroups on every hierarchy (none without a pid).
+    pub cgroups: Cgroups,
+    /// The tightest quota over its live cgroup and every ancestor, in CPUs.
+    pub cgroup_quota: Option<f64>,
+    /// Its CPUs: the spec's `cpus` within the pid's affinity (the online CPUs without a pid).
+    pub mask: CpuSet,
+    /// min(|mask|, floor(quota)), at least 1.
+    pub usable: usize,
+    /// Its GPUs in PCI address order (the worker order), each with its sources.
+    pub gpus: Vec<Gpu>,
+    /// The `step_thread_core` setting.
+    pub setting: Setting,
+    /// Where the setting came from.
+    pub setting_from: String,
+    /// What the plan consults of the host: its GPUs and the siblings of the CPUs it may use.
+    pub topology: StaticTopology,
+    /// What could not be read for lack of a pid, for the reader.
+    pub notes: Vec<String>,
+    /// The first read that failed: the decision falls back to `off` with this cause.
+    pub problem: Option<Problem>,
+}
+
+impl Inputs {
+    /// The tightest of the spec's and the live cgroup's quota.
+    pub fn quota(&self) -> Option<f64> {
+        match (self.spec.quota, self.cgroup_quota) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The workers' device addresses, one per GPU in worker order.
+    pub fn addresses(&self) -> Vec<Option<String>> {
+        self.gpus.iter().map(|g| Some(g.address.clone())).collect()
+    }
+
+    /// Inputs with nothing read yet but the container and its spec.
+    fn start(container: Container, spec: ContainerSpec) -> Inputs {
+        Inputs {
+            container,
+            spec,
+            cgroups: Cgroups::default(),
+            cgroup_quota: None,
+            mask: CpuSet::new(),
+            usable: 1,
+            gpus: Vec::new(),
+            setting: Setting::Off,
+            setting_from: String::new(),
+            topology: StaticTopology::default(),
+            notes: Vec::new(),
+            problem: None,
+        }
+    }
+}
+
+/// The setting: the state's annotation, else the spec's, else `CPUPLAN_STEP_THREAD_CORE` in
+/// the container's environment, else the hook config; with where it came from.
+pub fn resolve_setting(
+    config: &HookConfig,
+    spec: &ContainerSpec,
+    state_annotations: &BTreeMap<String, String>,
+) -> Result<(Setting, String), Problem> {
+    let annotation = state_annotations
+        .get(SETTING_ANNOTATION)
+        .or_else(|| spec.annotations.get(SETTING_ANNOTATION));
+    let (value, from) = if let Some(v) = annotation {
+        (v.as_str(), format!("annotation {SETTING_ANNOTATION}"))
+    } else if let Some(v) = spec.env.get(STEP_THREAD_CORE) {
+        (v.as_str(), format!("process.env {STEP_THREAD_CORE}"))
+    } else {
+        return Ok((config.step_thread_core, "hook config".into()));
+    };
+    let setting = value.parse().map_err(|_| Problem::Setting {
+        origin: from.clone(),
+        value: value.to_string(),
+    })?;
+    Ok((setting, from))
+}
+
+/// Reads the inputs of `container`, whose spec is `spec`, on `host` with `config`.
+///
+/// Never fails: the first read that does is kept as [`Inputs::problem`], and what could not
+/// be read is left at its fallback (the mask falls back to the spec's `cpus`, else the online CPUs).
+pub fn read(
+    host: &Host,
+    config: &HookConfig,
+    container: Container,
+    spec: ContainerSpec,
+    state_annotations: &BTreeMap<String, String>,
+) -> Inputs {
+    let mut inputs = Inputs::start(container, spec);
+    if let Err(p) = read_into(&mut inputs, host, config, state_annotations) {
+        if inputs.mask.is_empty() {
+            inputs.mask = inputs
+                .spec
+                .cpus
+                .clone()
+                .or_else(|| host.online_cpus().ok())
+                .unwrap_or_default();
+            inputs.usable = cpuplan::usable_cpus(&inputs.mask, inputs.quota());
+        }
+        inputs.problem = Some(p);
+    }
+    inputs
+}
+
+fn read_into(
+    inputs: &mut Inputs,
+    host: &Host,
+    config: &HookConfig,
+    state_annotations: &BTreeMap<String, String>,
+) -> Result<(), Problem> {
+    let live = match inputs.container.pid {
+        Some(pid) => {
+            let cgroups = host.cgroups(pid)?;
+            inputs.cgroup_quota = cgroups.quota()?;
+            inputs.cgroups = cgroups;
+            host.mask_of(pid)?
+        }
+        None => {
+            inputs
+                .notes
+                .push("no pid: the live cgroup's quota and mask were not read".into());
+            host.online_cpus()?
+        }
+    };
+    let mask = match &inputs.spec.cpus {
+        Some(cpus) => cpus.intersection(&live),
+        None => live,
+    };
+    if mask.is_empty() {
+        return Err(Problem::EmptyMask);
+    }
+    inputs.usable = cpuplan::usable_cpus(&mask, inputs.quota());
+    inputs.mask = mask;
+    (inputs.setting, inputs.setting_from) =
+        resolve_setting(config, &inputs.spec, state_annotations)?;
+    let visible = inputs.spec.env.get(VISIBLE_DEVICES).map(String::as_str);
+    inputs.gpus = host.gpus(&inputs.spec.devices, visible)?;
+    inputs.topology = host.topology(inputs.setting, &inputs.addresses(), &inputs.mask)?;
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! What a container's runtime spec asks for, whoever hands it over: a bundle's `config.json`
+//! (the hook), the config on stdin (`precreate`) or the runtime's container message (NRI).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cpuplan::CpuSet;
+
+/// The annotation prefix cpuplan reads (and, for `cpuplan.plan`, writes).
+pub const ANNOTATION_PREFIX: &str = "cpuplan.";
+
+/// Environment variables the planner reads from the container, besides the plan's own.
+pub const READ_ENV: [&str; 2] = ["NVIDIA_VISIBLE_DEVICES", cpuplan::planenv::STEP_THREAD_CORE];
+
+/// Whether the container's `key` matters to cpuplan: a variable it reads or one the plan sets
+/// (which it must never override).
+pub fn env_of_interest(key: &str) -> bool {
+    READ_ENV.contains(&key) || cpuplan::planenv::is_plan_var(key)
+}
+
+/// A device the spec gives the container (`linux.devices`, type `c` or `u`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CharDevice {
+    /// Major number.
+    pub major: i64,
+    /// Minor number.
+    pub minor: i64,
+    /// Where the container sees it (`/dev/nvidia0`), as the spec says.
+    pub path: String,
+}
+
+/// The parts of a runtime spec the planner uses; everything else is never kept.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainerSpec {
+    /// Where it was read, for messages (`/b/config.json`, `<stdin>`, `NRI container …`).
+    pub source: String,
+    /// `root.path` made absolute against the bundle (`None` where the runtime gives no rootfs).
+    pub rootfs: Option<PathBuf>,
+    /// `linux.resources.cpu.quota / period`, in CPUs.
+    pub quota: Option<f64>,
+    /// `linux.resources.cpu.cpus`.
+    pub cpus: Option<CpuSet>,
+    /// `linux.devices` of type `c` or `u`.
+    pub devices: Vec<CharDevice>,
+    /// `process.env` entries [`env_of_interest`] keeps, as `KEY -> VALUE` (the last one wins).
+    pub env: BTreeMap<String, String>,
+    /// The `cpuplan.*` annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// `linux.cgroupsPath`.
+    pub cgroups_path: Option<String>,
+}
+
+impl ContainerSpec {
+    /// Whether the container sets `key` in its environment (only keys of interest are known).
+    pub fn sets_env(&self, key: &str) -> bool {
+        self.env.contains_key(key)
+    }
+}
