@@ -15,7 +15,7 @@ const BIG_CORES: usize = 512;
 const BIG_CPUS: usize = 2 * BIG_CORES;
 
 fn host224() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/synthetic/host-224-8gpu")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/host")
 }
 
 fn host224_gpus() -> Vec<Option<String>> {

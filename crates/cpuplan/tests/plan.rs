@@ -1,6 +1,6 @@
 //! `deployment_plan`'s rules on the synthetic hosts and the real dumps, with CPUs worked out by hand.
 //!
-//! host-224-8gpu: node 0 = CPUs 0-55,112-167, node 1 = 56-111,168-223, siblings n and n+112;
+//! examples/host (224 CPUs, 8 GPUs): node 0 = CPUs 0-55,112-167, node 1 = 56-111,168-223, siblings n and n+112;
 //! GPUs 18, 2a, 3a, 5d on node 0 and 9a, ab, ba, db on node 1 (ranks 0-3 in that order).
 
 use std::path::{Path, PathBuf};
@@ -14,8 +14,9 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
+/// The README's example host, which the tests share.
 fn host224() -> PathBuf {
-    fixtures().join("synthetic/host-224-8gpu")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/host")
 }
 
 fn set(s: &str) -> CpuSet {
