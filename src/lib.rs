@@ -12,6 +12,7 @@ pub mod explain;
 pub mod hook;
 pub mod install;
 pub mod logging;
+pub mod nri;
 pub mod output;
 pub mod precreate;
 pub mod privileges;

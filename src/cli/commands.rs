@@ -44,6 +44,7 @@ pub fn main_with(mut words: Vec<String>, out: &mut dyn Write) -> Result<Exit> {
         "precreate" => precreate(&rest, &config_path, out),
         "install" => install(&rest, &config_path, out),
         "uninstall" => uninstall(&rest, &config_path, out),
+        "nri" => nri(&rest, &config_path, out),
         other => Err(UsageError(format!(
             "unknown subcommand {other:?} (see cpuplan-hook --help)"
         ))
@@ -71,6 +72,17 @@ fn hook(words: &[String], config: &Path, out: &mut dyn Write) -> Result<Exit> {
             Ok(Exit::Code(1))
         }
     }
+}
+
+fn nri(words: &[String], config: &Path, out: &mut dyn Write) -> Result<Exit> {
+    let o = crate::nri::NriOptions::from_args(words, config.into(), |k| std::env::var(k).ok())
+        .map_err(|e| UsageError(e.to_string()))?;
+    if o.help {
+        out.write_all(crate::nri::HELP.as_bytes())?;
+        return Ok(Exit::Ok);
+    }
+    crate::nri::run(&o)?;
+    Ok(Exit::Ok)
 }
 
 fn root_of(a: &Args, key: &str) -> PathBuf {
