@@ -70,9 +70,12 @@ pub const TEST_ENV: (&str, &str) = ("NRI_TEST", "1");
 pub const TEST_ANNOTATION: (&str, &str) = ("cpuplan.nri/test", "1");
 /// Containers whose name is this fail creation under [`TestHandler`].
 pub const TEST_REJECTED_NAME: &str = "cpuplan-nri-reject";
+/// A pod annotation whose value [`TestHandler`] sets as the cpuset of the pod's new containers.
+pub const TEST_CPUS_ANNOTATION: &str = "cpuplan.nri/test-cpus";
 
-/// A handler for tests: sets [`TEST_ENV`] and [`TEST_ANNOTATION`] on every container created
-/// (and rejects one named [`TEST_REJECTED_NAME`]), and records what it was called with.
+/// A handler for tests: sets [`TEST_ENV`] and [`TEST_ANNOTATION`] on every container created,
+/// and the cpuset its pod's [`TEST_CPUS_ANNOTATION`] names; rejects a container named
+/// [`TEST_REJECTED_NAME`]; and records what it was called with.
 #[derive(Debug, Default)]
 pub struct TestHandler {
     /// Every call so far, one line each: `configure RUNTIME`, `synchronize PODS CONTAINERS`,
@@ -111,7 +114,7 @@ impl Handler for TestHandler {
 
     fn create_container(
         &self,
-        _pod: &PodSandbox,
+        pod: &PodSandbox,
         container: &Container,
     ) -> Result<ContainerAdjustment, String> {
         self.record(format!("create {} {}", container.id, container.name));
@@ -121,6 +124,9 @@ impl Handler for TestHandler {
         let mut a = ContainerAdjustment::default();
         a.add_env(TEST_ENV.0, TEST_ENV.1)
             .add_annotation(TEST_ANNOTATION.0, TEST_ANNOTATION.1);
+        if let Some(cpus) = pod.annotations.get(TEST_CPUS_ANNOTATION) {
+            a.set_cpus(cpus.as_str());
+        }
         Ok(a)
     }
 
