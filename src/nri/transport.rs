@@ -131,7 +131,7 @@ fn register(client: &ttrpc::Client, name: &str, index: &str) -> Result<(), NriEr
 }
 
 /// A listener in a fresh private directory and one connection to it, the directory removed.
-fn private_connection() -> Result<(UnixListener, UnixStream), NriError> {
+pub(crate) fn private_connection() -> Result<(UnixListener, UnixStream), NriError> {
     let template = std::env::temp_dir().join("cpuplan-nri.XXXXXX");
     let dir: PathBuf = nix::unistd::mkdtemp(&template).map_err(|e| NriError::Transport {
         what: "private directory",
@@ -148,4 +148,201 @@ fn private_connection() -> Result<(UnixListener, UnixStream), NriError> {
 
 fn transport(what: &'static str) -> impl Fn(io::Error) -> NriError {
     move |source| NriError::Transport { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The plugin's transport against a fake runtime: the fake runtime runs its own mux on the
+    //! other end of a socket-pair trunk, serves `Runtime.RegisterPlugin` on connection 2 and
+    //! calls the plugin's service on connection 1, all with the ttrpc crate.
+    use super::*;
+    use crate::nri::events::EventMask;
+    use crate::nri::handler::{Handler, TEST_ENV};
+    use crate::nri::proto::{
+        ConfigureRequest, ConfigureResponse, Container, ContainerAdjustment, ContainerUpdate,
+        CreateContainerRequest, CreateContainerResponse, PodSandbox, PLUGIN_SERVICE,
+    };
+    use std::collections::HashMap;
+    use std::sync::{mpsc, Mutex};
+    use std::time::Instant;
+    use ttrpc::{MethodHandler, TtrpcContext};
+
+    /// Sleeps in CreateContainer for containers named "slow".
+    struct SlowHandler;
+
+    impl Handler for SlowHandler {
+        fn synchronize(
+            &self,
+            _: &[PodSandbox],
+            _: &[Container],
+        ) -> Result<Vec<ContainerUpdate>, String> {
+            Ok(Vec::new())
+        }
+
+        fn create_container(
+            &self,
+            _: &PodSandbox,
+            c: &Container,
+        ) -> Result<ContainerAdjustment, String> {
+            if c.name == "slow" {
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+            let mut a = ContainerAdjustment::default();
+            a.add_env(TEST_ENV.0, c.name.as_str());
+            Ok(a)
+        }
+    }
+
+    /// The fake runtime's `RegisterPlugin`: sends what it got to the test.
+    struct Register(Mutex<mpsc::Sender<RegisterPluginRequest>>);
+
+    impl MethodHandler for Register {
+        fn handler(&self, ctx: TtrpcContext, req: ttrpc::Request) -> ttrpc::Result<()> {
+            if let Ok(r) = RegisterPluginRequest::decode(req.payload.as_slice()) {
+                let _ = self.0.lock().unwrap().send(r);
+            }
+            ctx.respond(ctx.mh.stream_id, ttrpc::Response::new())
+        }
+    }
+
+    fn call<M: Message + Default>(
+        client: &ttrpc::Client,
+        method: &str,
+        payload: Vec<u8>,
+    ) -> Result<M, ttrpc::Error> {
+        let mut req = ttrpc::Request::new();
+        req.service = PLUGIN_SERVICE.to_string();
+        req.method = method.to_string();
+        req.payload = payload;
+        req.timeout_nano = Duration::from_secs(10).as_nanos() as i64;
+        let res = client.request(req)?;
+        Ok(M::decode(res.payload.as_slice()).expect("decode reply"))
+    }
+
+    fn create(name: &str) -> Vec<u8> {
+        CreateContainerRequest {
+            pod: Some(PodSandbox::default()),
+            container: Some(Container {
+                id: format!("id-{name}"),
+                name: name.into(),
+                ..Default::default()
+            }),
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn registers_serves_and_a_slow_request_does_not_hold_up_the_others() {
+        let (plugin_trunk, runtime_trunk) = UnixStream::pair().unwrap();
+
+        // the fake runtime: a server for connection 2, a client for connection 1
+        let (reg_tx, reg_rx) = mpsc::channel();
+        let (listener, runtime_server_side) = private_connection().unwrap();
+        let mut methods: HashMap<String, Box<dyn MethodHandler + Send + Sync>> = HashMap::new();
+        methods.insert(
+            format!("/{RUNTIME_SERVICE}/RegisterPlugin"),
+            Box::new(Register(Mutex::new(reg_tx))),
+        );
+        let mut server = ttrpc::Server::new()
+            .add_listener(listener.as_raw_fd())
+            .unwrap()
+            .register_service(methods);
+        server.start().unwrap();
+        let (client_fd, runtime_client_side) = UnixStream::pair().unwrap();
+        let (closed_tx, closed_rx) = mpsc::channel();
+        let runtime_mux = Mux::start(
+            runtime_trunk,
+            vec![
+                (PLUGIN_SERVICE_CONN, runtime_client_side),
+                (RUNTIME_SERVICE_CONN, runtime_server_side),
+            ],
+            move |_| {
+                let _ = closed_tx.send(());
+            },
+        )
+        .unwrap();
+        let client = ttrpc::Client::new(client_fd.into_raw_fd()).unwrap();
+
+        // the plugin
+        let service = Arc::new(PluginService::new(
+            Arc::new(SlowHandler),
+            EventMask::CPUPLAN,
+            "10-cpuplan".into(),
+        ));
+        let (plugin_closed_tx, plugin_closed_rx) = mpsc::channel();
+        let link = Link::open(plugin_trunk, service, "cpuplan", "10", move |_| {
+            let _ = plugin_closed_tx.send(());
+        })
+        .expect("register");
+        let reg = reg_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            (reg.plugin_name.as_str(), reg.plugin_idx.as_str()),
+            ("cpuplan", "10")
+        );
+
+        let rpl: ConfigureResponse = call(
+            &client,
+            "Configure",
+            ConfigureRequest::default().encode_to_vec(),
+        )
+        .unwrap();
+        assert_eq!(rpl.events, EventMask::CPUPLAN.0);
+
+        // a slow CreateContainer and, while it runs, a fast one that must not wait for it
+        let slow_client = client.clone();
+        let start = Instant::now();
+        let slow = std::thread::spawn(move || {
+            let r: CreateContainerResponse =
+                call(&slow_client, "CreateContainer", create("slow")).unwrap();
+            (r, start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let fast: CreateContainerResponse =
+            call(&client, "CreateContainer", create("fast")).unwrap();
+        let fast_took = start.elapsed();
+        let (slow, slow_took) = slow.join().unwrap();
+        assert_eq!(fast.adjust.unwrap().env[0].value, "fast");
+        assert_eq!(slow.adjust.unwrap().env[0].value, "slow");
+        assert!(
+            fast_took < Duration::from_millis(1200) && slow_took >= Duration::from_millis(1500),
+            "fast answered after {fast_took:?}, slow after {slow_took:?}"
+        );
+
+        // an unknown method is answered with an error, and the connection goes on
+        assert!(call::<ConfigureResponse>(&client, "Bogus", Vec::new()).is_err());
+        let _: ConfigureResponse = call(
+            &client,
+            "Configure",
+            ConfigureRequest::default().encode_to_vec(),
+        )
+        .unwrap();
+
+        // the runtime goes away: the plugin's side sees the trunk close
+        runtime_mux.close();
+        plugin_closed_rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap();
+        closed_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        link.close();
+        runtime_mux.join();
+        server.shutdown();
+    }
+
+    #[test]
+    fn a_runtime_that_hangs_up_fails_the_registration_at_once() {
+        let (plugin_trunk, runtime_trunk) = UnixStream::pair().unwrap();
+        let service = Arc::new(PluginService::new(
+            Arc::new(SlowHandler),
+            EventMask::CPUPLAN,
+            "10-cpuplan".into(),
+        ));
+        // the peer closes at once: registration fails instead of hanging
+        drop(runtime_trunk);
+        let start = Instant::now();
+        let err = Link::open(plugin_trunk, service, "cpuplan", "10", |_| {})
+            .err()
+            .expect("no runtime, no registration");
+        assert!(matches!(err, NriError::Register { .. }), "{err:?}");
+        assert!(start.elapsed() < REGISTER_TIMEOUT + Duration::from_secs(1));
+    }
 }
