@@ -18,7 +18,7 @@ use super::handler::Handler;
 use super::mux::Closed;
 use super::options::{Endpoint, NriOptions};
 use super::service::PluginService;
-use super::transport::Link;
+use super::transport::{Link, PluginServer};
 
 /// The first wait before reconnecting; it doubles up to [`BACKOFF_MAX`].
 pub const BACKOFF_MIN: Duration = Duration::from_millis(200);
@@ -47,6 +47,11 @@ pub fn run_with(opts: &NriOptions, handler: Arc<dyn Handler>) -> Result<(), NriE
         Endpoint::Socket(_) => None,
     };
     let launched = preconnected.is_some();
+    let server = PluginServer::start(Arc::new(PluginService::new(
+        handler,
+        EventMask::CPUPLAN,
+        name.clone(),
+    )))?;
     let mut backoff = BACKOFF_MIN;
     let mut n: u64 = 0;
     loop {
@@ -58,13 +63,8 @@ pub fn run_with(opts: &NriOptions, handler: Arc<dyn Handler>) -> Result<(), NriE
         };
         let started = Instant::now();
         let link = trunk.and_then(|trunk| {
-            let service = Arc::new(PluginService::new(
-                Arc::clone(&handler),
-                EventMask::CPUPLAN,
-                name.clone(),
-            ));
             let tx = tx.clone();
-            Link::open(trunk, service, &opts.name, &opts.index, move |why| {
+            Link::open(trunk, &server, &opts.name, &opts.index, move |why| {
                 let _ = tx.send(Wake::Closed(n, why));
             })
         });

@@ -73,6 +73,13 @@ impl PluginService {
         }
     }
 
+    /// Starts a new session with the runtime: forgets a split Synchronize left unfinished.
+    pub fn new_session(&self) {
+        if let Ok(mut pending) = self.sync.lock() {
+            *pending = None;
+        }
+    }
+
     /// Answers one request for `method` with the encoded reply, or the failure to report.
     pub fn call(&self, method: &str, payload: &[u8]) -> Result<Vec<u8>, Failure> {
         match method {

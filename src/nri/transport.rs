@@ -3,8 +3,9 @@
 //! The crate's client takes a connected fd, so connection 2 (plugin calls runtime) is one end
 //! of a socket pair whose other end the mux pumps. Its server only serves connections it
 //! accepts from a listener, so connection 1 (runtime calls plugin) goes through a private
-//! listener: a unix socket in a fresh 0700 directory, connected to once by the mux and unlinked
-//! at once, so nothing else can reach it.
+//! listener: a unix socket in a fresh 0700 directory (root's only), which the mux of each
+//! session connects to. One server serves the plugin's whole life: a server per session would
+//! leak a pipe fd each time (the crate never closes its listener's wake-up pipe).
 
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd};
@@ -23,59 +24,113 @@ use super::service::PluginService;
 /// How long the plugin waits for the runtime to answer its registration.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One live connection to the runtime: the mux, and the ttrpc server on it.
-pub struct Link {
-    mux: Option<Mux>,
+/// A ttrpc server on a private listener, reached by connecting local streams to it.
+pub struct LocalServer {
     server: Option<ttrpc::Server>,
     // Closed after the server is shut down: ttrpc never closes a listener fd it was given.
     _listener: UnixListener,
+    dir: PathBuf,
+    path: PathBuf,
 }
 
-impl Link {
-    /// Serves `service` on `trunk` and registers as `name` with index `index`; `on_close` is
-    /// called once when the trunk closes (the runtime went away, or [`Link::close`]).
-    pub fn open(
-        trunk: UnixStream,
-        service: Arc<PluginService>,
-        name: &str,
-        index: &str,
-        on_close: impl FnOnce(Closed) + Send + 'static,
-    ) -> Result<Link, NriError> {
-        let (listener, plugin_side) = private_connection()?;
+impl LocalServer {
+    /// Starts a server with `methods` on a listener in a fresh private directory.
+    pub fn start(
+        methods: std::collections::HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>,
+    ) -> Result<LocalServer, NriError> {
+        let template = std::env::temp_dir().join("cpuplan-nri.XXXXXX");
+        let dir: PathBuf = nix::unistd::mkdtemp(&template).map_err(|e| NriError::Transport {
+            what: "private directory",
+            source: io::Error::from(e),
+        })?;
+        let path = dir.join("plugin.sock");
+        let listener = match UnixListener::bind(&path) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(transport("private listener")(e));
+            }
+        };
+        let mut s = LocalServer {
+            server: None,
+            _listener: listener,
+            dir,
+            path,
+        };
         let mut server = ttrpc::Server::new()
-            .add_listener(listener.as_raw_fd())
+            .add_listener(s._listener.as_raw_fd())
             .map_err(|source| NriError::Ttrpc {
                 what: "server listener",
                 source,
             })?
-            .register_service(service.methods());
+            .register_service(methods);
         server.start().map_err(|source| NriError::Ttrpc {
             what: "server start",
             source,
         })?;
+        s.server = Some(server);
+        Ok(s)
+    }
+
+    /// A new connection to the server.
+    pub fn connect(&self) -> Result<UnixStream, NriError> {
+        UnixStream::connect(&self.path).map_err(transport("private connection"))
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+        }
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The plugin's `Plugin` service on a [`LocalServer`], for every session of the plugin's life.
+pub struct PluginServer {
+    service: Arc<PluginService>,
+    server: LocalServer,
+}
+
+impl PluginServer {
+    /// Starts serving `service`.
+    pub fn start(service: Arc<PluginService>) -> Result<PluginServer, NriError> {
+        let server = LocalServer::start(service.methods())?;
+        Ok(PluginServer { service, server })
+    }
+}
+
+/// One live connection to the runtime: the mux between its socket and the plugin's server
+/// and client.
+pub struct Link {
+    mux: Option<Mux>,
+}
+
+impl Link {
+    /// Serves `server` on `trunk` and registers as `name` with index `index`; `on_close` is
+    /// called once when the trunk closes (the runtime went away, or [`Link::close`]).
+    pub fn open(
+        trunk: UnixStream,
+        server: &PluginServer,
+        name: &str,
+        index: &str,
+        on_close: impl FnOnce(Closed) + Send + 'static,
+    ) -> Result<Link, NriError> {
+        server.service.new_session();
+        let plugin_side = server.server.connect()?;
         let (client_side, runtime_side) = UnixStream::pair().map_err(transport("socket pair"))?;
-        let mux = match Mux::start(
+        let mux = Mux::start(
             trunk,
             vec![
                 (PLUGIN_SERVICE_CONN, plugin_side),
                 (RUNTIME_SERVICE_CONN, runtime_side),
             ],
             on_close,
-        ) {
-            Ok(m) => m,
-            Err(e) => {
-                server.shutdown();
-                return Err(NriError::Transport {
-                    what: "mux threads",
-                    source: e,
-                });
-            }
-        };
-        let link = Link {
-            mux: Some(mux),
-            server: Some(server),
-            _listener: listener,
-        };
+        )
+        .map_err(transport("mux threads"))?;
+        let link = Link { mux: Some(mux) };
         // The client owns its fd from here on; it is dropped (and its polling thread ends)
         // once registered: the plugin has nothing else to ask the runtime.
         let client =
@@ -87,7 +142,7 @@ impl Link {
         Ok(link)
     }
 
-    /// Closes the connection and stops the server, waiting for their threads.
+    /// Closes the connection, waiting for the mux's threads.
     pub fn close(mut self) {
         self.shut();
     }
@@ -96,9 +151,6 @@ impl Link {
         if let Some(mux) = self.mux.take() {
             mux.close();
             mux.join();
-        }
-        if let Some(server) = self.server.take() {
-            server.shutdown();
         }
     }
 }
@@ -128,22 +180,6 @@ fn register(client: &ttrpc::Client, name: &str, index: &str) -> Result<(), NriEr
             name: format!("{index}-{name}"),
             source,
         })
-}
-
-/// A listener in a fresh private directory and one connection to it, the directory removed.
-pub(crate) fn private_connection() -> Result<(UnixListener, UnixStream), NriError> {
-    let template = std::env::temp_dir().join("cpuplan-nri.XXXXXX");
-    let dir: PathBuf = nix::unistd::mkdtemp(&template).map_err(|e| NriError::Transport {
-        what: "private directory",
-        source: io::Error::from(e),
-    })?;
-    let path = dir.join("plugin.sock");
-    let made = UnixListener::bind(&path)
-        .and_then(|l| UnixStream::connect(&path).map(|s| (l, s)))
-        .map_err(transport("private listener"));
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_dir(&dir);
-    made
 }
 
 fn transport(what: &'static str) -> impl Fn(io::Error) -> NriError {
@@ -205,6 +241,15 @@ mod tests {
         }
     }
 
+    fn plugin_server() -> PluginServer {
+        PluginServer::start(Arc::new(PluginService::new(
+            Arc::new(SlowHandler),
+            EventMask::CPUPLAN,
+            "10-cpuplan".into(),
+        )))
+        .unwrap()
+    }
+
     fn call<M: Message + Default>(
         client: &ttrpc::Client,
         method: &str,
@@ -237,17 +282,13 @@ mod tests {
 
         // the fake runtime: a server for connection 2, a client for connection 1
         let (reg_tx, reg_rx) = mpsc::channel();
-        let (listener, runtime_server_side) = private_connection().unwrap();
         let mut methods: HashMap<String, Box<dyn MethodHandler + Send + Sync>> = HashMap::new();
         methods.insert(
             format!("/{RUNTIME_SERVICE}/RegisterPlugin"),
             Box::new(Register(Mutex::new(reg_tx))),
         );
-        let mut server = ttrpc::Server::new()
-            .add_listener(listener.as_raw_fd())
-            .unwrap()
-            .register_service(methods);
-        server.start().unwrap();
+        let runtime_server = LocalServer::start(methods).unwrap();
+        let runtime_server_side = runtime_server.connect().unwrap();
         let (client_fd, runtime_client_side) = UnixStream::pair().unwrap();
         let (closed_tx, closed_rx) = mpsc::channel();
         let runtime_mux = Mux::start(
@@ -264,13 +305,9 @@ mod tests {
         let client = ttrpc::Client::new(client_fd.into_raw_fd()).unwrap();
 
         // the plugin
-        let service = Arc::new(PluginService::new(
-            Arc::new(SlowHandler),
-            EventMask::CPUPLAN,
-            "10-cpuplan".into(),
-        ));
+        let server = plugin_server();
         let (plugin_closed_tx, plugin_closed_rx) = mpsc::channel();
-        let link = Link::open(plugin_trunk, service, "cpuplan", "10", move |_| {
+        let link = Link::open(plugin_trunk, &server, "cpuplan", "10", move |_| {
             let _ = plugin_closed_tx.send(());
         })
         .expect("register");
@@ -325,21 +362,17 @@ mod tests {
         closed_rx.recv_timeout(Duration::from_secs(5)).unwrap();
         link.close();
         runtime_mux.join();
-        server.shutdown();
+        drop(runtime_server);
     }
 
     #[test]
     fn a_runtime_that_hangs_up_fails_the_registration_at_once() {
         let (plugin_trunk, runtime_trunk) = UnixStream::pair().unwrap();
-        let service = Arc::new(PluginService::new(
-            Arc::new(SlowHandler),
-            EventMask::CPUPLAN,
-            "10-cpuplan".into(),
-        ));
+        let server = plugin_server();
         // the peer closes at once: registration fails instead of hanging
         drop(runtime_trunk);
         let start = Instant::now();
-        let err = Link::open(plugin_trunk, service, "cpuplan", "10", |_| {})
+        let err = Link::open(plugin_trunk, &server, "cpuplan", "10", |_| {})
             .err()
             .expect("no runtime, no registration");
         assert!(matches!(err, NriError::Register { .. }), "{err:?}");
