@@ -389,6 +389,21 @@ mod tests {
     }
 
     #[test]
+    fn a_new_session_forgets_an_unfinished_split_synchronize() {
+        let (h, s) = service();
+        let part = SynchronizeRequest {
+            pods: vec![PodSandbox::default()],
+            containers: Vec::new(),
+            more: true,
+        };
+        s.call("Synchronize", &part.encode_to_vec()).unwrap();
+        s.new_session();
+        let whole = SynchronizeRequest::default();
+        s.call("Synchronize", &whole.encode_to_vec()).unwrap();
+        assert_eq!(h.calls(), ["synchronize 0 0"]);
+    }
+
+    #[test]
     fn stop_and_remove_reach_the_handler() {
         let (h, s) = service();
         let stop = StopContainerRequest {
