@@ -13,6 +13,7 @@ pub mod explain;
 pub mod hook;
 pub mod install;
 pub mod logging;
+pub mod nri;
 pub mod precreate;
 pub mod privileges;
 pub mod problem;

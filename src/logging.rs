@@ -20,7 +20,8 @@ static LOGGER: HookLogger = HookLogger {
 
 impl Log for HookLogger {
     fn enabled(&self, m: &Metadata<'_>) -> bool {
-        m.level() <= Level::Info
+        // the ttrpc crate (NRI plugin) tells every server start and stop at info: warnings only
+        m.level() <= Level::Info && (m.level() <= Level::Warn || !m.target().starts_with("ttrpc"))
     }
 
     fn log(&self, r: &Record<'_>) {

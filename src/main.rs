@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use cpuplan_hook::cli::{main_with, Exit};
 
 fn main() -> ExitCode {
-    let words: Vec<String> = std::env::args().skip(1).collect();
+    let mut words: Vec<String> = std::env::args().skip(1).collect();
+    if cpuplan_hook::nri::launched_by_runtime(&words) {
+        words.push("nri".into()); // launched by an NRI runtime from its plugin directory
+    }
     let mut out = std::io::stdout().lock();
     match main_with(words, &mut out, std::io::stdin().is_terminal()) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,

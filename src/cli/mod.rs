@@ -8,6 +8,7 @@ mod error;
 mod explain;
 mod inspect;
 mod install;
+mod nri;
 mod stages;
 
 use std::io::Write;
@@ -65,6 +66,7 @@ pub const COMMANDS: &[Command] = &[
     stages::PRECREATE,
     install::INSTALL,
     install::UNINSTALL,
+    nri::NRI,
 ];
 
 /// The program's version line.

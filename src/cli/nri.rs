@@ -1,0 +1,34 @@
+//! `nri`: cpuplan as an NRI plugin of containerd or CRI-O.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{Args, CliError, Command, Context, Exit, UsageError};
+use crate::nri::{NriArgs, NriOptions};
+
+/// `nri`.
+pub const NRI: Command = Command {
+    name: "nri",
+    summary: "run as an NRI plugin of containerd or CRI-O (long-running)",
+    usage: crate::nri::HELP,
+    valued: &["socket", "name", "index", "log"],
+    switches: &["test-handler"],
+    run: nri,
+};
+
+fn nri(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError> {
+    if !a.positional.is_empty() {
+        return Err(UsageError("nri: takes no arguments".into()).into());
+    }
+    let args = NriArgs {
+        socket: a.value("socket").map(PathBuf::from),
+        name: a.value("name").map(String::from),
+        index: a.value("index").map(String::from),
+        log: a.value("log").map(PathBuf::from),
+        test_handler: a.switch("test-handler"),
+    };
+    let opts = NriOptions::new(args, ctx.config.to_path_buf(), |k| std::env::var(k).ok())
+        .map_err(CliError::input)?;
+    crate::nri::run(&opts).map_err(|e| CliError::Failed(e.to_string()))?;
+    Ok(Exit::Ok)
+}

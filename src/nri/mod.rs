@@ -1,0 +1,43 @@
+//! `cpuplan-hook nri`: cpuplan as an NRI plugin (containerd >= 1.7, CRI-O >= 1.26).
+//!
+//! The plugin registers with the runtime over NRI's multiplexed ttrpc socket and is asked, for
+//! each container being created, how to adjust it; the planning itself is a [`Handler`]. Files:
+//! [`mux`] (NRI's connection multiplexer), [`proto`] (NRI's messages), [`adjust`] (builders for
+//! the answers), [`events`] (the subscription), [`service`] (the `Plugin` ttrpc service),
+//! [`transport`] (ttrpc over the mux), [`plugin`] (connect, register, reconnect, signals),
+//! [`options`] (the command line), [`handler`] (the trait and two small handlers).
+#![warn(missing_docs)]
+
+pub mod adjust;
+pub mod error;
+pub mod events;
+pub mod handler;
+pub mod mux;
+pub mod options;
+pub mod plugin;
+pub mod proto;
+pub mod service;
+pub mod transport;
+
+use std::sync::Arc;
+
+pub use error::NriError;
+pub use events::EventMask;
+pub use handler::{Handler, PassHandler, TestHandler};
+pub use options::{launched_by_runtime, NriArgs, NriOptions, HELP};
+pub use plugin::run_with;
+pub use proto::{Container, ContainerAdjustment, ContainerUpdate, Mount, PodSandbox};
+
+/// Runs the plugin as `opts` say: logging to stderr (and `--log`), with the test handler under
+/// `--test-handler` and otherwise [`PassHandler`], until SIGTERM/SIGINT or, for a plugin the
+/// runtime launched, until the runtime closes its socket.
+pub fn run(opts: &NriOptions) -> Result<(), NriError> {
+    crate::logging::init(opts.log.as_deref());
+    // The planner's handler (mapping cpuplan's SpecEdit to a ContainerAdjustment) goes here.
+    let handler: Arc<dyn Handler> = if opts.test_handler {
+        Arc::new(TestHandler::default())
+    } else {
+        Arc::new(PassHandler)
+    };
+    run_with(opts, handler)
+}
