@@ -1,0 +1,36 @@
+"""Types of the Rust extension cpuplan._cpuplan (crates/python/src): the planner, called by the Python layer."""
+
+from os import PathLike
+from typing import Callable, FrozenSet, Iterable, List, Optional, Tuple, Union
+
+_Path = Union[str, PathLike[str]]
+_Step = Tuple[FrozenSet[int], str]
+_Plan = Tuple[FrozenSet[int], int, List[Optional[_Step]], Optional[_Step], str]
+
+MAX_CPU: int
+DEFAULT_PLAN: str
+PLAN_VAR: str
+
+class CpuPlanError(ValueError):
+    """A step_thread_core value the process mask can't honour."""
+
+def parse_cpu_list(text: str) -> FrozenSet[int]: ...
+def format_cpu_list(cpus: Iterable[int]) -> str: ...
+def process_mask(pid: Optional[int], root: _Path) -> FrozenSet[int]: ...
+def cgroup_cpu_quota(root: _Path, pid: Optional[int]) -> Optional[float]: ...
+def usable(mask: Iterable[int], quota: Optional[float]) -> int: ...
+def smt_siblings(cpu: int, root: _Path) -> FrozenSet[int]: ...
+def host_gpus(like: str, root: _Path) -> List[Tuple[str, Optional[int], Optional[FrozenSet[int]]]]: ...
+def deployment_plan(
+    setting: str,
+    addresses: List[Optional[str]],
+    mask: Iterable[int],
+    usable: int,
+    root: _Path,
+    siblings: Optional[Callable[[int], Iterable[int]]] = None,
+) -> Tuple[str, _Plan]: ...
+def derived(
+    usable: int, workers: List[Optional[Iterable[int]]], result: Optional[Iterable[int]]
+) -> Tuple[FrozenSet[int], int, int, int, int, int]: ...
+def claim_gpus(dir: _Path, addresses: List[str], wait: float) -> Optional[str]: ...
+def read_hook_plan(path: Optional[_Path] = None) -> Optional[Tuple[str, _Plan, List[Optional[str]], str]]: ...
