@@ -55,7 +55,7 @@ echo "== wheel built in $((built - start)) s; pytest"
 # Run from outside the source tree, so `import cpuplan` finds the installed wheel only.
 cd "$work"
 set +e
-"$work/venv/bin/python" -m pytest -p no:cacheprovider -rfEs "$repo/crates/python/tests" "$@"
+"$work/venv/bin/python" -m pytest -p no:cacheprovider -W error -rfEs "$repo/crates/python/tests" "$@"
 status=$?
 echo "== python-wheel.sh took $(($(date +%s) - start)) s"
 exit $status

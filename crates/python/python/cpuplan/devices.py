@@ -235,25 +235,24 @@ def find_worker(device: Device, *, plan: Optional[CpuPlan] = None, root: PathLik
     """The worker of ``plan`` (default: plan()) whose device is ``device``; None if no worker has it.
 
     ``device`` is a PCI address in any spelling (nvidia-smi's ``00000000:18:00.0``
-    included), ``cuda:N`` or a CUDA index N (see device_addresses). A plan that knows no
-    worker's device (made without addresses) takes CUDA index N as worker N, since its
-    workers are the container's GPUs in PCI order.
+    included), ``cuda:N`` or a CUDA index N, resolved to a PCI address by device_addresses
+    and looked up in the plan's devices. Where that can't be done (the plan knows no
+    worker's device, or no GPU is known to resolve cuda:N), CUDA index N is worker N: the
+    plan's workers are the container's GPUs in PCI address order.
     """
     p = _cpus.plan() if plan is None else plan
+    n = _cuda_index(device)
     index: Optional[int] = None
-    if any(d is not None for d in p.devices):
-        address = device_addresses([device], root=root)[0]
-        if address is not None and address in p.devices:
+    address = device_addresses([device], root=root)[0] if any(d is not None for d in p.devices) else None
+    if address is not None:
+        if address in p.devices:
             index = p.devices.index(address)
-    else:
-        n = _cuda_index(device)
-        if n is not None and n < len(p.workers):
-            index = n
+    elif n is not None and n < len(p.workers):
+        index = n
     if index is None or index >= len(p.workers):
         return None
     step = p.workers[index]
-    address = p.devices[index] if index < len(p.devices) else None
+    known = p.devices[index] if index < len(p.devices) else None
     if step is None:
-        return Worker(index, address, None, p.why)
-    return Worker(index, address, step.cpus, step.why)
-
+        return Worker(index, known, None, p.why)
+    return Worker(index, known, step.cpus, step.why)
