@@ -73,11 +73,11 @@ class StepCpus(NamedTuple):
     why: str
 
 
-def _step(s: object) -> Optional[StepCpus]:
+def _step(s: Optional[Tuple[Iterable[int], str]]) -> Optional[StepCpus]:
     """A StepCpus (or a (cpus, why) pair) with its cpus as a frozenset; None stays None."""
     if s is None:
         return None
-    cpus, why = s  # type: ignore[misc]
+    cpus, why = s
     return StepCpus(frozenset(cpus), str(why))
 
 
@@ -253,7 +253,7 @@ def deployment_plan(
     if usable is None:
         usable = _cpuplan.usable(mask_set, cgroup_cpu_quota())
     canonical, (m, u, workers, result, why) = _cpuplan.deployment_plan(text, addrs, mask_set, usable, root, siblings)
-    return CpuPlan(m, u, tuple(workers), result, why, canonical, tuple(addrs))
+    return CpuPlan(m, u, tuple(_step(w) for w in workers), _step(result), why, canonical, tuple(addrs))
 
 
 def hook_plan(path: Optional[PathLike] = None) -> Optional[CpuPlan]:
@@ -268,7 +268,7 @@ def hook_plan(path: Optional[PathLike] = None) -> Optional[CpuPlan]:
     if found is None:
         return None
     setting, (m, u, workers, result, why), devices, _source = found
-    return CpuPlan(m, u, tuple(workers), result, why, setting, tuple(devices))
+    return CpuPlan(m, u, tuple(_step(w) for w in workers), _step(result), why, setting, tuple(devices))
 
 
 # The affinity of the thread that imported the package: the process mask while no plan says otherwise.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Union
+from typing import Collection, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Union
 
 from . import cpus as _cpus
 from ._pci import normalize_pci, pci_key
@@ -41,7 +41,7 @@ Device = Union[str, int]
 class Worker(NamedTuple):
     """A worker of the plan: its index (in the conductor's worker order), its device's PCI address, its CPUs (None: unpinned) and why."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, as the spec names it
     device: Optional[str]
     cpus: Optional[FrozenSet[int]]
     why: str
@@ -223,7 +223,7 @@ def devices_plan(
     setting: Union[str, int],
     devices: Sequence[Device],
     *,
-    mask: Optional[Sequence[int]] = None,
+    mask: Optional[Collection[int]] = None,
     usable: Optional[int] = None,
     root: PathLike = "/",
 ) -> CpuPlan:
