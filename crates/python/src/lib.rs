@@ -272,16 +272,12 @@ fn derived<'py>(
             why: String::new(),
         })
     };
-    let plan = CpuPlan {
-        mask: CpuSet::new(),
-        usable,
-        workers: workers
-            .iter()
-            .map(|w| w.as_ref().map(step).transpose())
-            .collect::<PyResult<_>>()?,
-        result: result.as_ref().map(step).transpose()?,
-        why: String::new(),
-    };
+    let mut plan = CpuPlan::unpinned(CpuSet::new(), usable, 0, String::new());
+    plan.workers = workers
+        .iter()
+        .map(|w| w.as_ref().map(step).transpose())
+        .collect::<PyResult<_>>()?;
+    plan.result = result.as_ref().map(step).transpose()?;
     Ok((
         to_py(py, &plan.pinned())?,
         plan.left(),
