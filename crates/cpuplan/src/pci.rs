@@ -14,6 +14,11 @@ impl PciAddress {
         pci_parts(id).map(PciAddress)
     }
 
+    /// Its numbers: (domain, bus, device, function).
+    pub fn key(&self) -> (u32, u8, u8, u8) {
+        self.0
+    }
+
     /// The canonical spelling of `id`, or `None` if it is no PCI bus id.
     pub fn canonical(id: &str) -> Option<String> {
         Self::parse(id).map(|a| a.to_string())

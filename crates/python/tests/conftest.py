@@ -1,0 +1,134 @@
+"""Fixtures the pytest suite shares: the repository, the hook binary, two CPUs, and a process with no plan.
+
+The suite runs on the installed wheel (scripts/python-wheel.sh), which sets CPUPLAN_REPO,
+CPUPLAN_HOOK and CPUPLAN_VENV; a missing one fails the test that needs it, never skips it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+import cpuplan
+
+#: Variables that would hand a test a plan, a claims dir or GPUs it did not ask for.
+PLAN_VARS = [
+    "CPUPLAN_MASK",
+    "CPUPLAN_USABLE",
+    "CPUPLAN_WORKERS",
+    "CPUPLAN_DEVICES",
+    "CPUPLAN_RESULT",
+    "CPUPLAN_SETTING",
+    "CPUPLAN_WHY",
+    "CPUPLAN_LEFT",
+    "CPUPLAN_PINNED",
+    "CPUPLAN_CLAIMS_DIR",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+]
+
+
+def _required(var: str) -> str:
+    """The value of var, which scripts/python-wheel.sh sets; the test fails without it."""
+    value = os.environ.get(var)
+    assert value, f"{var} is not set: run the suite through scripts/python-wheel.sh"
+    return value
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository root."""
+    return Path(_required("CPUPLAN_REPO"))
+
+
+@pytest.fixture(scope="session")
+def hook_bin() -> str:
+    """The cpuplan-hook binary."""
+    path = _required("CPUPLAN_HOOK")
+    assert os.access(path, os.X_OK), f"CPUPLAN_HOOK={path} is not an executable"
+    return path
+
+
+@pytest.fixture(scope="session")
+def venv() -> Path:
+    """The venv the wheel is installed in."""
+    return Path(_required("CPUPLAN_VENV"))
+
+
+@pytest.fixture(scope="session")
+def two_cpus() -> Tuple[int, int]:
+    """The first two CPUs this process may run on (the CI machine has 2)."""
+    mask = sorted(os.sched_getaffinity(0))
+    assert len(mask) >= 2, f"these tests need 2 CPUs or more, the process has {mask}"
+    return mask[0], mask[1]
+
+
+@pytest.fixture(autouse=True)
+def no_plan(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Every test starts with no plan: no plan file, no CPUPLAN_* variables, nothing installed; the thread's mask is restored."""
+    for var in PLAN_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CPUPLAN_PLAN", str(tmp_path / "no-plan.json"))
+    cpuplan.install(None)
+    mask = os.sched_getaffinity(0)
+    yield
+    cpuplan.install(None)
+    os.sched_setaffinity(0, mask)
+
+
+_DEFAULTS = tempfile.NamedTemporaryFile("w", prefix="cpuplan-hook-", suffix=".json", delete=False)
+_DEFAULTS.write("{}")
+_DEFAULTS.close()
+atexit.register(os.unlink, _DEFAULTS.name)
+
+
+def run_hook(hook_bin: str, *args: str) -> subprocess.CompletedProcess:
+    """cpuplan-hook with args and a hook config of defaults only, its output captured as text."""
+    return subprocess.run([hook_bin, "--config", _DEFAULTS.name, *args], capture_output=True, text=True)
+
+
+def hook_json(hook_bin: str, *args: str) -> object:
+    """The JSON cpuplan-hook prints for args (which must succeed)."""
+    out = run_hook(hook_bin, *args, "--json")
+    assert out.returncode == 0, f"cpuplan-hook {args}: {out.stderr}"
+    return json.loads(out.stdout)
+
+
+def plan_json(p: cpuplan.CpuPlan) -> Dict[str, object]:
+    """p in the shape of the planner's plan JSON (PlanFile), as `cpuplan-hook plan --json` prints it."""
+    fmt = cpuplan.format_cpu_list
+    devices: List[Optional[str]] = list(p.devices) + [None] * (len(p.workers) - len(p.devices))
+    return {
+        "version": 1,
+        "setting": p.setting,
+        "mask": fmt(p.mask),
+        "usable": p.usable,
+        "devices": devices,
+        "workers": [None if w is None else {"device": devices[i], "cpus": fmt(w.cpus), "why": w.why} for i, w in enumerate(p.workers)],
+        "result": None if p.result is None else {"cpus": fmt(p.result.cpus), "why": p.result.why},
+        "pinned": fmt(p.pinned),
+        "left": p.left,
+        "pools": {
+            "preprocess_threads": p.preprocess_threads,
+            "png_threads": p.png_threads,
+            "encode_workers": p.encode_workers,
+            "copy_workers": p.copy_workers,
+        },
+        "why": p.why,
+    }
+
+
+def python(code: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+    """This interpreter (the venv's) running code in a new process, with env added to a plan-free environment."""
+    base = {k: v for k, v in os.environ.items() if k not in PLAN_VARS and k != "CUDA_DEVICE_ORDER"}
+    base["CPUPLAN_PLAN"] = "/nonexistent/cpuplan/plan.json"
+    base.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base, cwd=cwd or "/")

@@ -1,0 +1,62 @@
+"""The example worker (crates/python/examples/worker.py) on a plan file, and without any plan."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+import os
+from typing import Dict, Optional, Tuple
+
+from conftest import PLAN_VARS, plan_json
+
+import cpuplan
+from cpuplan import CpuPlan, StepCpus
+
+
+def run_worker(repo: Path, device: str, env: Dict[str, str]) -> Tuple[int, str, str]:
+    """The example worker for device, with env added to a plan-free environment."""
+    base = {k: v for k, v in os.environ.items() if k not in PLAN_VARS and k != "CPUPLAN_PLAN"}
+    base.update(env)
+    out = subprocess.run([sys.executable, str(repo / "crates/python/examples/worker.py"), device], capture_output=True, text=True, env=base, cwd="/")
+    return out.returncode, out.stdout, out.stderr
+
+
+def write_plan(path: Path, plan: CpuPlan, extra: Optional[dict] = None) -> Path:
+    """plan as the planner's plan.json, with extra keys (as the hook adds)."""
+    data = plan_json(plan)
+    data.update(extra or {})
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def test_the_worker_pins_itself_and_its_helpers_run_on_the_process_mask(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
+    a, b = two_cpus
+    ab = cpuplan.format_cpu_list({a, b})
+    plan = CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), StepCpus(frozenset({a}), "api"), "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"))
+    path = write_plan(tmp_path / "plan.json", plan, {"container": "test", "inputs": {"gpus": ["0000:2a:00.0", "0000:3a:00.0"]}})
+    rc, out, err = run_worker(repo, "00000000:2A:00.0", {"CPUPLAN_PLAN": str(path)})
+    assert rc == 0, err
+    assert out.splitlines() == [
+        f"plan: setting=auto mask={ab} usable=2 left=1 devices=0000:2a:00.0,0000:3a:00.0",
+        "why: two cpus",
+        f"warm cpus={ab}",
+        f"00000000:2A:00.0: worker 0 (0000:2a:00.0) pinned to cpus {b}: worker 0 on cpu {b}",
+        f"main cpus={b}",
+        f"helper cpus={ab}",
+        f"pool cpus={ab}",
+    ]
+    rc, out, err = run_worker(repo, "cuda:1", {"CPUPLAN_PLAN": str(path)})
+    assert rc == 0, err
+    assert out.splitlines()[2:4] == ["cuda:1: worker 1 (0000:3a:00.0) unpinned: two cpus", f"main cpus={ab}"]
+
+
+def test_the_worker_runs_unpinned_without_a_plan(repo: Path, tmp_path: Path) -> None:
+    rc, out, err = run_worker(repo, "cuda:0", {"CPUPLAN_PLAN": str(tmp_path / "absent.json")})
+    assert rc == 0, err
+    mask = cpuplan.format_cpu_list(cpuplan.process_mask())
+    lines = out.splitlines()
+    assert lines[0] == f"plan: setting=off mask={mask} usable={cpuplan.usable_cpus()} left={cpuplan.usable_cpus()} devices="
+    assert lines[1].startswith("why: no plan installed and no hook plan")
+    assert lines[2:] == ["cuda:0: no worker of the plan", f"main cpus={mask}", f"helper cpus={mask}", f"pool cpus={mask}"]

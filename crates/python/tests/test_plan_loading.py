@@ -1,0 +1,169 @@
+"""Loading: import without any plan, plan() reading the hook's plan file or plan.env's variables, install()."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+from conftest import hook_json, python
+
+import cpuplan
+from cpuplan import CpuPlan, StepCpus
+
+
+def hook_plan_file(repo: Path, hook_bin: str, tmp_path: Path, annotations: Optional[Dict[str, str]] = None) -> Path:
+    """plan.json as the hook writes it (`explain --json` on the example bundle and host), in tmp_path."""
+    bundle = repo / "examples/bundle"
+    if annotations is not None:
+        bundle = tmp_path / "bundle"
+        shutil.copytree(repo / "examples/bundle", bundle)
+        config = json.loads((bundle / "config.json").read_text())
+        config["annotations"] = annotations
+        (bundle / "config.json").write_text(json.dumps(config))
+    plan = hook_json(hook_bin, "explain", "--bundle", str(bundle), "--root", str(repo / "examples/host"))
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan, indent=2))
+    return path
+
+
+def test_importing_without_any_plan_works_and_pins_nothing() -> None:
+    out = python(
+        "import os, cpuplan; p = cpuplan.plan();"
+        "print(p.mask == frozenset(os.sched_getaffinity(0)), p.workers, p.result, p.pinned, p.left == p.usable);"
+        "print(p.why)"
+    )
+    assert out.returncode == 0, out.stderr
+    first, why = out.stdout.splitlines()
+    assert first == "True () None frozenset() True"
+    assert why == "no plan installed and no hook plan: no /nonexistent/cpuplan/plan.json and no CPUPLAN_MASK; nothing pinned"
+    assert out.stderr == ""
+
+
+def test_importing_reads_no_plan() -> None:
+    # Even a plan file that does not parse: import succeeds, plan() warns and pins nothing.
+    out = python("import cpuplan; print('imported')", env={"CPUPLAN_PLAN": "/proc/self/status"})
+    assert (out.returncode, out.stdout, out.stderr) == (0, "imported\n", "")
+
+
+def test_plan_reads_the_hooks_plan_file(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = hook_plan_file(repo, hook_bin, tmp_path)
+    monkeypatch.setenv("CPUPLAN_PLAN", str(path))
+    cpuplan.install(None)
+    p = cpuplan.plan()
+    assert p.setting == "auto" and p.usable == 16
+    assert p.mask == cpuplan.parse_cpu_list("0-55,112-167")
+    assert p.workers == (
+        StepCpus(frozenset({0, 112}), "gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the bottom"),
+        StepCpus(frozenset({1, 113}), "gpu 0000:2a:00.0 rank 1 of 4 on node 0: core 1 from the bottom"),
+    )
+    assert p.result == StepCpus(frozenset({55, 167}), "worker 0's gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the top")
+    assert p.devices == ("0000:18:00.0", "0000:2a:00.0")
+    assert (p.left, p.encode_workers) == (10, 5)
+    assert p.why.endswith("the GPUs' local CPUs within the mask 0-223")
+    # The same plan through hook_plan(path), and read once: a changed file is seen after install(None).
+    assert cpuplan.hook_plan(path) == p
+    path.write_text(path.read_text().replace('"usable": 16', '"usable": 12'))
+    assert cpuplan.plan().usable == 16
+    cpuplan.install(None)
+    assert cpuplan.plan().usable == 12
+
+
+def test_an_unpinned_hook_plan_still_names_every_workers_device(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = hook_plan_file(repo, hook_bin, tmp_path, {"cpuplan.step-thread-core": "off"})
+    assert json.loads(path.read_text())["workers"] == [None, None]
+    monkeypatch.setenv("CPUPLAN_PLAN", str(path))
+    p = cpuplan.plan()
+    assert p.setting == "off" and p.workers == (None, None)
+    assert p.devices == ("0000:18:00.0", "0000:2a:00.0")
+    w = cpuplan.find_worker("00000000:2A:00.0")
+    assert w == cpuplan.Worker(1, "0000:2a:00.0", None, p.why)
+
+
+def test_the_default_plan_path_is_run_cpuplan(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cpuplan.DEFAULT_PLAN == "/run/cpuplan/plan.json"
+    assert cpuplan.PLAN_VAR == "CPUPLAN_PLAN"
+    monkeypatch.delenv("CPUPLAN_PLAN")
+    p = cpuplan.plan()
+    if os.path.exists(cpuplan.DEFAULT_PLAN):  # pragma: no cover - only inside a planned container
+        assert p == cpuplan.hook_plan(cpuplan.DEFAULT_PLAN)
+    else:
+        assert "no /run/cpuplan/plan.json and no CPUPLAN_MASK" in p.why
+
+
+def test_plan_falls_back_to_plan_env_variables(monkeypatch: pytest.MonkeyPatch, two_cpus: tuple) -> None:
+    a, b = two_cpus
+    env = {
+        "CPUPLAN_SETTING": str(b),
+        "CPUPLAN_MASK": f"{a},{b}",
+        "CPUPLAN_USABLE": "2",
+        "CPUPLAN_WORKERS": f"{b};",
+        "CPUPLAN_DEVICES": "0000:2a:00.0;0000:3a:00.0",
+        "CPUPLAN_RESULT": str(a),
+        "CPUPLAN_WHY": "from plan.env",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    p = cpuplan.plan()
+    assert p.mask == frozenset({a, b}) and p.usable == 2 and p.setting == str(b)
+    assert p.workers[0] is not None and p.workers[0].cpus == frozenset({b}) and p.workers[1] is None
+    assert p.result is not None and p.result.cpus == frozenset({a})
+    assert p.devices == ("0000:2a:00.0", "0000:3a:00.0")
+    assert p.why == "from plan.env" and p.left == 1
+    assert cpuplan.find_worker("cuda:1") == cpuplan.Worker(1, "0000:3a:00.0", None, "from plan.env")
+
+
+def test_a_plan_file_wins_over_the_variables(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPUPLAN_MASK", "0")
+    monkeypatch.setenv("CPUPLAN_USABLE", "1")
+    assert cpuplan.plan().mask == frozenset({0})
+    monkeypatch.setenv("CPUPLAN_PLAN", str(hook_plan_file(repo, hook_bin, tmp_path)))
+    cpuplan.install(None)
+    assert cpuplan.plan().usable == 16
+
+
+def test_a_plan_that_does_not_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, hook_bin: str) -> None:
+    bad = tmp_path / "plan.json"
+    bad.write_text('{"version": 1, "mask": "0-x"}')
+    with pytest.raises(ValueError) as e:
+        cpuplan.hook_plan(bad)
+    assert str(bad) in str(e.value)
+    monkeypatch.setenv("CPUPLAN_PLAN", str(bad))
+    with pytest.warns(RuntimeWarning, match="ignoring the hook's plan"):
+        p = cpuplan.plan()
+    assert p.workers == () and str(bad) in p.why and p.why.endswith("nothing pinned")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cpuplan.plan() is p  # read once: no second warning
+    (tmp_path / "v7").mkdir()
+    newer = hook_plan_file(repo, hook_bin, tmp_path / "v7")
+    newer.write_text(newer.read_text().replace('"version": 1', '"version": 7'))
+    with pytest.raises(ValueError, match="plan version 7"):
+        cpuplan.hook_plan(newer)
+    monkeypatch.setenv("CPUPLAN_PLAN", str(tmp_path / "absent.json"))
+    monkeypatch.setenv("CPUPLAN_MASK", "0-1")
+    monkeypatch.setenv("CPUPLAN_USABLE", "two")
+    with pytest.raises(ValueError, match='CPUPLAN_USABLE="two"'):
+        cpuplan.hook_plan()
+
+
+def test_hook_plan_of_a_missing_path_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        cpuplan.hook_plan(tmp_path / "absent.json")
+    assert cpuplan.hook_plan() is None
+
+
+def test_install_makes_a_plan_this_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, hook_bin: str) -> None:
+    mine = CpuPlan({0, 1}, 2, (StepCpus(frozenset({1}), "mine"),), None, "installed")
+    cpuplan.install(mine)
+    assert cpuplan.plan() is mine
+    monkeypatch.setenv("CPUPLAN_PLAN", str(hook_plan_file(repo, hook_bin, tmp_path)))
+    assert cpuplan.plan() is mine  # an installed plan wins over the hook's
+    cpuplan.install(None)
+    assert cpuplan.plan().usable == 16  # back to the hook's
+    with pytest.raises(TypeError):
+        cpuplan.install("auto")  # type: ignore[arg-type]

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The Python package: build the abi3 wheel with maturin, install it into a fresh venv with
+# pytest, and run crates/python/tests on the installed package (never the source tree).
+#
+#   scripts/python-wheel.sh [PYTEST ARGS...]
+#
+# PYTHON         the interpreter for the venvs (default: python3)
+# CPUPLAN_HOOK   the cpuplan-hook binary the CLI comparisons and the runc test use
+#                (default: built here with cargo, in the debug profile)
+# CARGO_TARGET_DIR  where cargo and maturin build (default: target/); the wheel is built in
+#                its `wheel` profile, the venvs and the wheel go to $CARGO_TARGET_DIR/python.
+# PIP_*          pip's own settings (index, cache) apply.
+#
+# maturin (from PyPI) is installed once into $CARGO_TARGET_DIR/python/tools and kept; the
+# test venv is made anew on every run. Exits with pytest's status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+target=${CARGO_TARGET_DIR:-$repo/target}
+work=$target/python
+python=${PYTHON:-python3}
+mkdir -p "$work"
+start=$(date +%s)
+
+if ! "$work/tools/bin/maturin" --version >/dev/null 2>&1; then
+    echo "== installing maturin into $work/tools"
+    rm -rf "$work/tools"
+    "$python" -m venv "$work/tools"
+    "$work/tools/bin/pip" install -q "maturin>=1.5,<2"
+fi
+
+echo "== maturin build (profile wheel)"
+rm -rf "$work/wheels"
+CARGO_TARGET_DIR=$target "$work/tools/bin/maturin" build -m crates/python/Cargo.toml --out "$work/wheels"
+wheels=("$work"/wheels/cpuplan-*-abi3-*.whl)
+if [ ${#wheels[@]} -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
+    echo "expected one abi3 wheel in $work/wheels, found: ${wheels[*]}" >&2
+    exit 1
+fi
+built=$(date +%s)
+
+echo "== fresh venv with ${wheels[0]##*/} and pytest"
+rm -rf "$work/venv"
+"$python" -m venv "$work/venv"
+"$work/venv/bin/pip" install -q "${wheels[0]}" pytest
+
+if [ -z "${CPUPLAN_HOOK:-}" ]; then
+    echo "== cargo build --bin cpuplan-hook"
+    cargo build -q --bin cpuplan-hook --target-dir "$target"
+    CPUPLAN_HOOK=$target/debug/cpuplan-hook
+fi
+export CPUPLAN_HOOK CPUPLAN_REPO=$repo CPUPLAN_VENV=$work/venv
+echo "== wheel built in $((built - start)) s; pytest"
+
+# Run from outside the source tree, so `import cpuplan` finds the installed wheel only.
+cd "$work"
+set +e
+"$work/venv/bin/python" -m pytest -p no:cacheprovider -W error -rfEs "$repo/crates/python/tests" "$@"
+status=$?
+echo "== python-wheel.sh took $(($(date +%s) - start)) s"
+exit $status
