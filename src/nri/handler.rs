@@ -15,12 +15,14 @@ pub trait Handler: Send + Sync {
     }
 
     /// Called on Synchronize with every pod and container the runtime knows; returns updates to
-    /// existing containers.
+    /// existing containers (none unless the handler has some).
     fn synchronize(
         &self,
-        pods: &[PodSandbox],
-        containers: &[Container],
-    ) -> Result<Vec<ContainerUpdate>, String>;
+        _pods: &[PodSandbox],
+        _containers: &[Container],
+    ) -> Result<Vec<ContainerUpdate>, String> {
+        Ok(Vec::new())
+    }
 
     /// Called on CreateContainer: returns the adjustment (empty for none), or an error that
     /// fails the container's creation.
@@ -47,14 +49,6 @@ pub trait Handler: Send + Sync {
 pub struct PassHandler;
 
 impl Handler for PassHandler {
-    fn synchronize(
-        &self,
-        _: &[PodSandbox],
-        _: &[Container],
-    ) -> Result<Vec<ContainerUpdate>, String> {
-        Ok(Vec::new())
-    }
-
     fn create_container(
         &self,
         _: &PodSandbox,

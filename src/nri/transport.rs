@@ -195,7 +195,7 @@ mod tests {
     use crate::nri::events::EventMask;
     use crate::nri::handler::{Handler, TEST_ENV};
     use crate::nri::proto::{
-        ConfigureRequest, ConfigureResponse, Container, ContainerAdjustment, ContainerUpdate,
+        ConfigureRequest, ConfigureResponse, Container, ContainerAdjustment,
         CreateContainerRequest, CreateContainerResponse, PodSandbox, PLUGIN_SERVICE,
     };
     use std::collections::HashMap;
@@ -207,14 +207,6 @@ mod tests {
     struct SlowHandler;
 
     impl Handler for SlowHandler {
-        fn synchronize(
-            &self,
-            _: &[PodSandbox],
-            _: &[Container],
-        ) -> Result<Vec<ContainerUpdate>, String> {
-            Ok(Vec::new())
-        }
-
         fn create_container(
             &self,
             _: &PodSandbox,

@@ -175,34 +175,54 @@ pub fn deployment_plan_on(
     usable: usize,
     topo: &dyn Topology,
 ) -> Result<CpuPlan, CpuPlanError> {
-    let n = addresses.len();
-    let unpinned =
-        |why: String| CpuPlan::unpinned(setting, mask.clone(), usable, addresses.to_vec(), why);
+    let ask = Ask {
+        addresses,
+        mask,
+        usable,
+        topo,
+    };
     match setting {
-        Setting::Off => Ok(unpinned("step_thread_core off".into())),
-        _ if n == 0 => Ok(unpinned(format!(
-            "step_thread_core {setting}: no workers; nothing pinned"
-        ))),
-        Setting::Cpu(cpu) => cpu_plan(cpu, addresses, mask, usable, topo),
-        Setting::Auto => auto::auto_plan(addresses, mask, usable, topo),
+        Setting::Off => Ok(ask.unpinned(setting, "step_thread_core off".into())),
+        _ if addresses.is_empty() => Ok(ask.unpinned(
+            setting,
+            format!("step_thread_core {setting}: no workers; nothing pinned"),
+        )),
+        Setting::Cpu(cpu) => cpu_plan(cpu, &ask),
+        Setting::Auto => auto::auto_plan(&ask),
+    }
+}
+
+/// What a plan is asked for: the workers' devices, the mask, the usable CPUs and the topology.
+struct Ask<'a> {
+    addresses: &'a [Option<String>],
+    mask: &'a CpuSet,
+    usable: usize,
+    topo: &'a dyn Topology,
+}
+
+impl Ask<'_> {
+    /// The plan made with `setting` that pins nothing, saying `why`.
+    fn unpinned(&self, setting: Setting, why: String) -> CpuPlan {
+        CpuPlan::unpinned(
+            setting,
+            self.mask.clone(),
+            self.usable,
+            self.addresses.to_vec(),
+            why,
+        )
     }
 }
 
 /// The plan for `step_thread_core <cpu>`: worker 0 on `cpu`'s core, worker k on the k-th core above it, the API server on the mask's last core.
-fn cpu_plan(
-    cpu: usize,
-    addresses: &[Option<String>],
-    mask: &CpuSet,
-    usable: usize,
-    topo: &dyn Topology,
-) -> Result<CpuPlan, CpuPlanError> {
+fn cpu_plan(cpu: usize, ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
+    let (mask, usable) = (ask.mask, ask.usable);
     let setting = Setting::Cpu(cpu);
-    let workers = addresses.len();
+    let workers = ask.addresses.len();
     let unfit = |reason: String| CpuPlanError::Unfit { setting, reason };
     if !mask.contains(cpu) {
         return Err(unfit(format!("cpu {cpu} is not in the mask {mask}")));
     }
-    let cores = Cores::new(topo).all(mask)?;
+    let cores = Cores::new(ask.topo).all(mask)?;
     let Some(start) = cores.iter().position(|c| c.contains(cpu)) else {
         return Err(unfit(format!("cpu {cpu} is in no core of the mask {mask}")));
     };
@@ -238,7 +258,7 @@ fn cpu_plan(
         setting,
         mask: mask.clone(),
         usable,
-        devices: addresses.to_vec(),
+        devices: ask.addresses.to_vec(),
         workers: steps,
         result: Some(StepCpus {
             cpus: last.clone(),

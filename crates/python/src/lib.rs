@@ -351,6 +351,7 @@ fn _cpuplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_CPU", MAX_CPU)?;
     m.add("DEFAULT_PLAN", cpuplan_shim::DEFAULT_PLAN)?;
     m.add("PLAN_VAR", cpuplan_shim::PLAN_VAR)?;
+    m.add("CLAIMS_DIR_VAR", cpuplan::planenv::CLAIMS_DIR)?;
     m.add_function(wrap_pyfunction!(parse_cpu_list, m)?)?;
     m.add_function(wrap_pyfunction!(format_cpu_list, m)?)?;
     m.add_function(wrap_pyfunction!(process_mask, m)?)?;

@@ -3,10 +3,9 @@
 use std::collections::HashMap;
 
 use super::cores::{Cores, Ends};
-use super::{CpuPlan, CpuPlanError, Setting, StepCpus};
+use super::{Ask, CpuPlan, CpuPlanError, Setting, StepCpus};
 use crate::cpuset::CpuSet;
 use crate::gpus::{is_not_found, HostGpu};
-use crate::topology::Topology;
 
 /// A NUMA node as a log line names it.
 fn node_name(node: Option<u32>) -> String {
@@ -25,19 +24,17 @@ struct Placement<'g> {
 }
 
 /// The `auto` plan for `addresses` (at least one worker); pins nothing, saying why, where the host can't place every worker.
-pub(crate) fn auto_plan(
-    addresses: &[Option<String>],
-    mask: &CpuSet,
-    usable: usize,
-    topo: &dyn Topology,
-) -> Result<CpuPlan, CpuPlanError> {
+pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
+    let Ask {
+        addresses,
+        mask,
+        usable,
+        topo,
+    } = *ask;
     let n = addresses.len();
     let nothing = |why: String| {
-        Ok(CpuPlan::unpinned(
+        Ok(ask.unpinned(
             Setting::Auto,
-            mask.clone(),
-            usable,
-            addresses.to_vec(),
             format!("step_thread_core auto: {why}; nothing pinned"),
         ))
     };

@@ -45,6 +45,8 @@ pub const WHY: &str = "CPUPLAN_WHY";
 pub const STEP_THREAD_CORE: &str = "CPUPLAN_STEP_THREAD_CORE";
 /// The plan file a process reads instead of the default (read by the shim, set by `cpuplan-exec`).
 pub const PLAN_PATH: &str = "CPUPLAN_PLAN";
+/// The claims directory an in-process `claim_gpus` uses (the Python package's; default the hook's).
+pub const CLAIMS_DIR: &str = "CPUPLAN_CLAIMS_DIR";
 /// The prefix of every variable this module defines for the plan.
 pub const PREFIX: &str = "CPUPLAN_";
 
@@ -66,7 +68,7 @@ pub const CUDA_ORDER: &str = "PCI_BUS_ID";
 
 /// Whether `key` is a variable `plan.env` writes (the `CPUPLAN_*` plan variables and the thread variables).
 pub fn is_plan_var(key: &str) -> bool {
-    (key.starts_with(PREFIX) && key != STEP_THREAD_CORE && key != PLAN_PATH)
+    (key.starts_with(PREFIX) && ![STEP_THREAD_CORE, PLAN_PATH, CLAIMS_DIR].contains(&key))
         || POOL_VARS.contains(&key)
         || key == GOMAXPROCS
         || key == CUDA_DEVICE_ORDER

@@ -10,6 +10,7 @@ _Plan = Tuple[FrozenSet[int], int, List[Optional[_Step]], Optional[_Step], str]
 MAX_CPU: int
 DEFAULT_PLAN: str
 PLAN_VAR: str
+CLAIMS_DIR_VAR: str
 
 class CpuPlanError(ValueError):
     """A step_thread_core value the process mask can't honour."""

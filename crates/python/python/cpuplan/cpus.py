@@ -51,7 +51,7 @@ DEFAULT_PLAN: str = _cpuplan.DEFAULT_PLAN
 #: The variable naming another plan file than DEFAULT_PLAN.
 PLAN_VAR: str = _cpuplan.PLAN_VAR
 #: The variable naming the directory of this host's GPU claims (claim_gpus).
-CLAIMS_DIR_VAR = "CPUPLAN_CLAIMS_DIR"
+CLAIMS_DIR_VAR = _cpuplan.CLAIMS_DIR_VAR
 #: The claims directory when CPUPLAN_CLAIMS_DIR is not set: the hook's default.
 DEFAULT_CLAIMS_DIR = "/run/cpuplan/claims"
 
