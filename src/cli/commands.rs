@@ -294,37 +294,81 @@ fn precreate(words: &[String], config_path: &Path, out: &mut dyn Write) -> Resul
 }
 
 /// The layout of `install`/`uninstall`, its paths made absolute: a runtime runs the registered
-/// hook from another directory.
-fn layout(a: &Args, config_path: &Path) -> Result<crate::install::Layout> {
+/// hook from another directory. `--root-prefix` puts the default paths under a relocated node's
+/// root; with `--containerd`, also containerd's registration.
+fn layout(
+    a: &Args,
+    config_path: &Path,
+) -> Result<(
+    crate::install::Layout,
+    Option<crate::install::containerd::Containerd>,
+)> {
+    use crate::install::{containerd as ctrd, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX};
     let abs = |p: &Path| {
         std::path::absolute(p).with_context(|| format!("cannot make {} absolute", p.display()))
     };
-    Ok(crate::install::Layout {
-        prefix: abs(Path::new(
-            a.value("prefix").unwrap_or(crate::install::DEFAULT_PREFIX),
-        ))?,
-        hooks_dir: abs(Path::new(
-            a.value("hooks-dir")
-                .unwrap_or(crate::install::DEFAULT_HOOKS_DIR),
-        ))?,
-        config: abs(config_path)?,
-    })
+    let root = abs(Path::new(a.value("root-prefix").unwrap_or("/")))?;
+    let path = |opt: &str, default: &str| match a.value(opt) {
+        Some(v) => abs(Path::new(v)),
+        None => Ok(root.join(default.trim_start_matches('/'))),
+    };
+    let config = if config_path == Path::new(DEFAULT_CONFIG) {
+        root.join(DEFAULT_CONFIG.trim_start_matches('/'))
+    } else {
+        abs(config_path)?
+    };
+    let layout = crate::install::Layout {
+        prefix: path("prefix", DEFAULT_PREFIX)?,
+        hooks_dir: path("hooks-dir", DEFAULT_HOOKS_DIR)?,
+        config,
+    };
+    let containerd = match a.switch("containerd") {
+        false => None,
+        true => Some(ctrd::Containerd {
+            config: path("containerd-config", ctrd::DEFAULT_CONFIG)?,
+            runtimes: a
+                .value("containerd-runtimes")
+                .unwrap_or("")
+                .split(',')
+                .filter(|r| !r.is_empty())
+                .map(String::from)
+                .collect(),
+            ctr_root: abs(Path::new(a.value("ctr-root").unwrap_or("/")))?,
+        }),
+    };
+    Ok((layout, containerd))
 }
+
+/// The options `install` and `uninstall` share.
+const INSTALL_OPTS: &[&str] = &[
+    "prefix",
+    "hooks-dir",
+    "root-prefix",
+    "containerd-config",
+    "containerd-runtimes",
+    "ctr-root",
+];
 
 fn install(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<Exit> {
     let a = Args::parse(
         "install",
         words,
-        &["prefix", "hooks-dir"],
-        &["with-precreate"],
+        INSTALL_OPTS,
+        &["with-precreate", "containerd"],
     )?;
     if a.help {
         out.write_all(help::INSTALL.as_bytes())?;
         return Ok(Exit::Ok);
     }
     let me = std::env::current_exe().context("cannot find this binary")?;
-    let said = crate::install::install(&layout(&a, config_path)?, &me, a.switch("with-precreate"))
+    let (layout, containerd) = layout(&a, config_path)?;
+    let mut said = crate::install::install(&layout, &me, a.switch("with-precreate"))
         .map_err(|e| BadInput(e.to_string()))?;
+    if let Some(c) = &containerd {
+        said.extend(
+            crate::install::containerd::install(&layout, c).map_err(|e| BadInput(e.to_string()))?,
+        );
+    }
     for line in said {
         writeln!(out, "{line}")?;
     }
@@ -332,13 +376,20 @@ fn install(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<
 }
 
 fn uninstall(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<Exit> {
-    let a = Args::parse("uninstall", words, &["prefix", "hooks-dir"], &[])?;
+    let a = Args::parse("uninstall", words, INSTALL_OPTS, &["containerd"])?;
     if a.help {
         out.write_all(help::INSTALL.as_bytes())?;
         return Ok(Exit::Ok);
     }
-    let said = crate::install::uninstall(&layout(&a, config_path)?)
-        .map_err(|e| BadInput(e.to_string()))?;
+    let (layout, containerd) = layout(&a, config_path)?;
+    let mut said = Vec::new();
+    if let Some(c) = &containerd {
+        said.extend(
+            crate::install::containerd::uninstall(&layout, c)
+                .map_err(|e| BadInput(e.to_string()))?,
+        );
+    }
+    said.extend(crate::install::uninstall(&layout).map_err(|e| BadInput(e.to_string()))?);
     for line in said {
         writeln!(out, "{line}")?;
     }

@@ -85,12 +85,22 @@ A config that cannot be planned is printed unchanged (on_error: allow).
 /// `install --help` and `uninstall --help`.
 pub const INSTALL: &str = "\
 usage: cpuplan-hook install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
-       cpuplan-hook uninstall [--prefix DIR] [--hooks-dir DIR] [--config PATH]
+                            [--root-prefix DIR] [--containerd [--containerd-config PATH]
+                            [--containerd-runtimes A,B] [--ctr-root DIR]]
+       cpuplan-hook uninstall [the same options, without --with-precreate]
 
 install copies this binary to <prefix>/libexec/cpuplan/cpuplan-hook (prefix /usr/local), writes
 cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir
-(/etc/containers/oci/hooks.d), writes a default hook config at --config
-(/etc/cpuplan/hook.json) if none exists, and prints what containerd users add. Idempotent;
-refuses to overwrite a hooks.d file it did not write. uninstall removes them (the config only
-if it is still the default).
+(/etc/containers/oci/hooks.d), and writes a default hook config at --config
+(/etc/cpuplan/hook.json) if none exists. Idempotent; refuses to overwrite a file it did not
+write. uninstall removes them (the config only if it is still the default).
+
+--containerd also registers the hook with containerd's CRI plugin: the base runtime spec
+cpuplan-base-spec.json (`ctr oci spec` plus the hooks) and the drop-in conf.d/cpuplan.toml
+beside --containerd-config (/etc/containerd/config.toml), which gets an `imports` entry for it
+unless one covers it. The drop-in sets base_runtime_spec and pod_annotations = [\"cpuplan.*\"]
+for --containerd-runtimes (default: the default runtime). Restart containerd afterwards.
+--ctr-root runs ctr chrooted into the node's root as mounted here (default /).
+--root-prefix puts every default path under DIR (a relocated node seen the same way by
+install and the runtime).
 ";

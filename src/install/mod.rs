@@ -1,4 +1,7 @@
-//! `install` / `uninstall`: the binary, the hooks.d registrations and a default hook config.
+//! `install` / `uninstall`: the binary, the hooks.d registrations and a default hook config;
+//! with `--containerd`, containerd's registration ([`containerd`]).
+
+pub mod containerd;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -45,6 +48,9 @@ pub enum InstallError {
         /// The binary path cpuplan would register.
         ours: PathBuf,
     },
+    /// The containerd registration cannot be made.
+    #[error(transparent)]
+    Containerd(#[from] containerd::ContainerdError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
@@ -193,18 +199,10 @@ pub fn install(
             layout.config.display()
         ));
     }
-    said.push(String::new());
     said.push(
-        "containerd (CRI): add these hooks to the base runtime spec that config.toml names, e.g."
+        "containerd (CRI) nodes: `install --containerd` also registers the hook with containerd"
             .into(),
     );
-    said.push("  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]            # containerd 1.7".into());
-    said.push("  [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]          # containerd 2.x".into());
-    said.push("    base_runtime_spec = \"/etc/containerd/cpuplan-base-spec.json\"".into());
-    said.push(format!(
-        "  where that spec (from `ctr oci spec`) holds \"hooks\": {}",
-        serde_json::to_string(&layout.containerd_hooks()).unwrap_or_default()
-    ));
     Ok(said)
 }
 
