@@ -2,6 +2,9 @@
 //! (`ctr oci spec` plus cpuplan's hooks) and a config drop-in that containerd's `imports`
 //! setting loads, so that no `config.toml` is merged by hand.
 //!
+//! The base spec is `ctr oci spec` less what CRI removes from it when no base spec is set (the
+//! default rlimits; CRI keeps whatever a base spec holds), so that it changes nothing but the hooks.
+//!
 //! How containerd reads a drop-in decides what it must hold:
 //! - containerd 1.7 (config version 2) replaces a plugin's whole section with an imported
 //!   file's: the drop-in therefore carries the CRI plugin's section as the node's config has it
@@ -164,8 +167,25 @@ fn under(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// The base spec: containerd's default `spec` with the hooks of `layout`.
-pub fn base_spec(layout: &Layout, mut spec: Value) -> Value {
+/// The spec CRI starts a container from when no base spec is set: `ctr oci spec`'s `spec`
+/// without the default security settings CRI takes out then (containerd's
+/// `WithoutDefaultSecuritySettings`: the rlimits, so that containers inherit containerd's
+/// `RLIMIT_NOFILE` instead of 1024, an AppArmor profile and a seccomp profile). CRI keeps them
+/// from a base spec, so a base spec that holds them would change every container.
+pub fn cri_default_spec(mut spec: Value) -> Value {
+    if let Some(p) = spec.get_mut("process").and_then(Value::as_object_mut) {
+        p.remove("rlimits");
+        p.remove("apparmorProfile");
+    }
+    if let Some(l) = spec.get_mut("linux").and_then(Value::as_object_mut) {
+        l.remove("seccomp");
+    }
+    spec
+}
+
+/// The base spec: CRI's default for containerd's default `spec` ([`cri_default_spec`]) with the hooks of `layout`.
+pub fn base_spec(layout: &Layout, spec: Value) -> Value {
+    let mut spec = cri_default_spec(spec);
     spec["hooks"] = layout.containerd_hooks();
     spec
 }
@@ -625,7 +645,7 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
     spec.push(b'\n');
     write_atomic(&spec_path, &spec, 0o644)?;
     let mut said = vec![format!(
-        "wrote the base runtime spec {} (`ctr oci spec` of ctr {version}, plus the hooks)",
+        "wrote the base runtime spec {} (`ctr oci spec` of ctr {version} as CRI uses it, plus the hooks)",
         spec_path.display()
     )];
     write_atomic(&drop_in, text.as_bytes(), 0o644)?;
