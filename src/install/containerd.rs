@@ -503,15 +503,17 @@ pub fn drop_in_text(
     doc.insert("plugins", Item::Table(plugins));
     let mut head = format!(
         "{DROP_IN_MARK}; `uninstall --containerd` removes it.\n\
-         # Containers of the runtime handler(s) {} start from {spec} (this containerd's\n\
-         # default spec plus cpuplan's hooks); the pods' and containers' cpuplan.* annotations reach it.\n",
+         # Containers of the runtime handler(s) {} start from this base spec (containerd's\n\
+         # default spec plus cpuplan's hooks), and the cpuplan.* pod and container annotations reach it:\n\
+         #   {spec}\n",
         runtimes.join(", ")
     );
     if version == 2 {
         head.push_str(&format!(
-            "# containerd 1.7 replaces a plugin's whole section with an imported one: this is the CRI\n\
-             # section of {} as it was at install time, plus cpuplan's keys. Run install again after\n\
-             # changing that section there.\n",
+            "# containerd 1.7 replaces a plugin's whole section with an imported one, so this holds the\n\
+             # CRI section as it was at install time, plus cpuplan's keys, taken from\n\
+             #   {}\n\
+             # Run install again after changing that section there.\n",
             origin.unwrap_or_else(|| c.config.clone()).display()
         ));
     }
