@@ -191,6 +191,8 @@ fn quota_container_sees_its_plan(node: &CriNode) {
 #[test]
 fn a_quota_container_sees_its_plan_through_cri() {
     let node = hooked(NodeOptions::default(), json!({}));
+    // NRI is on, its socket under the node (the NRI tests' plugins connect there).
+    assert!(node.nri_socket().exists(), "{}", node.log_tail());
     quota_container_sees_its_plan(&node);
 }
 

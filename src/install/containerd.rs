@@ -532,18 +532,7 @@ pub fn created_config(entry: &str) -> String {
 pub fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, ContainerdError> {
     let drop_in = c.drop_in();
     let entries = string_list(doc.get("imports"));
-    if resolve_imports(&c.config, &entries, Some(&drop_in)).contains(&drop_in)
-        || entries.iter().any(|e| {
-            let p = clean(&c.dir().join(e));
-            p.parent() == drop_in.parent()
-                && p.file_name().is_some_and(|n| {
-                    glob_match(
-                        &n.to_string_lossy(),
-                        &drop_in.file_name().unwrap_or_default().to_string_lossy(),
-                    )
-                })
-        })
-    {
+    if resolve_imports(&c.config, &entries, Some(&drop_in)).contains(&drop_in) {
         return Ok(None);
     }
     let entry = import_entry(&c.config, &drop_in);
