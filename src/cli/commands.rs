@@ -293,50 +293,27 @@ fn precreate(words: &[String], config_path: &Path, out: &mut dyn Write) -> Resul
     }
 }
 
-/// The layout of `install`/`uninstall`, its paths made absolute: a runtime runs the registered
-/// hook from another directory. `--root-prefix` puts the default paths under a relocated node's
-/// root; with `--containerd`, also containerd's registration.
-fn layout(
-    a: &Args,
-    config_path: &Path,
-) -> Result<(
-    crate::install::Layout,
-    Option<crate::install::containerd::Containerd>,
-)> {
-    use crate::install::{containerd as ctrd, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX};
-    let abs = |p: &Path| {
-        std::path::absolute(p).with_context(|| format!("cannot make {} absolute", p.display()))
-    };
-    let root = abs(Path::new(a.value("root-prefix").unwrap_or("/")))?;
-    let path = |opt: &str, default: &str| match a.value(opt) {
-        Some(v) => abs(Path::new(v)),
-        None => Ok(root.join(default.trim_start_matches('/'))),
-    };
-    let config = if config_path == Path::new(DEFAULT_CONFIG) {
-        root.join(DEFAULT_CONFIG.trim_start_matches('/'))
-    } else {
-        abs(config_path)?
-    };
-    let layout = crate::install::Layout {
-        prefix: path("prefix", DEFAULT_PREFIX)?,
-        hooks_dir: path("hooks-dir", DEFAULT_HOOKS_DIR)?,
-        config,
-    };
-    let containerd = match a.switch("containerd") {
-        false => None,
-        true => Some(ctrd::Containerd {
-            config: path("containerd-config", ctrd::DEFAULT_CONFIG)?,
-            runtimes: a
-                .value("containerd-runtimes")
-                .unwrap_or("")
-                .split(',')
-                .filter(|r| !r.is_empty())
-                .map(String::from)
-                .collect(),
-            ctr_root: abs(Path::new(a.value("ctr-root").unwrap_or("/")))?,
-        }),
-    };
-    Ok((layout, containerd))
+/// The install options of the command line (`config_path` is the global `--config`).
+fn install_options(a: &Args, config_path: &Path) -> crate::install::Options {
+    let p = |k: &str| a.value(k).map(PathBuf::from);
+    crate::install::Options {
+        root_prefix: p("root-prefix"),
+        prefix: p("prefix"),
+        hooks_dir: p("hooks-dir"),
+        config: (config_path != Path::new(DEFAULT_CONFIG)).then(|| config_path.to_path_buf()),
+        containerd: a.switch("containerd"),
+        containerd_config: p("containerd-config"),
+        containerd_runtimes: a
+            .value("containerd-runtimes")
+            .map(|v| {
+                v.split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ctr_root: p("ctr-root"),
+    }
 }
 
 /// The options `install` and `uninstall` share.
@@ -361,7 +338,9 @@ fn install(words: &[String], config_path: &Path, out: &mut dyn Write) -> Result<
         return Ok(Exit::Ok);
     }
     let me = std::env::current_exe().context("cannot find this binary")?;
-    let (layout, containerd) = layout(&a, config_path)?;
+    let (layout, containerd) = install_options(&a, config_path)
+        .resolve()
+        .map_err(|e| BadInput(e.to_string()))?;
     let mut said = crate::install::install(&layout, &me, a.switch("with-precreate"))
         .map_err(|e| BadInput(e.to_string()))?;
     if let Some(c) = &containerd {
@@ -381,7 +360,9 @@ fn uninstall(words: &[String], config_path: &Path, out: &mut dyn Write) -> Resul
         out.write_all(help::INSTALL.as_bytes())?;
         return Ok(Exit::Ok);
     }
-    let (layout, containerd) = layout(&a, config_path)?;
+    let (layout, containerd) = install_options(&a, config_path)
+        .resolve()
+        .map_err(|e| BadInput(e.to_string()))?;
     let mut said = Vec::new();
     if let Some(c) = &containerd {
         said.extend(
