@@ -618,14 +618,45 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
     let node = CriNode::new();
     // What an operator's ConfigMap would hold; install keeps an existing config.
     hook_config(&node, json!({}));
-    // The node's paths through the root prefix; ctr is this machine's, at the node root /.
+    // The node's root as the init container sees it at /host: here, a root holding just this
+    // machine's ctr and the libraries it loads (hard links), which install runs chrooted; the
+    // node's paths through the root prefix.
+    let host = node.path("host-root");
     let script = words[2]
         .replace(
             "/opt/cpuplan/cpuplan-hook",
             &hook_bin().display().to_string(),
         )
-        .replace("--ctr-root /host", "--ctr-root /")
+        .replace(
+            "--ctr-root /host",
+            &format!("--ctr-root {}", host.display()),
+        )
         + &format!(" --root-prefix {}", node.root().display());
+    std::fs::create_dir_all(&host).unwrap();
+    let empty = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        !empty.status.success() && String::from_utf8_lossy(&empty.stderr).contains("no ctr"),
+        "ctr is looked for under --ctr-root only: {}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
+    let ctr = common::runc::which("ctr");
+    let ldd = Command::new("ldd").arg(&ctr).output().unwrap();
+    let libs: Vec<PathBuf> = String::from_utf8_lossy(&ldd.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    for f in std::iter::once(ctr.clone()).chain(libs) {
+        let to = host.join(f.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        let real = std::fs::canonicalize(&f).unwrap();
+        if std::fs::hard_link(&real, &to).is_err() {
+            std::fs::copy(&real, &to).unwrap();
+        }
+    }
     let out = Command::new("/bin/sh")
         .args(["-c", &script])
         .output()
