@@ -84,6 +84,9 @@ pub struct NodeOptions {
     pub nri_plugin_dir: Option<PathBuf>,
     /// NRI's plugin config directory (default `T/etc/nri/conf.d`).
     pub nri_config_dir: Option<PathBuf>,
+    /// Lines appended to NRI's table (`[plugins."io.containerd.nri.v1.nri"]`), e.g.
+    /// `plugin_request_timeout = "5s"`.
+    pub nri_keys: String,
     /// Leave NRI off.
     pub nri_disabled: bool,
 }
@@ -267,12 +270,14 @@ state = "{t}/run/containerd"
     socket_path = "{t}/run/nri/nri.sock"
     plugin_path = "{plugin_dir}"
     plugin_config_path = "{plugin_conf}"
+{nri_keys}
 {extra}
 "#,
             cri_keys = opts.cri_keys,
             nri_off = opts.nri_disabled,
             plugin_dir = plugin_dir.display(),
             plugin_conf = plugin_conf.display(),
+            nri_keys = opts.nri_keys,
             extra = opts.extra_config,
         )
         .replace("@ROOT@", &t)
