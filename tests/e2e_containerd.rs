@@ -1,6 +1,6 @@
-//! End to end with real containerd (Debian's 1.6, runc shim v2): the shipped base spec's
-//! createRuntime and poststop hooks through `ctr run --config`, and the shipped config.toml
-//! lines loading that base spec into the CRI plugin.
+//! End to end with real containerd (1.7, runc shim v2) outside CRI: the base spec that
+//! `install --containerd` derives from `ctr oci spec` runs its createRuntime and poststop hooks
+//! through `ctr run --config`. The CRI path kubelet uses is tested in `tests/cri_node.rs`.
 
 mod common;
 
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use common::containerd::{runnable, Containerd};
 use common::podman::{claims_json, explain_json, pid_free};
 use common::runc::{fixtures, hook_bin, line_value};
+use cpuplan_hook::install::{containerd, Layout};
 use serde_json::{json, Value};
 
 /// The setting the tests' hook config uses.
@@ -16,10 +17,6 @@ const SETTING: &str = "auto";
 
 const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json"#;
-
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
 
 fn section<'a>(out: &'a str, name: &str) -> &'a str {
     let Some(i) = out.find(&format!("--- {name}\n")) else {
@@ -29,28 +26,19 @@ fn section<'a>(out: &'a str, name: &str) -> &'a str {
     &rest[..rest.find("\n--- ").map(|i| i + 1).unwrap_or(rest.len())]
 }
 
-/// The shipped base spec with the hooks pointed at this build and `config` (the two paths
-/// `install --prefix` and `--config` change); everything else as shipped.
+/// The base spec `install --containerd` writes, its hooks running this build with `config`.
 fn base_spec(config: &Path) -> Value {
-    let text = std::fs::read_to_string(repo("hooks/containerd/cpuplan-base-spec.json")).unwrap();
-    let spec: Value = serde_json::from_str(&text).expect("the base spec is JSON");
-    assert_eq!(
-        spec["hooks"]["createRuntime"][0]["args"],
-        json!([
-            "cpuplan-hook",
-            "--config",
-            "/etc/cpuplan/hook.json",
-            "hook",
-            "createRuntime"
-        ])
-    );
-    let text = text
-        .replace(
-            "/usr/local/libexec/cpuplan/cpuplan-hook",
-            &hook_bin().display().to_string(),
-        )
-        .replace("/etc/cpuplan/hook.json", &config.display().to_string());
-    serde_json::from_str(&text).unwrap()
+    let layout = Layout {
+        prefix: PathBuf::from("/unused"),
+        hooks_dir: PathBuf::from("/unused"),
+        config: config.to_path_buf(),
+    };
+    let (default, _) = containerd::ctr_default_spec(Path::new("/")).expect("ctr oci spec");
+    let mut spec = containerd::base_spec(&layout, default);
+    for stage in ["createRuntime", "poststop"] {
+        spec["hooks"][stage][0]["path"] = json!(hook_bin());
+    }
+    spec
 }
 
 #[test]
@@ -96,52 +84,4 @@ fn the_base_spec_hooks_plan_the_container_and_poststop_runs() {
         "poststop released the claim createRuntime took: {log}"
     );
     assert_eq!(claims_json(&cfg), json!([]), "claims left after poststop");
-}
-
-/// The shipped containerd 1.7 lines, with the base spec's path pointed at the repo's file.
-fn cri_tables(base_spec: &Path) -> String {
-    let text = std::fs::read_to_string(repo("hooks/containerd/config-1.7.toml")).unwrap();
-    assert!(
-        text.contains("base_runtime_spec = \"/etc/containerd/cpuplan-base-spec.json\""),
-        "{text}"
-    );
-    text.lines()
-        .filter(|l| !l.starts_with("version") && !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .replace(
-            "/etc/containerd/cpuplan-base-spec.json",
-            &base_spec.display().to_string(),
-        )
-}
-
-fn cri_status(c: &Containerd) -> String {
-    let plugins = c.ctr(&["plugins", "ls"]);
-    assert_eq!(plugins.rc, 0, "{}", plugins.err);
-    plugins
-        .out
-        .lines()
-        .find(|l| {
-            let mut f = l.split_whitespace();
-            f.next() == Some("io.containerd.grpc.v1") && f.next() == Some("cri")
-        })
-        .unwrap_or_else(|| panic!("no CRI plugin in:\n{}", plugins.out))
-        .to_string()
-}
-
-#[test]
-fn the_config_lines_load_the_base_spec_into_the_cri_plugin() {
-    // containerd 1.6 has 1.7's CRI plugin id and config version 2.
-    let ok = Containerd::start_with(
-        "",
-        &cri_tables(&repo("hooks/containerd/cpuplan-base-spec.json")),
-    );
-    let status = cri_status(&ok);
-    assert!(status.trim_end().ends_with("ok"), "{status}\n{}", ok.log());
-    drop(ok);
-    // The control: a base spec that is not there fails the CRI plugin, so the check above
-    // shows the file was read.
-    let missing = Containerd::start_with("", &cri_tables(Path::new("/nonexistent/spec.json")));
-    let status = cri_status(&missing);
-    assert!(status.trim_end().ends_with("error"), "{status}");
 }

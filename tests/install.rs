@@ -82,15 +82,6 @@ fn repo_file(rel: &str) -> Value {
         .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// The hooks JSON that install prints for containerd users.
-fn printed_containerd_hooks(out: &str) -> Value {
-    let line = out
-        .lines()
-        .find(|l| l.contains("\"hooks\": "))
-        .unwrap_or_else(|| panic!("no containerd hooks line in:\n{out}"));
-    serde_json::from_str(line.split_once("\"hooks\": ").unwrap().1).expect("hooks JSON")
-}
-
 #[test]
 fn install_then_podman_uses_it_and_uninstall_removes_it() {
     let i = Installed::new();
@@ -252,28 +243,90 @@ fn install_refuses_a_hooks_file_it_did_not_write() {
     );
 }
 
+/// `cpuplan-hook SUB --containerd --root-prefix ROOT`: (status, stdout, stderr).
+fn containerd_run(root: &Path, sub: &str) -> (i32, String, String) {
+    let out = Command::new(hook_bin())
+        .args([sub, "--containerd", "--root-prefix"])
+        .arg(root)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
-fn the_printed_containerd_hooks_are_those_of_the_shipped_base_spec() {
+fn install_containerd_on_a_node_without_config_toml_and_uninstall_leaves_nothing() {
+    common::runc::require("containerd install", &[("ctr", "containerd/trixie")]);
     let i = Installed::new();
-    let (rc, out, err) = i.run("install", &[]);
+    let root = i.tmp.path();
+    let (rc, out, err) = containerd_run(root, "install");
     assert_eq!(rc, 0, "install: {err}");
-    let printed = printed_containerd_hooks(&out);
-    assert!(out.contains("base_runtime_spec"), "{out}");
-    let spec = repo_file("hooks/containerd/cpuplan-base-spec.json");
-    // The shipped spec names the default paths; install names its own.
-    let text = serde_json::to_string(&spec["hooks"])
-        .unwrap()
-        .replace(
-            "/usr/local/libexec/cpuplan/cpuplan-hook",
-            &i.binary().display().to_string(),
-        )
-        .replace("/etc/cpuplan/hook.json", &i.config().display().to_string());
-    let shipped: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(printed, shipped);
+    assert!(out.contains("restart containerd"), "{out}");
+    let etc = root.join("etc/containerd");
+    let config = std::fs::read_to_string(etc.join("config.toml")).unwrap();
+    assert!(
+        config.contains("version = 2") && config.contains("imports = [\"conf.d/cpuplan.toml\"]"),
+        "{config}"
+    );
+    let drop_in = std::fs::read_to_string(etc.join("conf.d/cpuplan.toml")).unwrap();
+    let spec_path = etc.join("cpuplan-base-spec.json");
+    assert!(
+        drop_in.contains(&format!("base_runtime_spec = \"{}\"", spec_path.display()))
+            && drop_in.contains("pod_annotations = [\"cpuplan.*\"]")
+            && drop_in.contains("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]"),
+        "{drop_in}"
+    );
+    let spec: Value = serde_json::from_slice(&std::fs::read(&spec_path).unwrap()).unwrap();
     assert_eq!(
-        printed["createRuntime"][0]["path"],
-        json!(i.binary()),
-        "{printed}"
+        spec["hooks"]["createRuntime"][0]["path"],
+        json!(root.join("usr/local/libexec/cpuplan/cpuplan-hook")),
+        "the default prefix under the root prefix"
+    );
+    assert_eq!(
+        spec["hooks"]["poststop"][0]["args"],
+        json!(["cpuplan-hook", "--config", i.config(), "hook", "poststop"])
+    );
+    assert!(
+        spec["process"].get("rlimits").is_none(),
+        "CRI's default keeps no rlimits"
+    );
+    let (rc, out, err) = containerd_run(root, "uninstall");
+    assert_eq!(rc, 0, "uninstall: {err}");
+    assert!(out.contains("install created it"), "{out}");
+    assert_eq!(i.files(), Vec::<String>::new(), "uninstall leaves no file");
+    assert!(!etc.join("conf.d").exists());
+}
+
+#[test]
+fn install_containerd_refuses_what_it_did_not_write_and_a_version_1_config() {
+    let i = Installed::new();
+    let etc = i.tmp.path().join("etc/containerd");
+    std::fs::create_dir_all(etc.join("conf.d")).unwrap();
+    std::fs::write(etc.join("conf.d/cpuplan.toml"), "version = 2\n").unwrap();
+    let (rc, _, err) = containerd_run(i.tmp.path(), "install");
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("refusing") && err.contains("conf.d/cpuplan.toml"),
+        "{err}"
+    );
+    let (rc, _, err) = containerd_run(i.tmp.path(), "uninstall");
+    assert_eq!(rc, 2, "uninstall refuses it too: {err}");
+    assert_eq!(
+        std::fs::read_to_string(etc.join("conf.d/cpuplan.toml")).unwrap(),
+        "version = 2\n"
+    );
+    std::fs::remove_file(etc.join("conf.d/cpuplan.toml")).unwrap();
+    std::fs::write(etc.join("config.toml"), "[plugins.cri]\n").unwrap();
+    let (rc, _, err) = containerd_run(i.tmp.path(), "install");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("version") && err.contains("migrate"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(etc.join("config.toml")).unwrap(),
+        "[plugins.cri]\n",
+        "the config is left alone"
     );
 }
 

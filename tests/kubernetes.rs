@@ -1,10 +1,11 @@
-//! The Kubernetes manifests of `examples/kubernetes/` (Kubernetes cannot run here): every
-//! manifest parses, and the paths the DaemonSets name are those `cpuplan-hook install` writes,
-//! each on a hostPath mounted at its own path.
+//! The Kubernetes manifests of `examples/kubernetes/`: every manifest parses, and the paths the
+//! DaemonSets name are those `cpuplan-hook install` writes, each on a hostPath mounted at its
+//! own path. (`tests/cri_node.rs` runs the containerd DaemonSet's install against a CRI node.)
 
 use std::path::{Path, PathBuf};
 
 use cpuplan_hook::config::{HookConfig, DEFAULT_CONFIG};
+use cpuplan_hook::install::containerd::{self, Containerd};
 use cpuplan_hook::install::{Layout, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX, HOOK_FILE};
 use serde::Deserialize;
 use serde_json::Value;
@@ -105,7 +106,7 @@ fn init_install(ds: &Value) -> Value {
         .clone();
     assert_eq!(c["securityContext"]["privileged"], true);
     let cmd = command_line(&c);
-    for opt in ["--prefix", "--hooks-dir", "--config"] {
+    for opt in ["--prefix", "--hooks-dir", "--config ", "--root-prefix"] {
         assert!(!cmd.contains(opt), "install runs with its defaults: {cmd}");
     }
     assert!(
@@ -134,34 +135,44 @@ fn the_crio_daemonset_installs_on_the_node_s_own_paths() {
 }
 
 #[test]
-fn the_containerd_daemonset_installs_and_places_the_base_spec_config_toml_names() {
+fn the_containerd_daemonset_installs_with_containerd_s_own_default_spec() {
     let ds = daemonset("containerd-daemonset.yaml");
     let c = init_install(&ds);
-    let toml = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/containerd/config-1.7.toml"),
-    )
-    .unwrap();
-    let spec_path = toml
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("base_runtime_spec = "))
-        .expect("base_runtime_spec in config-1.7.toml")
-        .trim_matches('"')
-        .to_string();
+    let cmd = command_line(&c);
     assert!(
-        command_line(&c).contains(&format!("cpuplan-base-spec.json {spec_path}")),
-        "the init container copies the base spec to {spec_path}: {}",
-        command_line(&c)
+        cmd.starts_with(
+            "/bin/sh -c /opt/cpuplan/cpuplan-hook install --containerd --ctr-root /host"
+        ),
+        "{cmd}"
     );
+    // What install --containerd writes with its defaults, each on a writable hostPath.
+    let node = Containerd {
+        config: containerd::DEFAULT_CONFIG.into(),
+        runtimes: Vec::new(),
+        ctr_root: "/host".into(),
+    };
     let mut paths = installed_paths();
-    paths.push(spec_path.into());
+    paths.extend([node.config.clone(), node.drop_in(), node.base_spec()]);
     assert_host_paths(&ds, &c, &paths);
-    // The image ships the spec where the command copies it from.
+    // ctr runs chrooted into the node's root, mounted read-only at /host.
+    let m = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/host")
+        .expect("the node's root at /host");
+    assert_eq!(m["readOnly"], true);
+    let v = ds["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == m["name"])
+        .unwrap();
+    assert_eq!(v["hostPath"]["path"], "/");
+    // The image ships the binary where the command runs it, and no base spec.
     let containerfile = std::fs::read_to_string(dir().join("Containerfile")).unwrap();
-    assert!(containerfile.contains(
-        "COPY hooks/containerd/cpuplan-base-spec.json /opt/cpuplan/cpuplan-base-spec.json"
-    ));
-    assert!(containerfile.contains("/opt/cpuplan/cpuplan-hook"));
-    assert!(command_line(&c).starts_with("/bin/sh -c /opt/cpuplan/cpuplan-hook install"));
+    assert!(containerfile.contains("COPY target/release/cpuplan-hook /opt/cpuplan/cpuplan-hook"));
+    assert!(!containerfile.contains("base-spec"));
 }
 
 #[test]

@@ -1,30 +1,51 @@
 //! `install` and `uninstall`: the binary, the registrations and a default hook config.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
 
 use super::{Args, CliError, Command, Context, Exit};
-use crate::install::{Layout, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX};
+use crate::install::{containerd, Options};
 
 const USAGE: &str = "\
 usage: cpuplan-hook install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
-       cpuplan-hook uninstall [--prefix DIR] [--hooks-dir DIR] [--config PATH]
+                            [--root-prefix DIR] [--containerd [--containerd-config PATH]
+                            [--containerd-runtimes A,B] [--ctr-root DIR]]
+       cpuplan-hook uninstall [the same options, without --with-precreate]
 
 install copies this binary to <prefix>/libexec/cpuplan/cpuplan-hook (prefix /usr/local), writes
 cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir
-(/etc/containers/oci/hooks.d), writes a default hook config at --config
-(/etc/cpuplan/hook.json) if none exists, and prints what containerd users add. Idempotent;
-refuses to overwrite a hooks.d file it did not write. uninstall removes them (the config only
-if it is still the default).
+(/etc/containers/oci/hooks.d), and writes a default hook config at --config
+(/etc/cpuplan/hook.json) if none exists. Idempotent; refuses to overwrite a file it did not
+write. uninstall removes them (the config only if it is still the default).
+
+--containerd also registers the hook with containerd's CRI plugin: the base runtime spec
+cpuplan-base-spec.json (`ctr oci spec` plus the hooks) and the drop-in conf.d/cpuplan.toml
+beside --containerd-config (/etc/containerd/config.toml), which gets an `imports` entry for it
+unless one covers it. The drop-in sets base_runtime_spec and pod_annotations = [\"cpuplan.*\"]
+for --containerd-runtimes (default: the default runtime). Restart containerd afterwards.
+--ctr-root runs ctr chrooted into the node's root as mounted here (default /).
+--root-prefix puts every default path under DIR (a relocated node seen the same way by
+install and the runtime).
 ";
+
+/// The options `install` and `uninstall` share.
+const OPTIONS: &[&str] = &[
+    "prefix",
+    "hooks-dir",
+    "root-prefix",
+    "containerd-config",
+    "containerd-runtimes",
+    "ctr-root",
+];
 
 /// `install`.
 pub const INSTALL: Command = Command {
     name: "install",
-    summary: "install the binary, the hooks.d files and a default config",
+    summary:
+        "install the binary, the hooks.d files, containerd's registration and a default config",
     usage: USAGE,
-    valued: &["prefix", "hooks-dir"],
-    switches: &["with-precreate"],
+    valued: OPTIONS,
+    switches: &["with-precreate", "containerd"],
     run: install,
 };
 
@@ -33,23 +54,32 @@ pub const UNINSTALL: Command = Command {
     name: "uninstall",
     summary: "undo install",
     usage: USAGE,
-    valued: &["prefix", "hooks-dir"],
-    switches: &[],
+    valued: OPTIONS,
+    switches: &["containerd"],
     run: uninstall,
 };
 
-/// The layout of `install`/`uninstall`, its paths made absolute: a runtime runs the registered
-/// hook from another directory.
-fn layout(a: &Args, config: &Path) -> Result<Layout, CliError> {
-    let abs = |p: &str| {
-        std::path::absolute(p)
-            .map_err(|e| CliError::Failed(format!("cannot make {p} absolute: {e}")))
-    };
-    Ok(Layout {
-        prefix: abs(a.value("prefix").unwrap_or(DEFAULT_PREFIX))?,
-        hooks_dir: abs(a.value("hooks-dir").unwrap_or(DEFAULT_HOOKS_DIR))?,
-        config: abs(&config.display().to_string())?,
-    })
+/// The install options of the command line.
+fn options(ctx: &Context, a: &Args) -> Options {
+    let p = |k: &str| a.value(k).map(PathBuf::from);
+    Options {
+        root_prefix: p("root-prefix"),
+        prefix: p("prefix"),
+        hooks_dir: p("hooks-dir"),
+        config: ctx.config_given.then(|| ctx.config.to_path_buf()),
+        containerd: a.switch("containerd"),
+        containerd_config: p("containerd-config"),
+        containerd_runtimes: a
+            .value("containerd-runtimes")
+            .map(|v| {
+                v.split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ctr_root: p("ctr-root"),
+    }
 }
 
 fn say(out: &mut dyn Write, lines: Vec<String>) -> Result<Exit, CliError> {
@@ -62,11 +92,20 @@ fn say(out: &mut dyn Write, lines: Vec<String>) -> Result<Exit, CliError> {
 fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     let me = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find this binary: {e}")))?;
-    let said = crate::install::install(&layout(a, ctx.config)?, &me, a.switch("with-precreate"))?;
+    let (layout, registration) = options(ctx, a).resolve()?;
+    let mut said = crate::install::install(&layout, &me, a.switch("with-precreate"))?;
+    if let Some(c) = &registration {
+        said.extend(containerd::install(&layout, c)?);
+    }
     say(out, said)
 }
 
 fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let said = crate::install::uninstall(&layout(a, ctx.config)?)?;
+    let (layout, registration) = options(ctx, a).resolve()?;
+    let mut said = Vec::new();
+    if let Some(c) = &registration {
+        said.extend(containerd::uninstall(&layout, c)?);
+    }
+    said.extend(crate::install::uninstall(&layout)?);
     say(out, said)
 }

@@ -1,4 +1,4 @@
-//! A private containerd (Debian's 1.6) for end-to-end tests, started by the test with its
+//! A private containerd (1.7, from Debian trixie) for end-to-end tests outside CRI, started by the test with its
 //! root, state, sockets and log under a temp dir, and stopped by its pid when dropped, with
 //! the shims, containers, mounts and cgroups it started (see `shared/e2e/containerd-hook-demo.sh`).
 #![allow(dead_code)]

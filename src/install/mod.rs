@@ -1,4 +1,7 @@
-//! `install` / `uninstall`: the binary, the hooks.d registrations and a default hook config.
+//! `install` / `uninstall`: the binary, the hooks.d registrations and a default hook config;
+//! with `--containerd`, containerd's registration ([`containerd`]).
+
+pub mod containerd;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -15,6 +18,55 @@ pub struct Layout {
     pub hooks_dir: PathBuf,
     /// The hook config (the global `--config`, default `/etc/cpuplan/hook.json`).
     pub config: PathBuf,
+}
+
+/// What the command line gives `install`/`uninstall`, before defaults: `None` takes the default
+/// path under `root_prefix` (`/` when `None`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--root-prefix`: a relocated node's root, seen the same way by install and the runtime.
+    pub root_prefix: Option<PathBuf>,
+    /// `--prefix`.
+    pub prefix: Option<PathBuf>,
+    /// `--hooks-dir`.
+    pub hooks_dir: Option<PathBuf>,
+    /// The global `--config`, when it is not the default.
+    pub config: Option<PathBuf>,
+    /// `--containerd`: register with containerd too.
+    pub containerd: bool,
+    /// `--containerd-config`.
+    pub containerd_config: Option<PathBuf>,
+    /// `--containerd-runtimes` (empty: the default runtime).
+    pub containerd_runtimes: Vec<String>,
+    /// `--ctr-root`: where `ctr` runs (chrooted unless `/`).
+    pub ctr_root: Option<PathBuf>,
+}
+
+impl Options {
+    /// The layout and (with `containerd`) containerd's registration, every path absolute: a
+    /// runtime runs the registered hook from another directory.
+    pub fn resolve(&self) -> Result<(Layout, Option<containerd::Containerd>), InstallError> {
+        let abs = |p: &Path| std::path::absolute(p).map_err(io(p));
+        let root = abs(self.root_prefix.as_deref().unwrap_or(Path::new("/")))?;
+        let path = |given: &Option<PathBuf>, default: &str| match given {
+            Some(p) => abs(p),
+            None => Ok(root.join(default.trim_start_matches('/'))),
+        };
+        let layout = Layout {
+            prefix: path(&self.prefix, DEFAULT_PREFIX)?,
+            hooks_dir: path(&self.hooks_dir, DEFAULT_HOOKS_DIR)?,
+            config: path(&self.config, crate::config::DEFAULT_CONFIG)?,
+        };
+        let containerd = match self.containerd {
+            false => None,
+            true => Some(containerd::Containerd {
+                config: path(&self.containerd_config, containerd::DEFAULT_CONFIG)?,
+                runtimes: self.containerd_runtimes.clone(),
+                ctr_root: abs(self.ctr_root.as_deref().unwrap_or(Path::new("/")))?,
+            }),
+        };
+        Ok((layout, containerd))
+    }
 }
 
 /// The default prefix.
@@ -45,6 +97,9 @@ pub enum InstallError {
         /// The binary path cpuplan would register.
         ours: PathBuf,
     },
+    /// The containerd registration cannot be made.
+    #[error(transparent)]
+    Containerd(#[from] containerd::ContainerdError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
@@ -193,18 +248,10 @@ pub fn install(
             layout.config.display()
         ));
     }
-    said.push(String::new());
     said.push(
-        "containerd (CRI): add these hooks to the base runtime spec that config.toml names, e.g."
+        "containerd (CRI) nodes: `install --containerd` also registers the hook with containerd"
             .into(),
     );
-    said.push("  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]            # containerd 1.7".into());
-    said.push("  [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]          # containerd 2.x".into());
-    said.push("    base_runtime_spec = \"/etc/containerd/cpuplan-base-spec.json\"".into());
-    said.push(format!(
-        "  where that spec (from `ctr oci spec`) holds \"hooks\": {}",
-        serde_json::to_string(&layout.containerd_hooks()).unwrap_or_default()
-    ));
     Ok(said)
 }
 

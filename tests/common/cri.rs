@@ -1,0 +1,943 @@
+//! A Kubernetes-style node for end-to-end tests: a private containerd (1.7 from Debian trixie)
+//! serving CRI v1 with NRI enabled, laid out as a relocated node root under a temp dir, and
+//! driven through CRI as kubelet drives it (see `shared/e2e/cri-node-demo.sh`).
+//!
+//! The node root `T` holds `T/etc/containerd/config.toml` (generated here, version 2),
+//! containerd's root `T/var/lib/containerd` and state `T/run/containerd` (its socket there),
+//! runc's state `T/run/runc`, the NRI socket `T/run/nri/nri.sock` with its plugin and config
+//! dirs, pod logs under `T/var/log/pods`, and the two images (built from `/bin/busybox` as OCI
+//! image-layout tars and imported: no registry). `cpuplan-hook install --containerd
+//! --root-prefix T` registers the hook with it before [`CriNode::start`].
+//!
+//! The settings this machine needs: `restrict_oom_score_adj = true` (no `CAP_SYS_RESOURCE`),
+//! `SystemdCgroup = false` (no systemd), the `native` snapshotter, host-network pods without a
+//! hostname (no CNI). Dropping the node removes every container, pod, shim, mount and cgroup
+//! it started or created, and stops the daemon.
+//!
+//! It is not in `common/mod.rs` (its tonic client would be built into every test binary): a
+//! test that uses it says `mod common;` and `#[path = "common/cri.rs"] mod cri;`.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+/// The CRI v1 API (k8s-cri's generated types).
+pub use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::common::podman::Run;
+use crate::common::runc::which;
+
+/// The containerd namespace CRI uses.
+pub const NAMESPACE: &str = "k8s.io";
+/// The sandbox (pause) image: busybox sleeping.
+pub const PAUSE_IMAGE: &str = "localhost/cpuplan-pause:1";
+/// The containers' image: busybox with `sh` and friends.
+pub const IMAGE: &str = "localhost/cpuplan-busybox:1";
+/// The busybox applets the images link.
+const APPLETS: &[&str] = &[
+    "sh", "cat", "grep", "sed", "env", "echo", "sleep", "true", "test", "ls", "stat", "awk",
+];
+
+/// Fails (never skips) when a CRI node cannot run here: not root, a tool missing, or a
+/// containerd older than 1.7.
+pub fn require_cri() {
+    crate::common::runc::require(
+        "CRI",
+        &[
+            ("containerd", "containerd/trixie"),
+            ("ctr", "containerd/trixie"),
+            ("runc", "runc"),
+            ("busybox", "busybox-static"),
+        ],
+    );
+    let v = Command::new("containerd")
+        .arg("--version")
+        .output()
+        .unwrap();
+    let v = String::from_utf8_lossy(&v.stdout).into_owned();
+    assert!(
+        v.contains(" 1.7.") || v.contains(" 2."),
+        "the CRI tests need containerd 1.7 or 2.x (.ci/run installs containerd/trixie): {v}"
+    );
+}
+
+/// How a node is set up before it starts; `@ROOT@` in the TOML strings stands for the node root.
+#[derive(Debug, Clone, Default)]
+pub struct NodeOptions {
+    /// Runtime handlers besides `runc` (a runc v2 runtime each): name and extra TOML lines for
+    /// its table (e.g. `base_runtime_spec = "..."`).
+    pub runtimes: Vec<(String, String)>,
+    /// TOML appended to the config after the generated tables (other plugins' sections).
+    pub extra_config: String,
+    /// Lines appended to the CRI plugin's own table (`[plugins."io.containerd.grpc.v1.cri"]`).
+    pub cri_keys: String,
+    /// NRI's plugin directory (default `T/opt/nri/plugins`).
+    pub nri_plugin_dir: Option<PathBuf>,
+    /// NRI's plugin config directory (default `T/etc/nri/conf.d`).
+    pub nri_config_dir: Option<PathBuf>,
+    /// Lines appended to NRI's table (`[plugins."io.containerd.nri.v1.nri"]`), e.g.
+    /// `plugin_request_timeout = "5s"`.
+    pub nri_keys: String,
+    /// Leave NRI off.
+    pub nri_disabled: bool,
+}
+
+/// A pod sandbox the node runs.
+#[derive(Debug, Clone)]
+pub struct Pod {
+    /// The sandbox id.
+    pub id: String,
+    /// The config it was run with (CreateContainer takes it again).
+    pub config: cri::PodSandboxConfig,
+}
+
+/// A container run to its end.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The container id.
+    pub id: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// Its log (stdout and stderr), without CRI's prefixes.
+    pub log: String,
+}
+
+/// A private containerd serving CRI, with its node root under a temp dir.
+pub struct CriNode {
+    /// The node root `T`.
+    pub dir: tempfile::TempDir,
+    rt: tokio::runtime::Runtime,
+    child: Mutex<Option<Child>>,
+    client: Mutex<Option<RuntimeServiceClient<Channel>>>,
+    pods: Mutex<Vec<String>>,
+    containers: Mutex<Vec<String>>,
+    cgroups: Mutex<Vec<String>>,
+    imported: Mutex<bool>,
+}
+
+impl CriNode {
+    /// A node with the default options, laid out but not started.
+    pub fn new() -> CriNode {
+        Self::with(NodeOptions::default())
+    }
+
+    /// A node laid out with `opts` (config, directories, images), not started.
+    pub fn with(opts: NodeOptions) -> CriNode {
+        require_cri();
+        let dir = tempfile::Builder::new()
+            .prefix("cpuplan-cri-")
+            .tempdir()
+            .expect("tempdir");
+        let node = CriNode {
+            dir,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+            child: Mutex::new(None),
+            client: Mutex::new(None),
+            pods: Mutex::new(Vec::new()),
+            containers: Mutex::new(Vec::new()),
+            cgroups: Mutex::new(Vec::new()),
+            imported: Mutex::new(false),
+        };
+        for d in [
+            "etc/containerd",
+            "var/lib/containerd",
+            "run/containerd",
+            "run/runc",
+            "run/nri",
+            "opt/nri/plugins",
+            "etc/nri/conf.d",
+            "opt/cni/bin",
+            "etc/cni/net.d",
+            "var/log/pods",
+            "images",
+        ] {
+            std::fs::create_dir_all(node.path(d)).unwrap();
+        }
+        std::fs::write(node.config_path(), node.config_toml(&opts)).unwrap();
+        image_tar(
+            &node.path("images/pause.tar"),
+            PAUSE_IMAGE,
+            &["sleep", "1000000"],
+        );
+        image_tar(&node.path("images/busybox.tar"), IMAGE, &["sh"]);
+        node
+    }
+
+    /// `rel` under the node root.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// The node root `T` (what `install --root-prefix` takes).
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// containerd's main config, `T/etc/containerd/config.toml`.
+    pub fn config_path(&self) -> PathBuf {
+        self.path("etc/containerd/config.toml")
+    }
+
+    /// containerd's gRPC socket (CRI and the containerd API).
+    pub fn socket(&self) -> PathBuf {
+        self.path("run/containerd/containerd.sock")
+    }
+
+    /// The socket NRI plugins connect to.
+    pub fn nri_socket(&self) -> PathBuf {
+        self.path("run/nri/nri.sock")
+    }
+
+    /// containerd's log (stdout and stderr of every start).
+    pub fn log_path(&self) -> PathBuf {
+        self.path("var/log/containerd.log")
+    }
+
+    /// containerd's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The last 40 lines of containerd's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn config_toml(&self, opts: &NodeOptions) -> String {
+        let t = self.root().display().to_string();
+        let cri = "plugins.\"io.containerd.grpc.v1.cri\"";
+        let mut runtimes = String::new();
+        for (name, extra) in &opts.runtimes {
+            runtimes.push_str(&format!(
+                "      [{cri}.containerd.runtimes.{name}]\n        runtime_type = \"io.containerd.runc.v2\"\n{extra}\n\
+                 \x20       [{cri}.containerd.runtimes.{name}.options]\n          SystemdCgroup = false\n          Root = \"{t}/run/runc\"\n"
+            ));
+        }
+        let plugin_dir = opts
+            .nri_plugin_dir
+            .clone()
+            .unwrap_or_else(|| self.path("opt/nri/plugins"));
+        let plugin_conf = opts
+            .nri_config_dir
+            .clone()
+            .unwrap_or_else(|| self.path("etc/nri/conf.d"));
+        format!(
+            r#"version = 2
+root = "{t}/var/lib/containerd"
+state = "{t}/run/containerd"
+
+[grpc]
+  address = "{t}/run/containerd/containerd.sock"
+
+[ttrpc]
+  address = "{t}/run/containerd/containerd.sock.ttrpc"
+
+[plugins]
+  [{cri}]
+    sandbox_image = "{PAUSE_IMAGE}"
+    restrict_oom_score_adj = true
+{cri_keys}
+    [{cri}.cni]
+      bin_dir = "{t}/opt/cni/bin"
+      conf_dir = "{t}/etc/cni/net.d"
+    [{cri}.containerd]
+      snapshotter = "native"
+      default_runtime_name = "runc"
+      [{cri}.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [{cri}.containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "{t}/run/runc"
+{runtimes}
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "{t}/opt/containerd"
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = {nri_off}
+    socket_path = "{t}/run/nri/nri.sock"
+    plugin_path = "{plugin_dir}"
+    plugin_config_path = "{plugin_conf}"
+{nri_keys}
+{extra}
+"#,
+            cri_keys = opts.cri_keys,
+            nri_off = opts.nri_disabled,
+            plugin_dir = plugin_dir.display(),
+            plugin_conf = plugin_conf.display(),
+            nri_keys = opts.nri_keys,
+            extra = opts.extra_config,
+        )
+        .replace("@ROOT@", &t)
+    }
+
+    /// Starts containerd, waits until CRI answers, and imports the images (first start only).
+    pub fn start(&self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(self.config_path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start containerd");
+        *self.child.lock().unwrap() = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            *self.client.lock().unwrap() = None;
+            let up = self.socket().exists()
+                && self
+                    .try_call(
+                        |mut c| async move { c.version(cri::VersionRequest::default()).await },
+                    )
+                    .is_ok();
+            if up {
+                break;
+            }
+            if let Some(Ok(Some(st))) = self.child.lock().unwrap().as_mut().map(Child::try_wait) {
+                panic!("containerd exited ({st}):\n{}", self.log_tail());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "containerd's CRI did not answer:\n{}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut imported = self.imported.lock().unwrap();
+        if !*imported {
+            for tar in ["pause.tar", "busybox.tar"] {
+                let p = self.path("images").join(tar);
+                let r = self.ctr(&[
+                    "images",
+                    "import",
+                    "--snapshotter",
+                    "native",
+                    p.to_str().unwrap(),
+                ]);
+                assert_eq!(r.rc, 0, "ctr images import {tar}: {}{}", r.out, r.err);
+            }
+            *imported = true;
+        }
+    }
+
+    /// Stops containerd (SIGTERM, then SIGKILL after 10 s); shims and containers keep running.
+    pub fn stop_daemon(&self) {
+        let Some(mut child) = self.child.lock().unwrap().take() else {
+            return;
+        };
+        *self.client.lock().unwrap() = None;
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stops and starts containerd, as `systemctl restart containerd` does.
+    pub fn restart(&self) {
+        self.stop_daemon();
+        self.start();
+    }
+
+    /// The pid of the running containerd.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.child.lock().unwrap().as_ref().map(Child::id)
+    }
+
+    /// `ctr --address SOCK --namespace k8s.io ARGS`.
+    pub fn ctr(&self, args: &[&str]) -> Run {
+        Command::new("timeout")
+            .arg("120")
+            .arg("ctr")
+            .arg("--address")
+            .arg(self.socket())
+            .args(["--namespace", NAMESPACE])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("ctr")
+            .into()
+    }
+
+    fn client(&self) -> Result<RuntimeServiceClient<Channel>, tonic::Status> {
+        let mut slot = self.client.lock().unwrap();
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let sock = self.socket();
+        let channel = self
+            .rt
+            .block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    Endpoint::try_from("http://[::]:50051")
+                        .expect("endpoint")
+                        .connect_with_connector(tower::service_fn(move |_: Uri| {
+                            let sock = sock.clone();
+                            async move {
+                                Ok::<_, std::io::Error>(TokioIo::new(
+                                    tokio::net::UnixStream::connect(sock).await?,
+                                ))
+                            }
+                        })),
+                )
+                .await
+            })
+            .map_err(|_| tonic::Status::unavailable("connecting timed out"))?
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let c = RuntimeServiceClient::new(channel);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// One CRI call (`f` is given a client); a timeout of 120 s is an error.
+    pub fn try_call<T, F, Fut>(&self, f: F) -> Result<T, tonic::Status>
+    where
+        F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let c = self.client()?;
+        self.rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(120), f(c)).await })
+            .map_err(|_| tonic::Status::deadline_exceeded("CRI call took over 120 s"))?
+            .map(tonic::Response::into_inner)
+    }
+
+    /// One CRI call that must succeed: panics with `what` and containerd's log otherwise.
+    pub fn call<T, F, Fut>(&self, what: &str, f: F) -> T
+    where
+        F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.try_call(f).unwrap_or_else(|e| {
+            panic!(
+                "CRI {what}: {} {}\n--- containerd log:\n{}",
+                e.code(),
+                e.message(),
+                self.log_tail()
+            )
+        })
+    }
+
+    /// A host-network pod's config as kubelet sends it: metadata with a unique uid, the log
+    /// directory, no hostname (no CNI here).
+    pub fn pod_config(&self, name: &str) -> cri::PodSandboxConfig {
+        let uid = format!("{name}-{}-{}", std::process::id(), unique());
+        let logs = self
+            .path("var/log/pods")
+            .join(format!("default_{name}_{uid}"));
+        std::fs::create_dir_all(&logs).unwrap();
+        cri::PodSandboxConfig {
+            metadata: Some(cri::PodSandboxMetadata {
+                name: name.into(),
+                uid,
+                namespace: "default".into(),
+                attempt: 0,
+            }),
+            log_directory: logs.display().to_string(),
+            linux: Some(cri::LinuxPodSandboxConfig {
+                security_context: Some(cri::LinuxSandboxSecurityContext {
+                    namespace_options: Some(cri::NamespaceOption {
+                        network: cri::NamespaceMode::Node as i32,
+                        pid: cri::NamespaceMode::Container as i32,
+                        ipc: cri::NamespaceMode::Pod as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// RunPodSandbox with `config` under runtime handler `handler` ("" for the default).
+    pub fn run_pod(&self, config: cri::PodSandboxConfig, handler: &str) -> Pod {
+        let id = self
+            .try_run_pod(config.clone(), handler)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "CRI RunPodSandbox: {e}\n--- containerd log:\n{}",
+                    self.log_tail()
+                )
+            });
+        Pod { id, config }
+    }
+
+    /// RunPodSandbox that may fail; the sandbox id.
+    pub fn try_run_pod(
+        &self,
+        config: cri::PodSandboxConfig,
+        handler: &str,
+    ) -> Result<String, tonic::Status> {
+        let req = cri::RunPodSandboxRequest {
+            config: Some(config),
+            runtime_handler: handler.into(),
+        };
+        let id = self
+            .try_call(|mut c| async move { c.run_pod_sandbox(req).await })?
+            .pod_sandbox_id;
+        self.pods.lock().unwrap().push(id.clone());
+        Ok(id)
+    }
+
+    /// A container config: the busybox image running `sh -c script`, logging to `<name>.log`.
+    pub fn container_config(&self, name: &str, script: &str) -> cri::ContainerConfig {
+        cri::ContainerConfig {
+            metadata: Some(cri::ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            }),
+            image: Some(cri::ImageSpec {
+                image: IMAGE.into(),
+                ..Default::default()
+            }),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            log_path: format!("{name}.log"),
+            linux: Some(cri::LinuxContainerConfig::default()),
+            ..Default::default()
+        }
+    }
+
+    /// CreateContainer in `pod`; the container id.
+    pub fn create_container(&self, pod: &Pod, config: cri::ContainerConfig) -> String {
+        self.try_create_container(pod, config).unwrap_or_else(|e| {
+            panic!(
+                "CRI CreateContainer: {e}\n--- containerd log:\n{}",
+                self.log_tail()
+            )
+        })
+    }
+
+    /// CreateContainer that may fail.
+    pub fn try_create_container(
+        &self,
+        pod: &Pod,
+        config: cri::ContainerConfig,
+    ) -> Result<String, tonic::Status> {
+        let req = cri::CreateContainerRequest {
+            pod_sandbox_id: pod.id.clone(),
+            config: Some(config),
+            sandbox_config: Some(pod.config.clone()),
+        };
+        let id = self
+            .try_call(|mut c| async move { c.create_container(req).await })?
+            .container_id;
+        self.containers.lock().unwrap().push(id.clone());
+        Ok(id)
+    }
+
+    /// StartContainer that may fail (a createRuntime hook that fails fails it).
+    pub fn try_start_container(&self, id: &str) -> Result<(), tonic::Status> {
+        let req = cri::StartContainerRequest {
+            container_id: id.into(),
+        };
+        self.try_call(|mut c| async move { c.start_container(req).await })
+            .map(|_| ())
+    }
+
+    /// StartContainer.
+    pub fn start_container(&self, id: &str) {
+        self.try_start_container(id).unwrap_or_else(|e| {
+            panic!(
+                "CRI StartContainer: {e}\n--- containerd log:\n{}",
+                self.log_tail()
+            )
+        })
+    }
+
+    /// ContainerStatus.
+    pub fn container_status(&self, id: &str) -> cri::ContainerStatus {
+        let req = cri::ContainerStatusRequest {
+            container_id: id.into(),
+            verbose: false,
+        };
+        self.call("ContainerStatus", |mut c| async move {
+            c.container_status(req).await
+        })
+        .status
+        .expect("a status")
+    }
+
+    /// Waits up to `timeout` for the container to exit; its exit code.
+    pub fn wait_exit(&self, id: &str, timeout: Duration) -> i32 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.container_status(id);
+            if s.state == cri::ContainerState::ContainerExited as i32 {
+                return s.exit_code;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "container {id} still {:?} after {timeout:?}",
+                s.state
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The container's log as its processes wrote it (CRI's timestamp and stream stripped).
+    pub fn container_log(&self, pod: &Pod, config: &cri::ContainerConfig) -> String {
+        let p = Path::new(&pod.config.log_directory).join(&config.log_path);
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let mut out = String::new();
+        for line in text.lines() {
+            let mut f = line.splitn(4, ' ');
+            let (_ts, _stream, tag, msg) = (f.next(), f.next(), f.next(), f.next());
+            out.push_str(msg.unwrap_or(""));
+            if tag != Some("P") {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Creates, starts and waits for a container in `pod` (up to 60 s): its id, exit code and log.
+    pub fn run_container(&self, pod: &Pod, config: cri::ContainerConfig) -> Ran {
+        let id = self.create_container(pod, config.clone());
+        self.start_container(&id);
+        let exit_code = self.wait_exit(&id, Duration::from_secs(60));
+        // The log is complete once the shim reported the exit; give the writer a moment.
+        std::thread::sleep(Duration::from_millis(100));
+        Ran {
+            id,
+            exit_code,
+            log: self.container_log(pod, &config),
+        }
+    }
+
+    /// StopContainer with a grace period of `timeout_s`.
+    pub fn stop_container(&self, id: &str, timeout_s: i64) {
+        let req = cri::StopContainerRequest {
+            container_id: id.into(),
+            timeout: timeout_s,
+        };
+        self.call("StopContainer", |mut c| async move {
+            c.stop_container(req).await
+        });
+    }
+
+    /// RemoveContainer (it is stopped first if it runs).
+    pub fn remove_container(&self, id: &str) {
+        let req = cri::RemoveContainerRequest {
+            container_id: id.into(),
+        };
+        self.call("RemoveContainer", |mut c| async move {
+            c.remove_container(req).await
+        });
+        self.containers.lock().unwrap().retain(|c| c != id);
+    }
+
+    /// StopPodSandbox and RemovePodSandbox.
+    pub fn remove_pod(&self, pod: &Pod) {
+        let id = pod.id.clone();
+        self.call("StopPodSandbox", |mut c| async move {
+            c.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id })
+                .await
+        });
+        let id = pod.id.clone();
+        self.call("RemovePodSandbox", |mut c| async move {
+            c.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id })
+                .await
+        });
+        self.pods.lock().unwrap().retain(|p| *p != pod.id);
+    }
+
+    /// The OCI runtime spec containerd gave container (or sandbox) `id`, from its metadata
+    /// (`ctr containers info`): there from CreateContainer until RemoveContainer.
+    pub fn oci_spec(&self, id: &str) -> Value {
+        let r = self.ctr(&["containers", "info", id]);
+        assert_eq!(r.rc, 0, "ctr containers info {id}: {}", r.err);
+        let info: Value = serde_json::from_str(&r.out).expect("ctr containers info prints JSON");
+        info["Spec"].clone()
+    }
+
+    /// The bundle directory of a task `id`.
+    pub fn bundle(&self, id: &str) -> PathBuf {
+        self.path("run/containerd/io.containerd.runtime.v2.task")
+            .join(NAMESPACE)
+            .join(id)
+    }
+
+    /// Creates kubelet's pod cgroup (cgroupfs driver) `/kubepods/<qos>/pod<uid>`, or
+    /// `/kubepods/pod<uid>` for a Guaranteed pod (`qos` `None`), in the cpu hierarchy with
+    /// `cpu.cfs_quota_us`/`cpu.cfs_period_us` set when given; the path to give as `cgroup_parent`.
+    /// Dropping the node removes it (and `kubepods/<qos>`, `kubepods` once empty) everywhere.
+    pub fn pod_cgroup(&self, qos: Option<&str>, uid: &str, quota: Option<(i64, i64)>) -> String {
+        let rel = match qos {
+            Some(q) => format!("kubepods/{q}/pod{uid}"),
+            None => format!("kubepods/pod{uid}"),
+        };
+        let dir = cpu_hierarchy().join(&rel);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        self.cgroups.lock().unwrap().push(rel.clone());
+        if let Some((q, p)) = quota {
+            std::fs::write(dir.join("cpu.cfs_period_us"), p.to_string()).unwrap();
+            std::fs::write(dir.join("cpu.cfs_quota_us"), q.to_string()).unwrap();
+        }
+        format!("/{rel}")
+    }
+
+    /// The runtime spec containerd's `ctr oci spec` prints (its default spec).
+    pub fn ctr_default_spec() -> Value {
+        let out = Command::new("ctr").args(["oci", "spec"]).output().unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Default for CriNode {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A number unique within this test process.
+pub fn unique() -> u64 {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The cgroup v1 cpu hierarchy's mount point.
+pub fn cpu_hierarchy() -> PathBuf {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    for l in mounts.lines() {
+        let Some((pre, post)) = l.split_once(" - ") else {
+            continue;
+        };
+        let mut p = post.split(' ');
+        if p.next() == Some("cgroup") && p.nth(1).is_some_and(|o| o.split(',').any(|o| o == "cpu"))
+        {
+            return PathBuf::from(pre.split(' ').nth(4).unwrap());
+        }
+    }
+    panic!("no cgroup v1 cpu hierarchy (the CRI tests read kubelet's layout on it)")
+}
+
+/// Every cgroup hierarchy's mount point.
+fn hierarchies() -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fs = post.split(' ').next()?;
+            let mount = PathBuf::from(pre.split(' ').nth(4)?);
+            (fs == "cgroup" || fs == "cgroup2").then_some(mount)
+        })
+        .collect()
+}
+
+/// Removes, bottom-up, every directory below `dir` (to `depth` levels) whose name is in `names`.
+fn remove_named(dir: &Path, names: &[String], depth: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            continue;
+        }
+        let p = e.path();
+        if depth > 0 {
+            remove_named(&p, names, depth - 1);
+        }
+        if names.iter().any(|n| e.file_name() == n.as_str()) {
+            let _ = std::fs::remove_dir(&p);
+        }
+    }
+}
+
+impl Drop for CriNode {
+    fn drop(&mut self) {
+        let containers = self.containers.lock().unwrap().clone();
+        let pods = self.pods.lock().unwrap().clone();
+        if self.child.lock().unwrap().is_some() {
+            for id in &containers {
+                let req = cri::RemoveContainerRequest {
+                    container_id: id.clone(),
+                };
+                let _ = self.try_call(|mut c| async move { c.remove_container(req).await });
+            }
+            for id in &pods {
+                let (a, b) = (id.clone(), id.clone());
+                let _ = self.try_call(|mut c| async move {
+                    c.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: a })
+                        .await
+                });
+                let _ = self.try_call(|mut c| async move {
+                    c.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: b })
+                        .await
+                });
+            }
+        }
+        self.stop_daemon();
+        // Whatever outlived the daemon: shims by the pid they recorded, then runc's containers.
+        let tasks = self
+            .path("run/containerd/io.containerd.runtime.v2.task")
+            .join(NAMESPACE);
+        let mut ids: Vec<String> = containers.iter().chain(&pods).cloned().collect();
+        if let Ok(entries) = std::fs::read_dir(&tasks) {
+            for e in entries.flatten() {
+                ids.push(e.file_name().to_string_lossy().into_owned());
+                if let Ok(pid) = std::fs::read_to_string(e.path().join("shim.pid")) {
+                    if let Ok(pid) = pid.trim().parse::<i32>() {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+                // The shim's socket lives in containerd's global /run/containerd/s.
+                if let Ok(addr) = std::fs::read_to_string(e.path().join("address")) {
+                    if let Some(p) = addr.trim().strip_prefix("unix://") {
+                        if p.starts_with("/run/containerd/s/") {
+                            let _ = std::fs::remove_file(p);
+                        }
+                    }
+                }
+            }
+        }
+        let runc_root = self.path("run/runc");
+        if let Ok(entries) = std::fs::read_dir(runc_root.join(NAMESPACE)) {
+            for e in entries.flatten() {
+                let _ = Command::new("runc")
+                    .arg("--root")
+                    .arg(runc_root.join(NAMESPACE))
+                    .args(["delete", "-f"])
+                    .arg(e.file_name())
+                    .output();
+            }
+        }
+        let t = self.root().display().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut ours: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&t))
+            .collect();
+        ours.sort_unstable_by(|a, b| b.cmp(a));
+        for m in ours {
+            let _ = Command::new("umount").args(["-l", m]).output();
+        }
+        let parents = self.cgroups.lock().unwrap().clone();
+        for h in hierarchies() {
+            remove_named(&h, &ids, 5);
+            // CRI's parent for pods without a cgroup_parent, when no other node uses it.
+            let _ = std::fs::remove_dir(h.join(NAMESPACE));
+            for rel in &parents {
+                // pod<uid>, then <qos> and kubepods when nothing else is in them.
+                let mut p = PathBuf::from(rel);
+                loop {
+                    let _ = std::fs::remove_dir(h.join(&p));
+                    if !p.pop() || p.as_os_str().is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn sha256(b: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(b))
+}
+
+fn tar_dir(b: &mut tar::Builder<Vec<u8>>, path: &str) {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_mode(0o755);
+    h.set_size(0);
+    b.append_data(&mut h, path, std::io::empty()).unwrap();
+}
+
+fn tar_file(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) {
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(mode);
+    h.set_size(data.len() as u64);
+    b.append_data(&mut h, path, data).unwrap();
+}
+
+/// Writes an OCI image-layout tar at `out`: one layer with `/bin/busybox` and its applets, the
+/// image `reference` (annotated for `ctr images import`) running `cmd`.
+pub fn image_tar(out: &Path, reference: &str, cmd: &[&str]) {
+    let busybox = std::fs::read(which("busybox")).expect("read busybox");
+    let mut layer = tar::Builder::new(Vec::new());
+    for d in ["bin", "proc", "sys", "dev", "tmp", "run", "etc"] {
+        tar_dir(&mut layer, d);
+    }
+    tar_file(&mut layer, "bin/busybox", &busybox, 0o755);
+    for a in APPLETS {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_mode(0o777);
+        h.set_size(0);
+        layer
+            .append_link(&mut h, format!("bin/{a}"), "busybox")
+            .unwrap();
+    }
+    let layer = layer.into_inner().unwrap();
+    let config = serde_json::to_vec(&json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Cmd": cmd, "Env": ["PATH=/bin"]},
+        "rootfs": {"type": "layers", "diff_ids": [sha256(&layer)]}
+    }))
+    .unwrap();
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha256(&config), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": sha256(&layer), "size": layer.len()}]
+    }))
+    .unwrap();
+    let index = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha256(&manifest),
+                       "size": manifest.len(), "annotations": {"io.containerd.image.name": reference}}]
+    }))
+    .unwrap();
+    let mut outer = tar::Builder::new(Vec::new());
+    tar_file(
+        &mut outer,
+        "oci-layout",
+        br#"{"imageLayoutVersion":"1.0.0"}"#,
+        0o644,
+    );
+    tar_file(&mut outer, "index.json", &index, 0o644);
+    for blob in [&layer, &config, &manifest] {
+        let name = format!("blobs/sha256/{}", &sha256(blob)[7..]);
+        tar_file(&mut outer, &name, blob, 0o644);
+    }
+    std::fs::write(out, outer.into_inner().unwrap()).unwrap();
+}
+
+/// `KEY -> VALUE` of an annotations map, for building configs tersely.
+pub fn annotations(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}

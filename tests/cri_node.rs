@@ -1,0 +1,671 @@
+//! A Kubernetes node in CI: containerd 1.7's CRI plugin driven as kubelet drives it
+//! (RunPodSandbox, CreateContainer, StartContainer, Stop/Remove), the hook registered by
+//! `cpuplan-hook install --containerd` into the private node's root.
+//!
+//! The machine has 2 CPUs, so `step_thread_core auto` never pins a worker here (it keeps a
+//! core for the API server and one for the pools); the GPU tests check the claims, the cpuset
+//! rule and the plan's reasons instead.
+
+mod common;
+#[path = "common/cri.rs"]
+mod cri;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::runc::{fixtures, hook_bin, line_value};
+use cri::{annotations, cri as api, CriNode, NodeOptions, Pod};
+use serde_json::{json, Value};
+
+const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
+
+fn section<'a>(out: &'a str, name: &str) -> &'a str {
+    let Some(i) = out.find(&format!("--- {name}\n")) else {
+        panic!("no section {name} in:\n{out}");
+    };
+    let rest = &out[i + name.len() + 5..];
+    &rest[..rest.find("\n--- ").map(|i| i + 1).unwrap_or(rest.len())]
+}
+
+fn plan_json(out: &str) -> Value {
+    serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
+}
+
+/// The hook config the tests' nodes use: a fake GPU host as topology, claims and log under the node.
+fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
+    let mut cfg = json!({
+        "step_thread_core": "auto",
+        "topology_root": gpu_host(node.root()),
+        "claims_dir": node.path("var/lib/cpuplan/claims"),
+        "log": node.path("var/log/cpuplan-hook.log"),
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    let p = node.path("etc/cpuplan/hook.json");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    p
+}
+
+/// A 2-CPU host with two GPUs: 0000:3b:00.0 (`/dev/nvidia0`, local CPUs 0-1, node 0) and
+/// 0000:86:00.0 (`/dev/nvidia1`, local CPU 1, no node), built from `tests/fixtures/e2e-host`.
+fn gpu_host(root: &Path) -> PathBuf {
+    let g = root.join("gpu-host");
+    if g.exists() {
+        return g;
+    }
+    copy_tree(&fixtures().join("e2e-host"), &g);
+    let a = g.join("sys/bus/pci/devices/0000:3b:00.0");
+    std::fs::write(a.join("local_cpulist"), "0-1\n").unwrap();
+    let b = g.join("sys/bus/pci/devices/0000:86:00.0");
+    copy_tree(&a, &b);
+    std::fs::write(b.join("local_cpulist"), "1\n").unwrap();
+    std::fs::write(b.join("numa_node"), "-1\n").unwrap();
+    let info = g.join("proc/driver/nvidia/gpus");
+    let text = std::fs::read_to_string(info.join("0000:3b:00.0/information")).unwrap();
+    std::fs::create_dir_all(info.join("0000:86:00.0")).unwrap();
+    std::fs::write(
+        info.join("0000:86:00.0/information"),
+        text.replace("0000:3b:00.0", "0000:86:00.0")
+            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
+    )
+    .unwrap();
+    g
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed.
+fn install(node: &CriNode, args: &[&str]) -> String {
+    let out = Command::new(hook_bin())
+        .args(["install", "--containerd", "--root-prefix"])
+        .arg(node.root())
+        .args(args)
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "install: {se}\n{so}");
+    so.into_owned()
+}
+
+/// A started node whose runc runtime runs the hook, registered by install.
+fn hooked(opts: NodeOptions, config: Value) -> CriNode {
+    let node = CriNode::with(opts);
+    hook_config(&node, config);
+    install(&node, &[]);
+    node.start();
+    node
+}
+
+fn hook_log(node: &CriNode) -> String {
+    std::fs::read_to_string(node.path("var/log/cpuplan-hook.log")).unwrap_or_default()
+}
+
+/// `cpuplan-hook claims --json` with the node's hook config.
+fn claims(node: &CriNode) -> Value {
+    common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
+}
+
+fn quota(mut c: api::ContainerConfig, q: i64, p: i64) -> api::ContainerConfig {
+    let linux = c.linux.get_or_insert_with(Default::default);
+    let r = linux.resources.get_or_insert_with(Default::default);
+    r.cpu_quota = q;
+    r.cpu_period = p;
+    c
+}
+
+/// `/dev/nvidiaN` given through CRI `devices`, from a `195:N` node made under the node root.
+fn with_gpu(node: &CriNode, mut c: api::ContainerConfig, n: u64) -> api::ContainerConfig {
+    let host = node.path(&format!("dev/nvidia{n}"));
+    if !host.exists() {
+        std::fs::create_dir_all(host.parent().unwrap()).unwrap();
+        nix::sys::stat::mknod(
+            &host,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(195, n),
+        )
+        .unwrap();
+    }
+    c.devices.push(api::Device {
+        container_path: format!("/dev/nvidia{n}"),
+        host_path: host.display().to_string(),
+        permissions: "rw".into(),
+    });
+    c
+}
+
+/// Waits until the running container's log holds the probe's end; the log.
+fn wait_log(node: &CriNode, pod: &Pod, c: &api::ContainerConfig) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = node.container_log(pod, c);
+        if log.contains("--- end") {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "no probe output: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn quota_container_sees_its_plan(node: &CriNode) {
+    let pod = node.run_pod(node.pod_config("quota"), "");
+    let c = quota(node.container_config("srv", PROBE), 50000, 100000);
+    let ran = node.run_container(&pod, c);
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    let env = section(&ran.log, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_USABLE"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("'1'"), "{env}");
+    let plan = plan_json(&ran.log);
+    assert_eq!(plan["container"], ran.id.as_str());
+    assert_eq!(plan["inputs"]["config_quota"], 0.5);
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+    let log = hook_log(node);
+    assert!(log.contains(&format!("container {}: pid", ran.id)), "{log}");
+    assert!(
+        log.contains(&format!(
+            "container {}: stopped, released 0 GPU claim",
+            ran.id
+        )),
+        "poststop ran when the container was removed: {log}"
+    );
+}
+
+#[test]
+fn a_quota_container_sees_its_plan_through_cri() {
+    let node = hooked(NodeOptions::default(), json!({}));
+    // NRI is on, its socket under the node (the NRI tests' plugins connect there).
+    assert!(node.nri_socket().exists(), "{}", node.log_tail());
+    quota_container_sees_its_plan(&node);
+}
+
+#[test]
+fn kubelet_s_pod_cgroup_quota_and_a_guaranteed_cpuset() {
+    let node = hooked(NodeOptions::default(), json!({}));
+    // Burstable: the pod's cgroup holds the quota (kubelet sets it); the container has none.
+    let mut cfg = node.pod_config("burstable");
+    let uid = cfg.metadata.as_ref().unwrap().uid.clone();
+    let parent = node.pod_cgroup(Some("burstable"), &uid, Some((50000, 100000)));
+    cfg.linux.as_mut().unwrap().cgroup_parent = parent.clone();
+    let pod = node.run_pod(cfg, "");
+    let ran = node.run_container(&pod, node.container_config("app", PROBE));
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    let spec = node.oci_spec(&ran.id);
+    assert_eq!(
+        spec["linux"]["cgroupsPath"],
+        format!("{parent}/{}", ran.id),
+        "the container's cgroup is below the pod's"
+    );
+    assert!(spec["linux"]["resources"]["cpu"]["quota"].is_null());
+    let env = section(&ran.log, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_USABLE"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "OMP_NUM_THREADS"), Some("'1'"), "{env}");
+    let plan = plan_json(&ran.log);
+    assert_eq!(plan["inputs"]["config_quota"], Value::Null);
+    assert_eq!(
+        plan["inputs"]["cgroup_quota"], 0.5,
+        "planned from the pod's quota"
+    );
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+
+    // Guaranteed: the pod's cgroup sits under /kubepods; the container has an exclusive cpuset.
+    let mut cfg = node.pod_config("guaranteed");
+    let uid = cfg.metadata.as_ref().unwrap().uid.clone();
+    let parent = node.pod_cgroup(None, &uid, Some((100000, 100000)));
+    assert_eq!(parent, format!("/kubepods/pod{uid}"));
+    cfg.linux.as_mut().unwrap().cgroup_parent = parent;
+    let pod = node.run_pod(cfg, "");
+    let mut c = quota(node.container_config("app", PROBE), 100000, 100000);
+    c.linux
+        .as_mut()
+        .unwrap()
+        .resources
+        .as_mut()
+        .unwrap()
+        .cpuset_cpus = "1".into();
+    let ran = node.run_container(&pod, c);
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    assert!(ran.log.contains("cpus=1\n"), "{}", ran.log);
+    let env = section(&ran.log, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_MASK"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_USABLE"), Some("'1'"), "{env}");
+    assert_eq!(plan_json(&ran.log)["inputs"]["config_cpus"], "1");
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+}
+
+#[test]
+fn the_pod_annotation_reaches_the_hook_only_where_pod_annotations_lists_it() {
+    // "bare" runs the same base spec without pod_annotations: containerd drops the annotation.
+    let mut opts = NodeOptions::default();
+    opts.runtimes.push((
+        "bare".into(),
+        "        base_runtime_spec = \"@ROOT@/etc/containerd/cpuplan-base-spec.json\"".into(),
+    ));
+    let node = CriNode::with(opts);
+    hook_config(&node, json!({}));
+    install(&node, &[]);
+    node.start();
+    for (handler, setting, from) in [
+        ("", "'off'", "annotation cpuplan.step-thread-core"),
+        ("bare", "'auto'", "hook config"),
+    ] {
+        let mut cfg = node.pod_config("annotated");
+        cfg.annotations = annotations(&[("cpuplan.step-thread-core", "off")]);
+        let pod = node.run_pod(cfg, handler);
+        let ran = node.run_container(&pod, node.container_config("app", PROBE));
+        assert_eq!(ran.exit_code, 0, "{}", ran.log);
+        let env = section(&ran.log, "planenv");
+        assert_eq!(
+            line_value(env, "CPUPLAN_SETTING"),
+            Some(setting),
+            "{handler}: {env}"
+        );
+        assert_eq!(
+            plan_json(&ran.log)["inputs"]["setting_from"],
+            from,
+            "{handler}"
+        );
+        let spec = node.oci_spec(&ran.id);
+        assert!(
+            spec["hooks"]["createRuntime"].is_array(),
+            "{handler}: the hook is registered"
+        );
+        node.remove_container(&ran.id);
+        node.remove_pod(&pod);
+    }
+}
+
+#[test]
+fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
+    let node = hooked(NodeOptions::default(), json!({}));
+    let sleeper = format!("{PROBE}; exec sleep 3600");
+    // Pod A holds GPU 0 (local CPUs 0-1) while it runs.
+    let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
+    let ca = with_gpu(&node, node.container_config("a", &sleeper), 0);
+    let a = node.create_container(&pod_a, ca.clone());
+    node.start_container(&a);
+    let log = wait_log(&node, &pod_a, &ca);
+    let env = section(&log, "planenv");
+    assert_eq!(
+        line_value(env, "CPUPLAN_DEVICES"),
+        Some("'0000:3b:00.0'"),
+        "{env}"
+    );
+    let why = line_value(env, "CPUPLAN_WHY").unwrap();
+    assert!(
+        why.contains("nothing pinned") && !why.contains("held by"),
+        "{why}"
+    );
+    let held = claims(&node);
+    assert_eq!(held.as_array().map(Vec::len), Some(1), "{held}");
+    assert_eq!(held[0]["address"], "0000:3b:00.0");
+    assert_eq!(held[0]["holder"]["container"], a.as_str());
+    assert_eq!(held[0]["live"], true);
+
+    // Pod B on the same GPU: planned without it while A lives.
+    let pod_b = node.run_pod(node.pod_config("gpu-b"), "");
+    let ran = node.run_container(
+        &pod_b,
+        with_gpu(&node, node.container_config("b1", PROBE), 0),
+    );
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    let why = line_value(section(&ran.log, "planenv"), "CPUPLAN_WHY")
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("pins nothing") && why.contains(&format!("held by live container {a}")),
+        "{why}"
+    );
+    assert_eq!(claims(&node)[0]["holder"]["container"], a.as_str());
+    node.remove_container(&ran.id);
+
+    // A removed: its poststop released the claim, and B's next container takes it.
+    node.remove_container(&a);
+    node.remove_pod(&pod_a);
+    assert_eq!(claims(&node), json!([]), "removal releases the claim");
+    let cb = with_gpu(&node, node.container_config("b2", &sleeper), 0);
+    let b2 = node.create_container(&pod_b, cb.clone());
+    node.start_container(&b2);
+    let log = wait_log(&node, &pod_b, &cb);
+    assert!(!line_value(section(&log, "planenv"), "CPUPLAN_WHY")
+        .unwrap()
+        .contains("held by"));
+    assert_eq!(claims(&node)[0]["holder"]["container"], b2.as_str());
+    node.remove_container(&b2);
+
+    // GPU 1 (local CPU 1) with one CPU of quota: the cpuset is narrowed to its local CPU.
+    let ran = node.run_container(
+        &pod_b,
+        quota(
+            with_gpu(&node, node.container_config("c", PROBE), 1),
+            100000,
+            100000,
+        ),
+    );
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    assert!(ran.log.contains("cpus=1\n"), "narrowed: {}", ran.log);
+    let env = section(&ran.log, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_MASK"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_DEVICES"), Some("'0000:86:00.0'"));
+    let plan = plan_json(&ran.log);
+    assert_eq!(plan["inputs"]["cpuset"], "1");
+    assert_eq!(plan["inputs"]["mask"], "0-1");
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod_b);
+    assert_eq!(claims(&node), json!([]));
+}
+
+#[test]
+fn a_claim_survives_a_containerd_restart_and_poststop_still_releases_it() {
+    let node = hooked(NodeOptions::default(), json!({}));
+    let pod = node.run_pod(node.pod_config("restart"), "");
+    let c = with_gpu(
+        &node,
+        node.container_config("srv", &format!("{PROBE}; exec sleep 3600")),
+        0,
+    );
+    let id = node.create_container(&pod, c.clone());
+    node.start_container(&id);
+    wait_log(&node, &pod, &c);
+    let before = node.daemon_pid();
+    node.restart();
+    assert_ne!(node.daemon_pid(), before, "a new containerd");
+    assert_eq!(
+        node.container_status(&id).state,
+        api::ContainerState::ContainerRunning as i32,
+        "the container runs on across the restart"
+    );
+    let held = claims(&node);
+    assert_eq!(held[0]["holder"]["container"], id.as_str(), "{held}");
+    assert_eq!(held[0]["live"], true);
+    node.stop_container(&id, 2);
+    assert_eq!(
+        node.container_status(&id).state,
+        api::ContainerState::ContainerExited as i32
+    );
+    // containerd deletes the exited task (runc delete runs poststop) as it handles the exit.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while claims(&node) != json!([]) {
+        assert!(
+            Instant::now() < deadline,
+            "poststop did not release the claim after the restart: {}\n{}",
+            claims(&node),
+            hook_log(&node)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        hook_log(&node).contains(&format!("container {id}: stopped, released 1 GPU claim")),
+        "{}",
+        hook_log(&node)
+    );
+    node.remove_container(&id);
+    node.remove_pod(&pod);
+}
+
+#[test]
+fn the_pause_sandbox_never_runs_the_hook() {
+    // on_error deny and a setting the hook rejects: a hook run on the sandbox would fail it.
+    let node = hooked(NodeOptions::default(), json!({"on_error": "deny"}));
+    let mut cfg = node.pod_config("sandbox");
+    cfg.annotations = annotations(&[("cpuplan.step-thread-core", "fast")]);
+    let pod = node.run_pod(cfg, "");
+    let sandbox = node.oci_spec(&pod.id);
+    assert_eq!(
+        sandbox["annotations"]["cpuplan.step-thread-core"], "fast",
+        "the sandbox's spec carries the pod annotation"
+    );
+    assert!(
+        sandbox
+            .get("hooks")
+            .is_none_or(|h| h.as_object().is_none_or(|o| o.is_empty())),
+        "containerd 1.7 gives the sandbox no base_runtime_spec hooks: {}",
+        sandbox["hooks"]
+    );
+    // The app container runs the hook, which refuses the setting.
+    let id = node.create_container(&pod, node.container_config("app", "echo ran"));
+    assert!(node.oci_spec(&id)["hooks"]["createRuntime"].is_array());
+    let e = node
+        .try_start_container(&id)
+        .expect_err("deny refuses the container");
+    assert!(e.message().contains("fast"), "{}", e.message());
+    let log = hook_log(&node);
+    assert!(
+        !log.contains(&pod.id),
+        "the hook never saw the sandbox: {log}"
+    );
+    assert!(log.contains(&format!("container {id}")), "{log}");
+    assert_eq!(claims(&node), json!([]));
+    node.remove_container(&id);
+    node.remove_pod(&pod);
+}
+
+/// The spec `id` got with its ids, uids and hooks taken out.
+fn normalized(node: &CriNode, id: &str, words: &[&str]) -> Value {
+    let mut s = node.oci_spec(id);
+    s.as_object_mut().unwrap().remove("hooks");
+    // The sandbox's pid in the namespace paths.
+    for ns in s["linux"]["namespaces"].as_array_mut().unwrap() {
+        if ns.get("path").is_some() {
+            ns["path"] = json!(format!("/proc/<pid>/ns/{}", ns["type"].as_str().unwrap()));
+        }
+    }
+    let mut text = s.to_string();
+    for (i, w) in words.iter().enumerate() {
+        text = text.replace(w, &format!("<{i}>"));
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
+    let mut opts = NodeOptions::default();
+    opts.runtimes.push(("plain".into(), String::new()));
+    let node = CriNode::with(opts);
+    let cfg = hook_config(&node, json!({}));
+    let etc = node.path("etc/containerd");
+    let before = files(&etc);
+    let out = install(&node, &["--containerd-runtimes", "runc"]);
+    assert!(out.contains("restart containerd"), "{out}");
+    assert!(
+        out.contains(&format!("edited {}", node.config_path().display())),
+        "{out}"
+    );
+    // The base spec is the runtime's default spec (`ctr oci spec` less the default rlimits,
+    // which CRI drops without a base spec) plus the hooks.
+    let spec: Value =
+        serde_json::from_slice(&std::fs::read(etc.join("cpuplan-base-spec.json")).unwrap())
+            .unwrap();
+    let mut bare = spec.clone();
+    bare.as_object_mut().unwrap().remove("hooks");
+    let mut default = CriNode::ctr_default_spec();
+    assert!(default["process"]["rlimits"].is_array(), "{default}");
+    default["process"]
+        .as_object_mut()
+        .unwrap()
+        .remove("rlimits");
+    assert_eq!(bare, default, "the spec apart from hooks");
+    let binary = node.path("usr/local/libexec/cpuplan/cpuplan-hook");
+    for stage in ["createRuntime", "poststop"] {
+        assert_eq!(spec["hooks"][stage][0]["path"], json!(binary));
+        assert_eq!(
+            spec["hooks"][stage][0]["args"],
+            json!(["cpuplan-hook", "--config", cfg, "hook", stage])
+        );
+    }
+    // A second install changes nothing.
+    let once = files(&etc);
+    install(&node, &["--containerd-runtimes", "runc"]);
+    assert!(once == files(&etc), "a second install changed files");
+
+    node.start();
+    // containerd loaded the drop-in: CRI's own view of its config.
+    let status = node.call("Status", |mut c| async move {
+        c.status(api::StatusRequest { verbose: true }).await
+    });
+    let config: Value = serde_json::from_str(&status.info["config"]).unwrap();
+    let runc = &config["containerd"]["runtimes"]["runc"];
+    assert_eq!(
+        runc["baseRuntimeSpec"],
+        json!(etc.join("cpuplan-base-spec.json"))
+    );
+    assert_eq!(runc["PodAnnotations"], json!(["cpuplan.*"]), "{runc}");
+    assert_eq!(
+        config["containerd"]["runtimes"]["plain"]["baseRuntimeSpec"],
+        ""
+    );
+    assert_eq!(
+        config["restrictOOMScoreAdj"], true,
+        "the CRI section was carried over"
+    );
+    // A container of the hooked runtime gets the spec a plain one gets, plus the hooks.
+    let mut specs = Vec::new();
+    let mut words = Vec::new();
+    for handler in ["runc", "plain"] {
+        let pod = node.run_pod(node.pod_config("same"), handler);
+        let ran = node.run_container(&pod, node.container_config("app", "true"));
+        assert_eq!(ran.exit_code, 0, "{}", ran.log);
+        let uid = pod.config.metadata.as_ref().unwrap().uid.clone();
+        words.extend([ran.id.clone(), pod.id.clone(), uid]);
+        specs.push((ran.id.clone(), pod));
+    }
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let hooked = normalized(&node, &specs[0].0, &w[..3]);
+    let plain = normalized(&node, &specs[1].0, &w[3..]);
+    assert_eq!(hooked, plain, "the base spec changes nothing but the hooks");
+    assert!(node.oci_spec(&specs[0].0)["hooks"]["poststop"].is_array());
+    assert!(node.oci_spec(&specs[1].0).get("hooks").is_none());
+    for (id, pod) in &specs {
+        node.remove_container(id);
+        node.remove_pod(pod);
+    }
+
+    let out = Command::new(hook_bin())
+        .args(["uninstall", "--containerd", "--root-prefix"])
+        .arg(node.root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        before == files(&etc),
+        "uninstall left etc/containerd as it found it"
+    );
+    assert!(!binary.exists());
+}
+
+/// Every file below `dir` with its bytes.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut acc = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                acc.push((e.path(), Vec::new()));
+                stack.push(e.path());
+            } else {
+                acc.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    acc.sort();
+    acc
+}
+
+#[test]
+fn the_daemonset_s_install_registers_the_hook_on_a_node() {
+    let yaml = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes/containerd-daemonset.yaml"),
+    )
+    .unwrap();
+    let ds: Value = serde_yaml_ng::from_str(&yaml).unwrap();
+    let init = ds["spec"]["template"]["spec"]["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "install")
+        .expect("the install init container")
+        .clone();
+    let mut words: Vec<String> = Vec::new();
+    for key in ["command", "args"] {
+        for w in init[key].as_array().into_iter().flatten() {
+            words.push(w.as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(words[..2], ["/bin/sh", "-c"], "{words:?}");
+    let node = CriNode::new();
+    // What an operator's ConfigMap would hold; install keeps an existing config.
+    hook_config(&node, json!({}));
+    // The node's root as the init container sees it at /host: here, a root holding just this
+    // machine's ctr and the libraries it loads (hard links), which install runs chrooted; the
+    // node's paths through the root prefix.
+    let host = node.path("host-root");
+    let script = words[2]
+        .replace(
+            "/opt/cpuplan/cpuplan-hook",
+            &hook_bin().display().to_string(),
+        )
+        .replace(
+            "--ctr-root /host",
+            &format!("--ctr-root {}", host.display()),
+        )
+        + &format!(" --root-prefix {}", node.root().display());
+    std::fs::create_dir_all(&host).unwrap();
+    let empty = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        !empty.status.success() && String::from_utf8_lossy(&empty.stderr).contains("no ctr"),
+        "ctr is looked for under --ctr-root only: {}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
+    let ctr = common::runc::which("ctr");
+    let ldd = Command::new("ldd").arg(&ctr).output().unwrap();
+    let libs: Vec<PathBuf> = String::from_utf8_lossy(&ldd.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    for f in std::iter::once(ctr.clone()).chain(libs) {
+        let to = host.join(f.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        let real = std::fs::canonicalize(&f).unwrap();
+        if std::fs::hard_link(&real, &to).is_err() {
+            std::fs::copy(&real, &to).unwrap();
+        }
+    }
+    let out = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    node.start();
+    quota_container_sees_its_plan(&node);
+}
