@@ -32,11 +32,13 @@ impl Log for HookLogger {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
+        // One event, one line: a container-supplied newline cannot forge another.
+        let message = r.args().to_string();
         let line = format!(
             "{secs:.3} {} cpuplan-hook[{}]: {}\n",
             r.level(),
             std::process::id(),
-            r.args()
+            escape(&message)
         );
         if let Ok(mut f) = self.file.lock() {
             if let Some(f) = f.as_mut() {

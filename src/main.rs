@@ -14,8 +14,16 @@ fn main() -> ExitCode {
     match main_with(words, &mut out, std::io::stdin().is_terminal()) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Code(c)) => ExitCode::from(c),
-        Err(e) => {
+        Err(e @ cpuplan_hook::cli::CliError::Usage(_)) => {
             eprintln!("cpuplan-hook: {e}");
+            ExitCode::from(e.exit_code())
+        }
+        Err(e) => {
+            // Errors may quote what a container supplied: one line, whatever it holds.
+            eprintln!(
+                "cpuplan-hook: {}",
+                cpuplan_hook::logging::escape(&e.to_string())
+            );
             ExitCode::from(e.exit_code())
         }
     }

@@ -154,7 +154,7 @@ fn claiming(fx: &mut Fx, t: &Path, pid: u32) -> FakeRoot {
     fx.hook["root"] = json!(fake.root);
     fx.hook["step_thread_core"] = json!("auto");
     fx.hook["cpuset"] = json!("keep");
-    fx.env("NVIDIA_VISIBLE_DEVICES=0");
+    fx.gpu(0);
     fake
 }
 

@@ -211,3 +211,34 @@ fn keeping_the_cpuset_replans_over_the_mask() {
     assert_eq!(d.notes.last().unwrap(), "cpuset kept: EPERM");
     assert_eq!(workers(&d), vec![Some("0,8".to_string())]);
 }
+
+#[test]
+fn gpus_named_only_by_an_untrusted_source_are_planned_for_but_not_claimed() {
+    let mut i = inputs(Setting::Auto, &["18", "2a"], "0-15", 4);
+    i.gpus[0].sources = vec![GpuSource::Env];
+    i.gpus[1].sources = vec![GpuSource::Nodes, GpuSource::Env];
+    let d = decide(&i, &config());
+    assert_eq!(
+        d.claims,
+        vec!["0000:2a:00.0".to_string()],
+        "only the trusted GPU"
+    );
+    assert_eq!(
+        workers(&d),
+        vec![Some("0,8".to_string()), Some("1,9".to_string())]
+    );
+    assert!(
+        d.plan.why.contains(
+            "not claimed, as no source gpu_sources trusts names them: 0000:18:00.0 (named by NVIDIA_VISIBLE_DEVICES)"
+        ),
+        "{}",
+        d.plan.why
+    );
+    let trusting = HookConfig {
+        gpu_sources: vec![GpuSource::Devices, GpuSource::Nodes, GpuSource::Env],
+        ..config()
+    };
+    let d = decide(&i, &trusting);
+    assert_eq!(d.claims.len(), 2);
+    assert!(!d.plan.why.contains("not claimed"));
+}

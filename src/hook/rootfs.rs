@@ -21,10 +21,12 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 #[derive(Debug, thiserror::Error)]
 pub enum RootfsError {
     /// The container's init is gone, or `/proc/<pid>` cannot be opened.
-    #[error("container pid {pid}: {what}: {errno}")]
+    #[error("container pid {pid}: {}: {what}: {errno}", dir.display())]
     Process {
         /// The pid.
         pid: u32,
+        /// Its `/proc` directory.
+        dir: PathBuf,
         /// What was being opened.
         what: &'static str,
         /// The error.
@@ -74,10 +76,15 @@ pub fn open_rootfs(
             })?;
         return Ok(own(fd));
     };
-    let proc_err = |what, errno| RootfsError::Process { pid, what, errno };
     let proc_dir = cpuplan::Process::Pid(pid).proc_dir(proc_root);
+    let proc_err = |what, errno| RootfsError::Process {
+        pid,
+        dir: proc_dir.clone(),
+        what,
+        errno,
+    };
     let procfd = own(openat(None, &proc_dir, dir_flags, Mode::empty())
-        .map_err(|e| proc_err("cannot open /proc/<pid>", e))?);
+        .map_err(|e| proc_err("cannot open it", e))?);
     let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
         .map_err(|e| proc_err("cannot read its mount namespace", e))?;
     let ours =

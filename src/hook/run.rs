@@ -5,6 +5,7 @@
 //! CPUs the hook did not keep.
 
 use std::io::Read;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use crate::config::{HookConfig, OnError};
@@ -16,8 +17,9 @@ use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
 use crate::problem::Problem;
 use crate::read::bundle::load_bundle;
 use crate::read::host::Host;
+use crate::read::nodes::gpu_nodes;
 use crate::read::state::{read_state, HookState, StateError};
-use crate::read::{read, Container, Inputs};
+use crate::read::{read, Container, Inputs, Live};
 
 /// An OCI hook stage, as the registration names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,15 +144,21 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         bundle: Some(state.bundle().clone()),
     };
     let rootfs_path = spec.rootfs.clone().unwrap_or_default();
-    let inputs = read(&host, config, container, spec, state.annotations());
-    let decision = decide(&inputs, config);
-    if let Some(p) = &decision.problem {
-        refuse(config, state, p.clone())?;
-    }
     // Before any write: a pid in the hook's own mount namespace (an exited container's pid
     // reused by a host process) must get neither a cpuset nor a claim, only the refusal. The
-    // rootfs opened here is the one the plan files are written into.
-    let rootfs = match open_rootfs(&config.root, state.pid(), &rootfs_path) {
+    // rootfs opened here is the one the GPU device nodes are read from and the plan files are
+    // written into.
+    let rootfs = open_rootfs(&config.root, state.pid(), &rootfs_path);
+    let live = Live {
+        annotations: state.annotations().clone(),
+        nodes: rootfs
+            .as_ref()
+            .map(|fd| gpu_nodes(fd.as_fd()))
+            .unwrap_or_default(),
+    };
+    let inputs = read(&host, config, container, spec, &live);
+    let decision = decide(&inputs, config);
+    let rootfs = match rootfs {
         Ok(fd) => fd,
         Err(e) => {
             let cause = Problem::Write(e).to_string();
@@ -160,6 +168,9 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             return Ok(Some(report(&inputs, off, None)));
         }
     };
+    if let Some(p) = &decision.problem {
+        refuse(config, state, p.clone())?;
+    }
     let claimed = claim(&host, config, &inputs, &decision);
     let mut decision = decision.after_claim(&claimed);
     let mut cpuset_file = None;
@@ -239,8 +250,11 @@ fn write_files(
     write_plan_files_in(rootfs, &edit.dir, &files)
 }
 
-/// One line per container: what was read and what was decided.
+/// One line per container: what was read and what was decided (and one per note of the read).
 fn log_decision(inputs: &Inputs, decision: &Decision) {
+    for note in &inputs.notes {
+        log::info!("container {}: {note}", inputs.container.id);
+    }
     let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
     let quota = inputs
         .quota()

@@ -74,6 +74,14 @@ impl Fx {
         self
     }
 
+    /// Gives the container GPU `195:minor` in `linux.devices`, as NVIDIA's toolkit does.
+    pub fn gpu(&mut self, minor: u32) -> &mut Self {
+        self.config["linux"]["devices"] = json!([{
+            "path": format!("/dev/nvidia{minor}"), "type": "c", "major": 195, "minor": minor
+        }]);
+        self
+    }
+
     /// Writes config.json and hook.json.
     pub fn write(&self) {
         std::fs::write(

@@ -119,6 +119,21 @@ impl Bundle {
         self
     }
 
+    /// Gives the container GPU `/dev/nvidia{minor}` (char 195:minor) in `linux.devices`, as
+    /// NVIDIA's runtime and the Kubernetes device plugin do (runc creates the node; nothing
+    /// opens it).
+    pub fn gpu(&mut self, minor: u32) -> &mut Self {
+        let linux = &mut self.config["linux"];
+        if !linux["devices"].is_array() {
+            linux["devices"] = json!([]);
+        }
+        linux["devices"].as_array_mut().unwrap().push(json!({
+            "path": format!("/dev/nvidia{minor}"), "type": "c", "major": 195, "minor": minor,
+            "fileMode": 0o666, "uid": 0, "gid": 0
+        }));
+        self
+    }
+
     /// Registers `hook_args` (argv, the binary first) at each of `stages`.
     pub fn hook(&mut self, stages: &[&str], args: &[String]) -> &mut Self {
         let mut hooks = self.config.get("hooks").cloned().unwrap_or(json!({}));

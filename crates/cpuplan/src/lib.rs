@@ -28,7 +28,7 @@ mod topology;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
-pub use cgroup::{CgroupDir, CgroupVersion, Cgroups};
+pub use cgroup::{expand_cgroups_path, CgroupDir, CgroupVersion, Cgroups};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
