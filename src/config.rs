@@ -56,6 +56,8 @@ pub struct HookConfig {
     /// What may name a GPU that the container then claims; GPUs named only by another source
     /// are planned for but never claimed.
     pub gpu_sources: Vec<GpuSource>,
+    /// Host directory of the NRI plugin's per-container plan directories (bind-mounted into them).
+    pub nri_dir: PathBuf,
 }
 
 /// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices and the runtime's device nodes.
@@ -74,6 +76,7 @@ impl Default for HookConfig {
             topology_root: PathBuf::from("/"),
             claim_wait_ms: 2000,
             gpu_sources: DEFAULT_GPU_SOURCES.to_vec(),
+            nri_dir: PathBuf::from("/run/cpuplan/nri"),
         }
     }
 }
@@ -92,6 +95,7 @@ struct RawConfig {
     topology_root: Option<PathBuf>,
     claim_wait_ms: Option<u64>,
     gpu_sources: Option<serde_json::Value>,
+    nri_dir: Option<PathBuf>,
 }
 
 /// A configuration file that cannot be used, naming the file and the key.
@@ -197,6 +201,7 @@ impl HookConfig {
         for (key, v, slot) in [
             ("claims_dir", raw.claims_dir, &mut c.claims_dir),
             ("root", raw.root.clone(), &mut c.root),
+            ("nri_dir", raw.nri_dir, &mut c.nri_dir),
         ] {
             if let Some(v) = v {
                 if !v.is_absolute() {

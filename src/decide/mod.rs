@@ -130,6 +130,29 @@ fn untrusted_why(gpus: &[&Gpu]) -> String {
 }
 
 impl Decision {
+    /// One line for the log: the container, what was read and what was decided.
+    pub fn summary(&self, inputs: &Inputs) -> String {
+        let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
+        let quota = inputs
+            .quota()
+            .map_or_else(|| "none".to_string(), |q| q.to_string());
+        let pid = inputs
+            .container
+            .pid
+            .map_or_else(|| "none".to_string(), |p| p.to_string());
+        format!(
+            "container {}: pid {pid} gpus [{}] mask {} usable {} quota {quota} setting {} ({}): {}; {}",
+            inputs.container.id,
+            gpus.join(","),
+            self.plan.mask,
+            self.plan.usable,
+            self.plan.setting,
+            inputs.setting_from,
+            self.plan.why,
+            self.cpuset_why
+        )
+    }
+
     /// The `off` plan over the container's mask, carrying `cause`: nothing narrowed, claimed or pinned.
     pub fn off(inputs: &Inputs, cause: String) -> Decision {
         let mut notes = inputs.notes.clone();

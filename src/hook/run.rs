@@ -250,28 +250,10 @@ fn write_files(
     write_plan_files_in(rootfs, &edit.dir, &files)
 }
 
-/// One line per container: what was read and what was decided (and one per note of the read).
+/// One line per container (and one per note of the read).
 fn log_decision(inputs: &Inputs, decision: &Decision) {
     for note in &inputs.notes {
         log::info!("container {}: {note}", inputs.container.id);
     }
-    let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
-    let quota = inputs
-        .quota()
-        .map_or_else(|| "none".to_string(), |q| q.to_string());
-    let pid = inputs
-        .container
-        .pid
-        .map_or_else(|| "none".to_string(), |p| p.to_string());
-    log::info!(
-        "container {}: pid {pid} gpus [{}] mask {} usable {} quota {quota} setting {} ({}): {}; {}",
-        inputs.container.id,
-        gpus.join(","),
-        decision.plan.mask,
-        decision.plan.usable,
-        decision.plan.setting,
-        inputs.setting_from,
-        decision.plan.why,
-        decision.cpuset_why
-    );
+    log::info!("{}", decision.summary(inputs));
 }

@@ -12,6 +12,8 @@ pub mod host;
 pub mod nodes;
 pub mod spec;
 pub mod state;
+#[cfg(test)]
+pub mod testkit;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
