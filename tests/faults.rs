@@ -229,7 +229,11 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     assert_eq!(r.problem, None);
     let lock = claims.join(".lock");
     assert!(lock.is_file(), "{:?}", names(&claims));
-    cpuplan::release(&claims, "h6-ctr", Duration::from_secs(1)).unwrap();
+    let scope = fx.bundle().display().to_string();
+    assert_eq!(
+        cpuplan::release(&claims, "h6-ctr", &scope, Duration::from_secs(1)).unwrap(),
+        1
+    );
     // A stuck process holds the lock (util-linux flock, like any other flock(2) holder).
     let child = Command::new("flock")
         .arg(&lock)

@@ -12,6 +12,7 @@ use crate::decide::{decide, Decision};
 use crate::edit::{PlanDoc, SpecEdit};
 use crate::hook::claim::{claim, release};
 use crate::hook::cpuset::{write_cpuset, CpusetError, CpusetWrite};
+use crate::hook::identity::check_pid;
 use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
 use crate::problem::Problem;
 use crate::read::bundle::load_bundle;
@@ -103,7 +104,7 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id()) {
+            match release(&config, state.id(), state.bundle()) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
@@ -160,6 +161,17 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             return Ok(Some(report(&inputs, off, None)));
         }
     };
+    // Also before any write: a pid outside the container's own cgroup (a host process with a
+    // private mount namespace passes the check above) gets nothing either.
+    if let Some(pid) = state.pid() {
+        let cgroups_path = inputs.spec.cgroups_path.as_deref();
+        if let Err(e) = check_pid(&inputs.cgroups, pid, cgroups_path, &inputs.container.id) {
+            let cause = Problem::Identity(e).to_string();
+            refuse(config, state, cause.clone())?;
+            let off = Decision::off(&inputs, cause);
+            return Ok(Some(report(&inputs, off, None)));
+        }
+    }
     let claimed = claim(&host, config, &inputs, &decision);
     let mut decision = decision.after_claim(&claimed);
     let mut cpuset_file = None;
@@ -169,6 +181,7 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             pid,
             set,
             inputs.spec.cgroups_path.as_deref(),
+            &inputs.container.id,
         ) {
             Ok(CpusetWrite::Written(path)) => cpuset_file = Some(path),
             Ok(CpusetWrite::NoController) => {
@@ -219,7 +232,10 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
 }
 
 fn release_logged(config: &HookConfig, inputs: &Inputs) {
-    if let Err(e) = release(config, &inputs.container.id) {
+    let Some(bundle) = &inputs.container.bundle else {
+        return;
+    };
+    if let Err(e) = release(config, &inputs.container.id, bundle) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id
