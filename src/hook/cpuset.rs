@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cpuplan::{CgroupDir, Cgroups, CpuSet};
 
@@ -53,8 +53,13 @@ impl CpusetError {
 /// What happened to the cpuset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpusetWrite {
-    /// Written to this `cpuset.cpus`.
-    Written(PathBuf),
+    /// Written to `path` (a `cpuset.cpus`), which held `was` before: [`restore_cpuset`] puts it back.
+    Written {
+        /// The file written.
+        path: PathBuf,
+        /// Its content before the write.
+        was: String,
+    },
     /// The host has no cpuset controller for the container.
     NoController,
 }
@@ -88,17 +93,36 @@ pub fn write_cpuset(
     };
     check_own(&found, cgroups_path, id)?;
     let path = found.dir.join("cpuset.cpus");
-    let err = |source| CpusetError::Write {
+    let was = cpuplan::read_file(&path, MAX_CPUSET_FILE).map_err(|source| CpusetError::Write {
         path: path.clone(),
+        source,
+    })?;
+    let was = String::from_utf8_lossy(&was).trim().to_string();
+    put(&path, &cpus.to_string())?;
+    Ok(CpusetWrite::Written { path, was })
+}
+
+/// Writes `was` (what [`write_cpuset`] found) back to `path`, undoing the narrowing when a
+/// later stage fails; an empty `was` (a v2 cpuset that inherits) is written as an empty line.
+pub fn restore_cpuset(path: &Path, was: &str) -> Result<(), CpusetError> {
+    put(path, if was.is_empty() { "\n" } else { was })
+}
+
+/// The most bytes of a `cpuset.cpus` read (a list of every CPU of a large host fits).
+const MAX_CPUSET_FILE: usize = 64 << 10;
+
+/// Writes `text` to the cgroup file `path`: never through a link, never blocking.
+fn put(path: &Path, text: &str) -> Result<(), CpusetError> {
+    let err = |source| CpusetError::Write {
+        path: path.to_path_buf(),
         source,
     };
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
         .map_err(err)?;
-    f.write_all(cpus.to_string().as_bytes()).map_err(err)?;
-    Ok(CpusetWrite::Written(path))
+    f.write_all(text.as_bytes()).map_err(err)
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The hook's stages: `createRuntime` reads, decides and applies; `poststop` releases the GPU claims.
 //!
 //! createRuntime applies a decision in one fixed order: claim → cpuset → files. A failure after
-//! the claim releases it, and the files are written all or nothing, so no file is left that pins
-//! CPUs the hook did not keep.
+//! the claim releases it, a failure of the files puts the cpuset back as it was, and the files
+//! are written all or nothing, so no file is left that pins CPUs the hook did not keep, and the
+//! `off` plan it falls back to is what is really in force.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use crate::config::{HookConfig, OnError};
 use crate::decide::{decide, Decision};
 use crate::edit::{PlanDoc, SpecEdit};
 use crate::hook::claim::{claim, release};
-use crate::hook::cpuset::{write_cpuset, CpusetError, CpusetWrite};
+use crate::hook::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
 use crate::hook::identity::check_pid;
 use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
 use crate::problem::Problem;
@@ -183,7 +184,7 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             inputs.spec.cgroups_path.as_deref(),
             &inputs.container.id,
         ) {
-            Ok(CpusetWrite::Written(path)) => cpuset_file = Some(path),
+            Ok(CpusetWrite::Written { path, was }) => cpuset_file = Some((path, was)),
             Ok(CpusetWrite::NoController) => {
                 let why = "cpuset kept: the host has no cpuset controller for the container";
                 log::warn!("container {}: {why}", state.id());
@@ -206,6 +207,16 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
     let edit = SpecEdit::new(&inputs, &decision, config);
     if let Err(e) = write_files(&rootfs, &edit) {
         release_logged(config, &inputs);
+        if let Some((path, was)) = cpuset_file.take() {
+            match restore_cpuset(&path, &was) {
+                Ok(()) => log::info!(
+                    "container {}: cpuset put back to {was:?} ({})",
+                    state.id(),
+                    path.display()
+                ),
+                Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
+            }
+        }
         let cause = Problem::Write(e).to_string();
         refuse(config, state, cause.clone())?;
         if decision.problem.is_none() {
@@ -220,6 +231,7 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         }
     }
     log_decision(&inputs, &decision);
+    let cpuset_file = cpuset_file.map(|(path, _)| path);
     Ok(Some(report(&inputs, decision, cpuset_file)))
 }
 
