@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::hookfx::{fingerprint, list_tree};
 use common::runc::{fixtures, hook_bin, Bundle};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Host paths an escaping write would touch, fingerprinted before and after every run.
 fn host_sentinels() -> Vec<PathBuf> {
@@ -334,33 +334,41 @@ fn swapping_a_directory_for_a_link_while_the_hook_runs_never_escapes() {
     eprintln!("race: {seen_plans} runs wrote the plan, {seen_refusals} were refused");
 }
 
-/// What a hostile or broken `config.json` can be: how to plant it at `path`, and what the hook says of it.
-fn hostile_configs() -> Vec<(&'static str, fn(&Path), &'static str)> {
+/// A hostile or broken `config.json`: its name, how to plant it at a path, and what the hook says of it.
+struct HostileConfig {
+    tag: &'static str,
+    plant: fn(&Path),
+    why: &'static str,
+}
+
+fn hostile_configs() -> Vec<HostileConfig> {
     vec![
-        (
-            "fifo",
-            |p| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap(),
-            "a FIFO, not a regular file",
-        ),
-        (
-            "dev-zero",
-            |p| symlink("/dev/zero", p).unwrap(),
-            "a device, not a regular file",
-        ),
-        (
-            "directory",
-            |p| std::fs::create_dir(p).unwrap(),
-            "a directory, not a regular file",
-        ),
-        (
-            "oversized",
-            |p| {
+        HostileConfig {
+            tag: "fifo",
+            plant: |p| {
+                nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap()
+            },
+            why: "a FIFO, not a regular file",
+        },
+        HostileConfig {
+            tag: "dev-zero",
+            plant: |p| symlink("/dev/zero", p).unwrap(),
+            why: "a device, not a regular file",
+        },
+        HostileConfig {
+            tag: "directory",
+            plant: |p| std::fs::create_dir(p).unwrap(),
+            why: "a directory, not a regular file",
+        },
+        HostileConfig {
+            tag: "oversized",
+            plant: |p| {
                 let f = std::fs::File::create(p).unwrap();
                 f.set_len(cpuplan_hook::read::bundle::MAX_CONFIG as u64 + 1)
                     .unwrap();
             },
-            "over the 16777216-byte limit",
-        ),
+            why: "over the 16777216-byte limit",
+        },
     ]
 }
 
@@ -368,7 +376,7 @@ fn hostile_configs() -> Vec<(&'static str, fn(&Path), &'static str)> {
 fn a_hostile_config_json_is_one_line_within_a_second() {
     use common::hookbin;
     use common::hookfx::Fx;
-    for (tag, plant, why) in hostile_configs() {
+    for HostileConfig { tag, plant, why } in hostile_configs() {
         let fx = Fx::new();
         fx.write();
         let config = fx.bundle().join("config.json");
@@ -400,7 +408,7 @@ fn a_hostile_config_json_is_one_line_within_a_second() {
 fn a_config_json_swapped_for_a_hostile_one_still_starts_the_container() {
     // runc has read config.json before the hooks run: a createRuntime hook registered before
     // cpuplan's swaps it for the hostile one, as a tenant with write access to the bundle could.
-    for (tag, plant, why) in hostile_configs() {
+    for HostileConfig { tag, plant, why } in hostile_configs() {
         let mut b = Bundle::new(&format!("cfg-{tag}"), "echo started");
         let hostile = b.path().join("hostile");
         plant(&hostile);
@@ -452,6 +460,8 @@ fn a_config_json_swapped_for_a_hostile_one_still_starts_the_container() {
 }
 
 /// Runs `cmd` fed `input` and reaps it with wait4: its exit code and peak RSS in KiB (ru_maxrss).
+// The child is reaped by wait4 below (which gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run_measured(cmd: &mut std::process::Command, input: &[u8]) -> (i32, u64, String) {
     use std::io::{Read, Write};
     let mut child = cmd.spawn().unwrap();

@@ -141,7 +141,7 @@ pub fn live_start_time(root: &Path, pid: u32) -> Result<Option<u64>, Error> {
     match read_optional(&path)? {
         None => Ok(None),
         Some(text) => match parse_stat(&text) {
-            Some((state, _)) if matches!(state, 'Z' | 'X' | 'x') => Ok(None),
+            Some(('Z' | 'X' | 'x', _)) => Ok(None),
             Some((_, start)) => Ok(Some(start)),
             None => Err(Error::malformed(
                 &path,
