@@ -97,8 +97,15 @@ fn the_same_id_in_two_runc_roots_neither_takes_nor_releases_the_others_claim() {
     assert!(out.contains("started"), "{out}");
     let why = line_value(&out, "CPUPLAN_WHY").unwrap_or_default();
     assert!(
-        why.contains(&format!("held by live container {id}")) && why.contains(&scope_a),
+        why.contains(&format!("held by live container {id}")),
         "{out}"
+    );
+    assert!(!why.contains(&scope_a), "A's bundle shown to B: {out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains(&format!("is held by live container {id} (pid "))
+            && text.contains(&format!("bundle {scope_a})")),
+        "the host's log names the holder's bundle: {text}"
     );
     // B's poststop has run (runc run deletes the container): A's claim is still A's.
     let after = cpuplan::list_claims(&claims, Path::new("/")).unwrap();

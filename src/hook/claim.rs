@@ -40,12 +40,20 @@ pub fn claim(
         Duration::from_millis(config.claim_wait_ms),
     ) {
         Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
-        Ok(ClaimOutcome::Held { address, by }) => ClaimResult::Held(format!(
-            "GPU {address} is held by live container {} (pid {}, {})",
-            by.container,
-            by.pid,
-            describe_scope(&by.scope)
-        )),
+        Ok(ClaimOutcome::Held { address, by }) => {
+            // The holder's bundle goes to the host's log only: the plan files are the tenant's.
+            log::info!(
+                "container {}: GPU {address} is held by live container {} (pid {}, {})",
+                inputs.container.id,
+                by.container,
+                by.pid,
+                describe_scope(&by.scope)
+            );
+            ClaimResult::Held(format!(
+                "GPU {address} is held by live container {} (pid {})",
+                by.container, by.pid
+            ))
+        }
         Err(e) => ClaimResult::Failed(e.to_string()),
     };
     if let ClaimResult::Failed(why) = &result {
