@@ -303,6 +303,20 @@ fn a_host_process_with_a_private_mount_namespace_gets_nothing() {
     assert!(err.contains("is not the container's init"), "{err}");
     assert!(fx.plan_files("").is_empty());
     fx.hook["on_error"] = json!("allow");
+    // A systemd-form cgroupsPath names a scope it is not in either.
+    fx.config["linux"]["cgroupsPath"] = json!(format!("cpuplan11-x{tag}.slice:h11:c{tag}"));
+    let (rc, err) = run(&fx, pid);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        err.contains("is not the container's init")
+            && err.contains(&format!(
+                "cpuplan11.slice/cpuplan11-x{tag}.slice/h11-c{tag}.scope"
+            )),
+        "{err}"
+    );
+    assert_eq!(cpuset_of(&service), cpus_before, "its cpuset was narrowed");
+    assert!(claim_files(&fx).is_empty(), "a claim was made");
+    assert!(fx.plan_files("").is_empty(), "{:?}", fx.plan_files(""));
 
     // The same process in the cgroup a systemd-form cgroupsPath names: it is the container's.
     let slice = format!("cpuplan11-t{tag}.slice");
