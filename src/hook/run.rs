@@ -1,8 +1,9 @@
 //! The hook's stages: `createRuntime` reads, decides and applies; `poststop` releases the GPU claims.
 //!
 //! createRuntime applies a decision in one fixed order: claim → cpuset → files. A failure after
-//! the claim releases it, and the files are written all or nothing, so no file is left that pins
-//! CPUs the hook did not keep.
+//! the claim releases it, a failure of the files puts the cpuset back as it was, and the files
+//! are written all or nothing, so no file is left that pins CPUs the hook did not keep, and the
+//! `off` plan it falls back to is what is really in force.
 
 use std::io::Read;
 use std::os::fd::AsFd;
@@ -12,7 +13,8 @@ use crate::config::{HookConfig, OnError};
 use crate::decide::{decide, Decision};
 use crate::edit::{PlanDoc, SpecEdit};
 use crate::hook::claim::{claim, release};
-use crate::hook::cpuset::{write_cpuset, CpusetError, CpusetWrite};
+use crate::hook::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
+use crate::hook::identity::check_pid;
 use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
 use crate::problem::Problem;
 use crate::read::bundle::load_bundle;
@@ -105,7 +107,7 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id()) {
+            match release(&config, state.id(), state.bundle()) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
@@ -171,6 +173,17 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
     if let Some(p) = &decision.problem {
         refuse(config, state, p.clone())?;
     }
+    // Also before any write: a pid outside the container's own cgroup (a host process with a
+    // private mount namespace passes the check above) gets nothing either.
+    if let Some(pid) = state.pid() {
+        let cgroups_path = inputs.spec.cgroups_path.as_deref();
+        if let Err(e) = check_pid(&inputs.cgroups, pid, cgroups_path, &inputs.container.id) {
+            let cause = Problem::Identity(e).to_string();
+            refuse(config, state, cause.clone())?;
+            let off = Decision::off(&inputs, cause);
+            return Ok(Some(report(&inputs, off, None)));
+        }
+    }
     let claimed = claim(&host, config, &inputs, &decision);
     let mut decision = decision.after_claim(&claimed);
     let mut cpuset_file = None;
@@ -180,8 +193,9 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             pid,
             set,
             inputs.spec.cgroups_path.as_deref(),
+            &inputs.container.id,
         ) {
-            Ok(CpusetWrite::Written(path)) => cpuset_file = Some(path),
+            Ok(CpusetWrite::Written { path, was }) => cpuset_file = Some((path, was)),
             Ok(CpusetWrite::NoController) => {
                 let why = "cpuset kept: the host has no cpuset controller for the container";
                 log::warn!("container {}: {why}", state.id());
@@ -204,6 +218,16 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
     let edit = SpecEdit::new(&inputs, &decision, config);
     if let Err(e) = write_files(&rootfs, &edit) {
         release_logged(config, &inputs);
+        if let Some((path, was)) = cpuset_file.take() {
+            match restore_cpuset(&path, &was) {
+                Ok(()) => log::info!(
+                    "container {}: cpuset put back to {was:?} ({})",
+                    state.id(),
+                    path.display()
+                ),
+                Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
+            }
+        }
         let cause = Problem::Write(e).to_string();
         refuse(config, state, cause.clone())?;
         if decision.problem.is_none() {
@@ -218,6 +242,7 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         }
     }
     log_decision(&inputs, &decision);
+    let cpuset_file = cpuset_file.map(|(path, _)| path);
     Ok(Some(report(&inputs, decision, cpuset_file)))
 }
 
@@ -230,7 +255,10 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
 }
 
 fn release_logged(config: &HookConfig, inputs: &Inputs) {
-    if let Err(e) = release(config, &inputs.container.id) {
+    let Some(bundle) = &inputs.container.bundle else {
+        return;
+    };
+    if let Err(e) = release(config, &inputs.container.id, bundle) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id

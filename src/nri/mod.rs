@@ -43,7 +43,7 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     let handler: Arc<dyn Handler> = if opts.test_handler {
         Arc::new(TestHandler::default())
     } else {
-        Arc::new(PlanHandler::new(config))
+        Arc::new(PlanHandler::new(config, &opts.full_name()))
     };
     run_with(opts, handler)
 }

@@ -30,15 +30,18 @@ pub struct PlanHandler {
     config: HookConfig,
     host: Host,
     dirs: PlanDirs,
+    /// The claims' scope: `nri:<plugin>`.
+    scope: String,
 }
 
 impl PlanHandler {
-    /// A handler planning with `config`.
-    pub fn new(config: HookConfig) -> PlanHandler {
+    /// A handler planning with `config` as the plugin named `plugin` (`10-cpuplan`).
+    pub fn new(config: HookConfig, plugin: &str) -> PlanHandler {
         PlanHandler {
             host: Host::of(&config),
             dirs: PlanDirs::new(&config.nri_dir),
             config,
+            scope: format!("nri:{plugin}"),
         }
     }
 
@@ -49,7 +52,7 @@ impl PlanHandler {
     /// This plugin as the holder of container `id`'s claims: they last while the plugin runs,
     /// and are taken again at every Synchronize.
     fn holder(&self, id: &str) -> Result<Holder, String> {
-        match self.host.holder(id, std::process::id()) {
+        match self.host.holder(id, &self.scope, std::process::id()) {
             Ok(Some(h)) => Ok(h),
             Ok(None) => Err("the plugin's own /proc entry is missing".into()),
             Err(e) => Err(e.to_string()),
@@ -83,7 +86,7 @@ impl PlanHandler {
 
     /// Releases container `id`'s claims and removes its plan files.
     fn forget(&self, id: &str) {
-        if let Err(e) = cpuplan::release(&self.config.claims_dir, id, self.wait()) {
+        if let Err(e) = cpuplan::release(&self.config.claims_dir, id, &self.scope, self.wait()) {
             log::warn!("container {id}: cannot release GPU claims: {e}");
         }
         if self.dirs.remove(id) {

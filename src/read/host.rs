@@ -88,9 +88,14 @@ impl Host {
         StaticTopology::for_plan(&self.topology_root, setting, addresses, mask)
     }
 
-    /// A claim holder for `container` whose init is `pid`, or `None` if the pid is gone.
-    pub fn holder(&self, container: &str, pid: u32) -> Result<Option<Holder>, cpuplan::ClaimError> {
-        Holder::of_pid(&self.root, container, pid)
+    /// A claim holder for `container` of `scope` whose init is `pid`, or `None` if the pid is gone or a zombie.
+    pub fn holder(
+        &self,
+        container: &str,
+        scope: &str,
+        pid: u32,
+    ) -> Result<Option<Holder>, cpuplan::ClaimError> {
+        Holder::of_pid(&self.root, container, scope, pid)
     }
 
     /// The host's NUMA nodes (and the online CPUs on none) with their cores, for the drawing.

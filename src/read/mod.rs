@@ -172,9 +172,10 @@ fn read_into(
 ) -> Result<(), Problem> {
     let allowed = match inputs.container.pid {
         Some(pid) => {
-            let cgroups = host.cgroups(pid)?;
-            inputs.cgroup_quota = cgroups.quota()?;
-            inputs.cgroups = cgroups;
+            // Kept before the quota is read: a bad quota file still leaves the pid's cgroups
+            // known, for the check that the pid is the container's.
+            inputs.cgroups = host.cgroups(pid)?;
+            inputs.cgroup_quota = inputs.cgroups.quota()?;
             host.mask_of(pid)?
         }
         None => {

@@ -99,7 +99,7 @@ impl Cgroups {
     /// `root` (`<root>/proc/self/mountinfo`): the leaf need not exist yet (a container not
     /// created yet), its ancestors are read as they are.
     pub fn at_path(root: &Path, path: &str) -> Result<Cgroups> {
-        let Some(path) = expand_cgroups_path(path) else {
+        let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
             return Ok(Cgroups::default());
         };
         let mountinfo = under(root, "/proc/self/mountinfo");
@@ -158,54 +158,6 @@ impl Cgroups {
 
 /// The v1 controllers cpuplan reads: the CPU quota's and the cpuset's.
 const V1_CONTROLLERS: [&str; 3] = ["cpu", "cpuacct", "cpuset"];
-
-/// A spec's `linux.cgroupsPath` as a cgroup path: the path form as it is (made absolute), the
-/// systemd form `slice:prefix:name` as runc's systemd driver expands it
-/// (`a-b.slice:pre:n` → `/a.slice/a-b.slice/pre-n.scope`, no slice → `system.slice`, `-.slice`
-/// → the root); `None` for an empty or odd value.
-pub fn expand_cgroups_path(spec: &str) -> Option<String> {
-    if spec.starts_with('/') {
-        return Some(spec.to_string());
-    }
-    let parts: Vec<&str> = spec.split(':').collect();
-    let [slice, prefix, name] = parts[..] else {
-        return (!spec.is_empty() && !spec.contains(':')).then(|| format!("/{spec}"));
-    };
-    if name.is_empty() || name.contains('/') || slice.contains('/') || prefix.contains('/') {
-        return None;
-    }
-    let mut path = String::new();
-    // runc's systemd driver puts a unit without a slice in system.slice.
-    let slice = if slice.is_empty() {
-        "system.slice"
-    } else {
-        slice
-    };
-    if slice != "-.slice" {
-        let stem = slice.strip_suffix(".slice")?;
-        let mut sofar = String::new();
-        for part in stem.split('-') {
-            if part.is_empty() {
-                return None;
-            }
-            if !sofar.is_empty() {
-                sofar.push('-');
-            }
-            sofar.push_str(part);
-            path.push('/');
-            path.push_str(&sofar);
-            path.push_str(".slice");
-        }
-    }
-    let unit = if name.ends_with(".slice") {
-        name.to_string()
-    } else if prefix.is_empty() {
-        format!("{name}.scope")
-    } else {
-        format!("{prefix}-{name}.scope")
-    };
-    Some(format!("{path}/{unit}"))
-}
 
 /// Every hierarchy of `proc` that can be translated to a directory under `root`.
 pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
@@ -345,27 +297,6 @@ mod at_path_tests {
     use super::*;
 
     #[test]
-    fn systemd_cgroups_paths_expand_as_runc_does() {
-        for (spec, want) in [
-            ("/kubepods/burstable/pod1/c1", Some("/kubepods/burstable/pod1/c1")),
-            (
-                "kubepods-burstable-pod1.slice:cri-containerd:c1",
-                Some("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-c1.scope"),
-            ),
-            ("system.slice:docker:abc", Some("/system.slice/docker-abc.scope")),
-            (":libpod:abc", Some("/system.slice/libpod-abc.scope")),
-            ("-.slice:p:n", Some("/p-n.scope")),
-            ("machine.slice::abc", Some("/machine.slice/abc.scope")),
-            ("a.slice:p:", None),
-            ("a-.slice:p:n", None),
-            ("a:b", None),
-            ("", None),
-        ] {
-            assert_eq!(expand_cgroups_path(spec).as_deref(), want, "{spec}");
-        }
-    }
-
-    #[test]
     fn a_cgroup_not_made_yet_reads_its_nearest_effective_cpuset_and_its_ancestors_quota() {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
@@ -401,7 +332,10 @@ mod at_path_tests {
             "0-7"
         );
         assert_eq!(elsewhere.quota().unwrap(), None);
-        assert!(Cgroups::at_path(r, "a:b").unwrap().dirs().is_empty());
+        assert!(
+            Cgroups::at_path(r, "/").unwrap().dirs().is_empty(),
+            "names no cgroup"
+        );
     }
 }
 
