@@ -8,8 +8,11 @@ use crate::affinity::{set_thread_affinity, thread_affinity};
 use crate::error::{Result, ShimError};
 use crate::plan::Plan;
 use crate::state::first_use_mask;
+use crate::text::Escaped;
 
 /// What a pin call did: pinned the thread, or left it where it was and why.
+///
+/// Displayed as one line: `why`, the plan's text, with its control characters escaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pinning {
     /// The calling thread now runs on `cpus`.
@@ -29,8 +32,8 @@ pub enum Pinning {
 impl fmt::Display for Pinning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Pinning::Pinned { cpus, why } => write!(f, "pinned to cpus {cpus} ({why})"),
-            Pinning::Unpinned { why } => write!(f, "left unpinned: {why}"),
+            Pinning::Pinned { cpus, why } => write!(f, "pinned to cpus {cpus} ({})", Escaped(why)),
+            Pinning::Unpinned { why } => write!(f, "left unpinned: {}", Escaped(why)),
         }
     }
 }
@@ -123,7 +126,7 @@ fn pin_to(
 ) -> Result<Pinning> {
     match pin_thread(cpus, &plan.file.mask, warm) {
         Ok(()) => {
-            log::info!("cpuplan: {what} pinned to cpus {cpus}: {why}");
+            log::info!("cpuplan: {what} pinned to cpus {cpus}: {}", Escaped(why));
             Ok(Pinning::Pinned {
                 cpus: cpus.clone(),
                 why: why.to_string(),
@@ -137,6 +140,6 @@ fn pin_to(
 }
 
 fn unpinned(what: &str, why: String) -> Result<Pinning> {
-    log::info!("cpuplan: {what} left unpinned: {why}");
+    log::info!("cpuplan: {what} left unpinned: {}", Escaped(&why));
     Ok(Pinning::Unpinned { why })
 }
