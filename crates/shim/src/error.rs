@@ -140,3 +140,51 @@ impl ShimError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_text_in_a_message_stays_on_one_line() {
+        let path = || PathBuf::from("/run/a\nforged: line");
+        let errors = [
+            ShimError::NoPlan("/x\ny does not exist".into()),
+            ShimError::Io {
+                path: path(),
+                source: std::io::Error::from_raw_os_error(nix::libc::EACCES),
+            },
+            ShimError::Json {
+                path: path(),
+                source: serde_json::from_str::<u8>("\"x\"").unwrap_err(),
+            },
+            ShimError::Version {
+                path: path(),
+                found: 9,
+                expected: 1,
+            },
+            ShimError::EnvLine {
+                path: path(),
+                line: 2,
+                what: "w\nx".into(),
+                content: "c\nd".into(),
+            },
+            ShimError::Var {
+                source_name: "/s\nt".into(),
+                name: "N\r".into(),
+                value: "v\n".into(),
+                what: "w\u{1b}[2K".into(),
+            },
+            ShimError::EnvVar {
+                path: path(),
+                name: "K\n".into(),
+                what: "a NUL byte in the value",
+            },
+        ];
+        for e in errors {
+            let m = e.to_string();
+            assert!(!m.chars().any(char::is_control), "{m:?}");
+            assert!(m.contains("\\n") || m.contains("\\r"), "{m:?}");
+        }
+    }
+}

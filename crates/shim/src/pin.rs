@@ -143,3 +143,21 @@ fn unpinned(what: &str, why: String) -> Result<Pinning> {
     log::info!("cpuplan: {what} left unpinned: {}", Escaped(&why));
     Ok(Pinning::Unpinned { why })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plans_why_is_displayed_on_one_line() {
+        let p = Pinning::Pinned {
+            cpus: "1".parse().unwrap(),
+            why: "w\nforged".into(),
+        };
+        assert_eq!(p.to_string(), "pinned to cpus 1 (w\\nforged)");
+        let u = Pinning::Unpinned {
+            why: "u\r\u{1b}[2K".into(),
+        };
+        assert_eq!(u.to_string(), "left unpinned: u\\r\\u{1b}[2K");
+    }
+}
