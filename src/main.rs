@@ -6,6 +6,13 @@ use std::process::ExitCode;
 use cpuplan_hook::cli::{main_with, Exit};
 
 fn main() -> ExitCode {
+    // The release profile unwinds panics (for the shim's C ABI); this binary still stops at its
+    // first panic, in any thread (an NRI plugin thread too), after the usual message.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
     let mut words: Vec<String> = std::env::args().skip(1).collect();
     if cpuplan_hook::nri::launched_by_runtime(&words) {
         words.push("nri".into()); // launched by an NRI runtime from its plugin directory
