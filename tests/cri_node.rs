@@ -14,20 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::runc::{fixtures, hook_bin, line_value};
-use cri::{annotations, cri as api, CriNode, NodeOptions, Pod};
+use common::runc::{hook_bin, line_value};
+use cri::{annotations, cri as api, gpu_host, quota, section, CriNode, NodeOptions};
 use serde_json::{json, Value};
 
 const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
-
-fn section<'a>(out: &'a str, name: &str) -> &'a str {
-    let Some(i) = out.find(&format!("--- {name}\n")) else {
-        panic!("no section {name} in:\n{out}");
-    };
-    let rest = &out[i + name.len() + 5..];
-    &rest[..rest.find("\n--- ").map(|i| i + 1).unwrap_or(rest.len())]
-}
 
 fn plan_json(out: &str) -> Value {
     serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
@@ -48,44 +40,6 @@ fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
     p
-}
-
-/// A 2-CPU host with two GPUs: 0000:3b:00.0 (`/dev/nvidia0`, local CPUs 0-1, node 0) and
-/// 0000:86:00.0 (`/dev/nvidia1`, local CPU 1, no node), built from `tests/fixtures/e2e-host`.
-fn gpu_host(root: &Path) -> PathBuf {
-    let g = root.join("gpu-host");
-    if g.exists() {
-        return g;
-    }
-    copy_tree(&fixtures().join("e2e-host"), &g);
-    let a = g.join("sys/bus/pci/devices/0000:3b:00.0");
-    std::fs::write(a.join("local_cpulist"), "0-1\n").unwrap();
-    let b = g.join("sys/bus/pci/devices/0000:86:00.0");
-    copy_tree(&a, &b);
-    std::fs::write(b.join("local_cpulist"), "1\n").unwrap();
-    std::fs::write(b.join("numa_node"), "-1\n").unwrap();
-    let info = g.join("proc/driver/nvidia/gpus");
-    let text = std::fs::read_to_string(info.join("0000:3b:00.0/information")).unwrap();
-    std::fs::create_dir_all(info.join("0000:86:00.0")).unwrap();
-    std::fs::write(
-        info.join("0000:86:00.0/information"),
-        text.replace("0000:3b:00.0", "0000:86:00.0")
-            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
-    )
-    .unwrap();
-    g
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&p, &to.join(e.file_name()));
-        } else {
-            std::fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 /// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed.
@@ -120,48 +74,6 @@ fn hook_log(node: &CriNode) -> String {
 /// `cpuplan-hook claims --json` with the node's hook config.
 fn claims(node: &CriNode) -> Value {
     common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
-}
-
-fn quota(mut c: api::ContainerConfig, q: i64, p: i64) -> api::ContainerConfig {
-    let linux = c.linux.get_or_insert_with(Default::default);
-    let r = linux.resources.get_or_insert_with(Default::default);
-    r.cpu_quota = q;
-    r.cpu_period = p;
-    c
-}
-
-/// `/dev/nvidiaN` given through CRI `devices`, from a `195:N` node made under the node root.
-fn with_gpu(node: &CriNode, mut c: api::ContainerConfig, n: u64) -> api::ContainerConfig {
-    let host = node.path(&format!("dev/nvidia{n}"));
-    if !host.exists() {
-        std::fs::create_dir_all(host.parent().unwrap()).unwrap();
-        nix::sys::stat::mknod(
-            &host,
-            nix::sys::stat::SFlag::S_IFCHR,
-            nix::sys::stat::Mode::from_bits_truncate(0o666),
-            nix::sys::stat::makedev(195, n),
-        )
-        .unwrap();
-    }
-    c.devices.push(api::Device {
-        container_path: format!("/dev/nvidia{n}"),
-        host_path: host.display().to_string(),
-        permissions: "rw".into(),
-    });
-    c
-}
-
-/// Waits until the running container's log holds the probe's end; the log.
-fn wait_log(node: &CriNode, pod: &Pod, c: &api::ContainerConfig) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let log = node.container_log(pod, c);
-        if log.contains("--- end") {
-            return log;
-        }
-        assert!(Instant::now() < deadline, "no probe output: {log}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn quota_container_sees_its_plan(node: &CriNode) {
@@ -300,10 +212,10 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
     let sleeper = format!("{PROBE}; exec sleep 3600");
     // Pod A holds GPU 0 (local CPUs 0-1) while it runs.
     let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
-    let ca = with_gpu(&node, node.container_config("a", &sleeper), 0);
+    let ca = node.with_gpu(node.container_config("a", &sleeper), 0);
     let a = node.create_container(&pod_a, ca.clone());
     node.start_container(&a);
-    let log = wait_log(&node, &pod_a, &ca);
+    let log = node.wait_log(&pod_a, &ca, "--- end");
     let env = section(&log, "planenv");
     assert_eq!(
         line_value(env, "CPUPLAN_DEVICES"),
@@ -323,10 +235,7 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
 
     // Pod B on the same GPU: planned without it while A lives.
     let pod_b = node.run_pod(node.pod_config("gpu-b"), "");
-    let ran = node.run_container(
-        &pod_b,
-        with_gpu(&node, node.container_config("b1", PROBE), 0),
-    );
+    let ran = node.run_container(&pod_b, node.with_gpu(node.container_config("b1", PROBE), 0));
     assert_eq!(ran.exit_code, 0, "{}", ran.log);
     let why = line_value(section(&ran.log, "planenv"), "CPUPLAN_WHY")
         .unwrap()
@@ -342,10 +251,10 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
     node.remove_container(&a);
     node.remove_pod(&pod_a);
     assert_eq!(claims(&node), json!([]), "removal releases the claim");
-    let cb = with_gpu(&node, node.container_config("b2", &sleeper), 0);
+    let cb = node.with_gpu(node.container_config("b2", &sleeper), 0);
     let b2 = node.create_container(&pod_b, cb.clone());
     node.start_container(&b2);
-    let log = wait_log(&node, &pod_b, &cb);
+    let log = node.wait_log(&pod_b, &cb, "--- end");
     assert!(!line_value(section(&log, "planenv"), "CPUPLAN_WHY")
         .unwrap()
         .contains("held by"));
@@ -356,7 +265,7 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
     let ran = node.run_container(
         &pod_b,
         quota(
-            with_gpu(&node, node.container_config("c", PROBE), 1),
+            node.with_gpu(node.container_config("c", PROBE), 1),
             100000,
             100000,
         ),
@@ -378,14 +287,13 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
 fn a_claim_survives_a_containerd_restart_and_poststop_still_releases_it() {
     let node = hooked(NodeOptions::default(), json!({}));
     let pod = node.run_pod(node.pod_config("restart"), "");
-    let c = with_gpu(
-        &node,
+    let c = node.with_gpu(
         node.container_config("srv", &format!("{PROBE}; exec sleep 3600")),
         0,
     );
     let id = node.create_container(&pod, c.clone());
     node.start_container(&id);
-    wait_log(&node, &pod, &c);
+    node.wait_log(&pod, &c, "--- end");
     let before = node.daemon_pid();
     node.restart();
     assert_ne!(node.daemon_pid(), before, "a new containerd");

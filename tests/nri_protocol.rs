@@ -3,8 +3,8 @@
 //! under a temp dir, snapshotter `native`, `restrict_oom_score_adj`, the sandbox image
 //! imported), and the plugin as the runtime sees it: external (connecting to the NRI socket,
 //! reconnecting when containerd restarts) and pre-launched (started by containerd from its
-//! plugin directory as `10-cpuplan`). Checks that need a CRI client (a pod and a container
-//! created through CRI) are written against the small [`Cri`] trait at the end of this file.
+//! plugin directory as `10-cpuplan`). What goes through CRI (pods, containers, the test handler's
+//! adjustments, the planning handler) is in `tests/nri_node.rs`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -100,8 +100,6 @@ with tarfile.open(out, 'w') as t:
 
 /// The sandbox (pause) image the node's CRI uses.
 const SANDBOX_IMAGE: &str = "localhost/pause:1";
-/// A busybox image for the CRI checks' containers (`sh` by default).
-const BUSYBOX_IMAGE: &str = "localhost/bb:1";
 
 impl Node {
     /// Starts a node; with `prelaunch`, the plugin binary is in its plugin directory as
@@ -180,7 +178,6 @@ impl Node {
         let mut node = Node { dir, child: None };
         node.launch();
         node.import(SANDBOX_IMAGE, &["sleep", "1000000"]);
-        node.import(BUSYBOX_IMAGE, &["sh"]);
         node
     }
 
@@ -562,78 +559,4 @@ fn processes_running(path: &Path) -> Vec<i32> {
         }
     }
     pids
-}
-
-// ---------------------------------------------------------------------------------------------
-// Checks that need a CRI client. The CRI test harness (tests/common/cri.rs, branch `cri`) is not
-// merged yet: implement `Cri` for it and call these from tests with a `Node` and
-// `Plugin::external(&node)` (already synchronized). Verified by hand with the Python CRI client
-// of shared/e2e/cri-node-demo.sh against containerd 1.7.24: the container printed NRI_TEST=1,
-// its runtime spec carried the annotation, `Cpus_allowed_list` was the pod annotation's cpuset,
-// the rejected container failed with the handler's message, and stop/remove reached the handler.
-// ---------------------------------------------------------------------------------------------
-
-/// The few CRI calls the CRI-driven checks make.
-#[allow(dead_code)]
-trait Cri {
-    /// Runs a host-network pod named `name` with `annotations`; returns its sandbox id.
-    fn run_pod(&self, name: &str, annotations: &[(&str, &str)]) -> String;
-    /// Creates container `name` in `pod` from [`BUSYBOX_IMAGE`] running `sh -c script`, starts
-    /// it, waits for it to exit, and returns its log; `Err` with the CRI error's message when
-    /// CreateContainer fails.
-    fn run_container(&self, pod: &str, name: &str, script: &str) -> Result<String, String>;
-    /// Stops and removes every container and pod.
-    fn clean(&self);
-}
-
-/// CreateContainer goes through the plugin: env, cpuset, rejection, and stop/remove events.
-#[allow(dead_code)]
-fn check_create_container(cri: &dyn Cri, plugin: &Plugin) {
-    let pod = cri.run_pod("nri-demo", &[("cpuplan.nri/test-cpus", "0")]);
-    let log = cri
-        .run_container(
-            &pod,
-            "srv",
-            "echo NRI_TEST=$NRI_TEST; grep Cpus_allowed_list /proc/self/status",
-        )
-        .expect("create srv");
-    assert!(
-        log.contains("NRI_TEST=1"),
-        "the env reached the container: {log}"
-    );
-    assert!(
-        log.contains("Cpus_allowed_list:\t0"),
-        "the cpuset was applied: {log}"
-    );
-    let err = cri
-        .run_container(&pod, "cpuplan-nri-reject", "true")
-        .expect_err("the handler rejects it");
-    assert!(err.contains("test handler rejects"), "{err}");
-    cri.clean();
-    wait_for(
-        "stop and remove to reach the handler",
-        || plugin.log(),
-        || plugin.count("test handler: stop ") >= 1 && plugin.count("test handler: remove ") >= 2,
-    );
-}
-
-/// A plugin started while a pod runs is synchronized with it.
-#[allow(dead_code)]
-fn check_synchronize_with_running_pod(cri: &dyn Cri, node: &Node) {
-    let pod = cri.run_pod("nri-keep", &[]);
-    let _ = cri.run_container(&pod, "once", "true");
-    let plugin = Plugin::spawn(
-        &[
-            "--socket",
-            node.nri_socket().to_str().unwrap(),
-            "--test-handler",
-        ],
-        node.path("plugin-sync.log"),
-    );
-    wait_for(
-        "a synchronization listing the pod",
-        || plugin.log(),
-        || plugin.count("test handler: synchronize 1 ") == 1,
-    );
-    cri.clean();
 }

@@ -35,15 +35,27 @@ pub use planner::PlanHandler;
 pub use plugin::run_with;
 pub use proto::{Container, ContainerAdjustment, ContainerUpdate, Mount, PodSandbox};
 
-/// Runs the plugin as `opts` say: logging to stderr (and `--log`), with the test handler under
-/// `--test-handler` and otherwise [`PassHandler`], until SIGTERM/SIGINT or, for a plugin the
-/// runtime launched, until the runtime closes its socket.
+/// Runs the plugin as `opts` say, with the test handler under `--test-handler` and otherwise
+/// [`PlanHandler`], until SIGTERM/SIGINT or, for a plugin the runtime launched, until the runtime
+/// closes its socket. It logs to stderr and to `--log`, else to the config's `log`; a plugin the
+/// runtime launched opens the config's log only at Configure, once it knows which configuration
+/// is in force (the runtime may give one).
 pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
-    crate::logging::init(opts.log.as_deref().or(config.log.as_deref()));
+    let launched = matches!(opts.endpoint, options::Endpoint::PreConnected(_));
+    let early = match (&opts.log, launched) {
+        (Some(log), _) => Some(log.as_path()),
+        (None, false) => config.log.as_deref(),
+        (None, true) => None,
+    };
+    crate::logging::init(early);
     let handler: Arc<dyn Handler> = if opts.test_handler {
         Arc::new(TestHandler::default())
     } else {
-        Arc::new(PlanHandler::new(config, &opts.full_name()))
+        Arc::new(PlanHandler::new(
+            config,
+            &opts.full_name(),
+            opts.log.is_some(),
+        ))
     };
     run_with(opts, handler)
 }

@@ -3,8 +3,15 @@
 //! written on the host, and the [`SpecEdit`] answered as a container adjustment. Stop and
 //! remove release the claims and the files; Synchronize drops what belongs to containers that
 //! are gone and claims again for those that run.
+//!
+//! The configuration is the hook's (`--config`, default `/etc/cpuplan/hook.json`) unless the
+//! runtime gives the plugin one at Configure: a plugin the runtime launches from its plugin
+//! directory gets no arguments, and NRI hands it the file `<plugin_config_path>/10-cpuplan.conf`
+//! (or `cpuplan.conf`) instead, which then holds the same JSON keys.
 
 use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use cpuplan::{ClaimOutcome, Holder};
@@ -24,9 +31,48 @@ use super::spec::container_spec;
 /// The longest the plugin waits for the claims lock: well below the runtime's 2 s plugin timeout.
 pub const MAX_CLAIM_WAIT: Duration = Duration::from_millis(500);
 
+/// What the runtime's plugin configuration is called in messages.
+pub const RUNTIME_CONFIG: &str = "<the runtime's NRI plugin config>";
+
 /// The handler that plans containers as the hook does.
 #[derive(Debug)]
 pub struct PlanHandler {
+    /// The planner of the configuration in force (replaced when the runtime gives one).
+    planner: RwLock<Arc<Planner>>,
+    /// The plugin's `INDEX-NAME`.
+    plugin: String,
+    /// Whether `--log` named the log file (a configuration's `log` is then not opened).
+    log_given: bool,
+}
+
+impl PlanHandler {
+    /// A handler planning with `config` as the plugin named `plugin` (`10-cpuplan`); with
+    /// `log_given`, a configuration the runtime gives keeps the log file `--log` named.
+    pub fn new(config: HookConfig, plugin: &str, log_given: bool) -> PlanHandler {
+        PlanHandler {
+            planner: RwLock::new(Arc::new(Planner::new(config, plugin))),
+            plugin: plugin.to_string(),
+            log_given,
+        }
+    }
+
+    /// The planner in force.
+    fn planner(&self) -> Arc<Planner> {
+        match self.planner.read() {
+            Ok(p) => Arc::clone(&p),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> HookConfig {
+        self.planner().config.clone()
+    }
+}
+
+/// Plans with one configuration.
+#[derive(Debug)]
+struct Planner {
     config: HookConfig,
     host: Host,
     dirs: PlanDirs,
@@ -34,10 +80,9 @@ pub struct PlanHandler {
     scope: String,
 }
 
-impl PlanHandler {
-    /// A handler planning with `config` as the plugin named `plugin` (`10-cpuplan`).
-    pub fn new(config: HookConfig, plugin: &str) -> PlanHandler {
-        PlanHandler {
+impl Planner {
+    fn new(config: HookConfig, plugin: &str) -> Planner {
+        Planner {
             host: Host::of(&config),
             dirs: PlanDirs::new(&config.nri_dir),
             config,
@@ -151,6 +196,63 @@ impl PlanHandler {
 }
 
 impl Handler for PlanHandler {
+    /// A configuration from the runtime (non-empty `text`) replaces the one in force (one that
+    /// does not parse fails the registration, naming the key); then, unless `--log` named the
+    /// file, the log goes to the `log` of the configuration in force.
+    fn configure(&self, text: &str, _runtime: &str, _version: &str) -> Result<(), String> {
+        let given = !text.trim().is_empty();
+        if given {
+            let config = HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())
+                .map_err(|e| e.to_string())?;
+            let planner = Arc::new(Planner::new(config, &self.plugin));
+            match self.planner.write() {
+                Ok(mut p) => *p = planner,
+                Err(poisoned) => *poisoned.into_inner() = planner,
+            }
+        }
+        let config = self.config();
+        if !self.log_given {
+            if let Some(log) = &config.log {
+                crate::logging::init(Some(log));
+            }
+        }
+        if given {
+            log::info!(
+                "nri: planning with {RUNTIME_CONFIG} (nri_dir {}, claims_dir {})",
+                config.nri_dir.display(),
+                config.claims_dir.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> Result<Vec<ContainerUpdate>, String> {
+        self.planner().synchronize(pods, containers)
+    }
+
+    fn create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<ContainerAdjustment, String> {
+        self.planner().plan(pod, container)
+    }
+
+    fn stop_container(&self, _pod: &PodSandbox, container: &Container) -> Vec<ContainerUpdate> {
+        self.planner().forget(&container.id);
+        Vec::new()
+    }
+
+    fn remove_container(&self, _pod: &PodSandbox, container: &Container) {
+        self.planner().forget(&container.id);
+    }
+}
+
+impl Planner {
     fn synchronize(
         &self,
         pods: &[PodSandbox],
@@ -182,21 +284,37 @@ impl Handler for PlanHandler {
         );
         Ok(Vec::new())
     }
+}
 
-    fn create_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<ContainerAdjustment, String> {
-        self.plan(pod, container)
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn stop_container(&self, _pod: &PodSandbox, container: &Container) -> Vec<ContainerUpdate> {
-        self.forget(&container.id);
-        Vec::new()
-    }
-
-    fn remove_container(&self, _pod: &PodSandbox, container: &Container) {
-        self.forget(&container.id);
+    #[test]
+    fn the_runtime_s_config_replaces_the_file_s_and_a_bad_one_fails_configure() {
+        let h = PlanHandler::new(HookConfig::default(), "10-cpuplan", true);
+        h.configure("", "containerd", "1.7").unwrap();
+        assert_eq!(h.config(), HookConfig::default(), "no config given: kept");
+        h.configure(
+            r#"{"nri_dir": "/t/nri", "claims_dir": "/t/claims", "on_error": "deny"}"#,
+            "containerd",
+            "1.7",
+        )
+        .unwrap();
+        let c = h.config();
+        assert_eq!(c.nri_dir, Path::new("/t/nri"));
+        assert_eq!(c.claims_dir, Path::new("/t/claims"));
+        assert_eq!(c.on_error, OnError::Deny);
+        assert_eq!(h.planner().dirs.dir("x"), Path::new("/t/nri/x"));
+        let e = h
+            .configure(r#"{"step_thread_core": "fast"}"#, "containerd", "1.7")
+            .unwrap_err();
+        assert!(
+            e.contains(RUNTIME_CONFIG) && e.contains("step_thread_core"),
+            "{e}"
+        );
+        assert_eq!(h.config(), c, "a bad config changes nothing");
+        h.configure(r#"{"bogus": 1}"#, "containerd", "1.7")
+            .unwrap_err();
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use prost::Message;
 use ttrpc::{Code, MethodHandler, Request, Response, TtrpcContext};
@@ -98,8 +99,9 @@ impl PluginService {
                 Ok(Empty {}.encode_to_vec())
             }
             "CreateContainer" => {
+                let started = Instant::now();
                 let req = decode::<CreateContainerRequest>(method, payload)?;
-                Ok(self.create_container(&req)?.encode_to_vec())
+                Ok(self.create_container(&req, started)?.encode_to_vec())
             }
             "UpdateContainer" => {
                 decode::<UpdateContainerRequest>(method, payload)?;
@@ -186,9 +188,12 @@ impl PluginService {
         })
     }
 
+    /// CreateContainer, decoded at `started`: the handler's adjustment, logged with the time
+    /// taken since then.
     fn create_container(
         &self,
         req: &CreateContainerRequest,
+        started: Instant,
     ) -> Result<CreateContainerResponse, Failure> {
         let Some(ctr) = &req.container else {
             return Err(Failure {
@@ -201,7 +206,7 @@ impl PluginService {
         match self.handler.create_container(pod, ctr) {
             Ok(adjust) => {
                 log::info!(
-                    "nri: create {}/{} ({}): {}",
+                    "nri: create {}/{} ({}): {} in {:.3} ms",
                     pod.name,
                     ctr.name,
                     short(&ctr.id),
@@ -209,7 +214,8 @@ impl PluginService {
                         "unchanged"
                     } else {
                         "adjusted"
-                    }
+                    },
+                    started.elapsed().as_secs_f64() * 1e3
                 );
                 Ok(CreateContainerResponse {
                     adjust: (!adjust.is_empty()).then_some(adjust),
@@ -219,10 +225,11 @@ impl PluginService {
             }
             Err(e) => {
                 log::warn!(
-                    "nri: create {}/{} ({}) refused: {e}",
+                    "nri: create {}/{} ({}) refused in {:.3} ms: {e}",
                     pod.name,
                     ctr.name,
-                    short(&ctr.id)
+                    short(&ctr.id),
+                    started.elapsed().as_secs_f64() * 1e3
                 );
                 Err(Failure::handler(e))
             }

@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::common::podman::Run;
-use crate::common::runc::which;
+use crate::common::runc::{fixtures, which};
 
 /// The containerd namespace CRI uses.
 pub const NAMESPACE: &str = "k8s.io";
@@ -702,6 +702,44 @@ state = "{t}/run/containerd"
         format!("/{rel}")
     }
 
+    /// `config` with `/dev/nvidiaN` given through CRI `devices`, from a `195:N` node made under
+    /// the node root (`T/dev/nvidiaN`).
+    pub fn with_gpu(&self, mut config: cri::ContainerConfig, n: u64) -> cri::ContainerConfig {
+        let host = self.path(&format!("dev/nvidia{n}"));
+        if !host.exists() {
+            std::fs::create_dir_all(host.parent().unwrap()).unwrap();
+            nix::sys::stat::mknod(
+                &host,
+                nix::sys::stat::SFlag::S_IFCHR,
+                nix::sys::stat::Mode::from_bits_truncate(0o666),
+                nix::sys::stat::makedev(195, n),
+            )
+            .unwrap();
+        }
+        config.devices.push(cri::Device {
+            container_path: format!("/dev/nvidia{n}"),
+            host_path: host.display().to_string(),
+            permissions: "rw".into(),
+        });
+        config
+    }
+
+    /// Waits up to 30 s until the running container's log holds `marker`; the log.
+    pub fn wait_log(&self, pod: &Pod, config: &cri::ContainerConfig, marker: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let log = self.container_log(pod, config);
+            if log.contains(marker) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {marker:?} in the container's log: {log}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The runtime spec containerd's `ctr oci spec` prints (its default spec).
     pub fn ctr_default_spec() -> Value {
         let out = Command::new("ctr").args(["oci", "spec"]).output().unwrap();
@@ -932,6 +970,69 @@ pub fn image_tar(out: &Path, reference: &str, cmd: &[&str]) {
         tar_file(&mut outer, &name, blob, 0o644);
     }
     std::fs::write(out, outer.into_inner().unwrap()).unwrap();
+}
+
+/// `config` with a CPU quota of `quota`/`period` µs.
+pub fn quota(mut config: cri::ContainerConfig, quota: i64, period: i64) -> cri::ContainerConfig {
+    let linux = config.linux.get_or_insert_with(Default::default);
+    let r = linux.resources.get_or_insert_with(Default::default);
+    r.cpu_quota = quota;
+    r.cpu_period = period;
+    config
+}
+
+/// A 2-CPU host with two GPUs under `root/gpu-host` (made once): 0000:3b:00.0 (`/dev/nvidia0`,
+/// local CPUs 0-1, node 0) and 0000:86:00.0 (`/dev/nvidia1`, local CPU 1, no node), built from
+/// `tests/fixtures/e2e-host`; a `topology_root`.
+pub fn gpu_host(root: &Path) -> PathBuf {
+    let g = root.join("gpu-host");
+    if g.exists() {
+        return g;
+    }
+    copy_tree(&fixtures().join("e2e-host"), &g);
+    let a = g.join("sys/bus/pci/devices/0000:3b:00.0");
+    std::fs::write(a.join("local_cpulist"), "0-1\n").unwrap();
+    let b = g.join("sys/bus/pci/devices/0000:86:00.0");
+    copy_tree(&a, &b);
+    std::fs::write(b.join("local_cpulist"), "1\n").unwrap();
+    std::fs::write(b.join("numa_node"), "-1\n").unwrap();
+    let info = g.join("proc/driver/nvidia/gpus");
+    let text = std::fs::read_to_string(info.join("0000:3b:00.0/information")).unwrap();
+    std::fs::create_dir_all(info.join("0000:86:00.0")).unwrap();
+    std::fs::write(
+        info.join("0000:86:00.0/information"),
+        text.replace("0000:3b:00.0", "0000:86:00.0")
+            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
+    )
+    .unwrap();
+    g
+}
+
+/// Copies the tree `from` to `to` (directories and regular files).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The lines of `out` after the line `--- NAME` up to the next `--- ` line (a probe's section).
+pub fn section<'a>(out: &'a str, name: &str) -> &'a str {
+    let Some(i) = out.find(&format!("--- {name}\n")) else {
+        panic!("no section {name} in:\n{out}");
+    };
+    let rest = &out[i + name.len() + 5..];
+    let end = if rest.starts_with("--- ") {
+        0
+    } else {
+        rest.find("\n--- ").map(|i| i + 1).unwrap_or(rest.len())
+    };
+    &rest[..end]
 }
 
 /// `KEY -> VALUE` of an annotations map, for building configs tersely.

@@ -1,0 +1,687 @@
+//! `cpuplan-hook nri` on a Kubernetes-style node: the private containerd 1.7 of
+//! `tests/common/cri.rs` (CRI and NRI on, no OCI hook registered anywhere) driven through CRI as
+//! kubelet drives it, with the plugin started by the test (external mode, connecting to the
+//! node's NRI socket) or by containerd from its plugin directory (pre-launched mode).
+//!
+//! The machine has 2 CPUs, so `step_thread_core auto` never pins a worker here (it needs two
+//! cores per GPU on the node and one CPU left unpinned): the GPU tests check what can be
+//! observed instead: the claims (`cpuplan-hook claims`), the "held by" reasons, the cpuset
+//! narrowed to the GPU's local CPUs, and the environment.
+
+mod common;
+#[path = "common/cri.rs"]
+mod cri;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::runc::line_value;
+use cri::{annotations, cri as api, gpu_host, quota, section, CriNode, NodeOptions, Pod};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+/// The plugin's `INDEX-NAME` (the defaults) and its claims' scope.
+const PLUGIN: &str = "10-cpuplan";
+const SCOPE: &str = "nri:10-cpuplan";
+/// How long the tests wait for the plugin or containerd to do something.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// What the test containers print: their own environment, the plan directory's mount, a write
+/// into it, their CPUs, and the plan files.
+const PROBE: &str = r#"echo '--- env'; env | sort
+echo '--- mounts'; grep ' /run/cpuplan ' /proc/mounts
+echo '--- write'; (echo x > /run/cpuplan/x) 2>&1 || echo refused
+echo "--- cpus"; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status
+echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
+
+/// Polls `cond` every 50 ms until it holds; fails with `what` and `ctx()` after [`WAIT`].
+fn wait_until(what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            ctx()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The plugin's config for `node`, written at `T/etc/cpuplan/hook.json`: the fake GPU host as
+/// topology, claims, plans and log under the node root, and `extra`'s keys.
+fn plugin_config(node: &CriNode, extra: Value) -> PathBuf {
+    let p = node.path("etc/cpuplan/hook.json");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, config_text(node, extra)).unwrap();
+    p
+}
+
+fn config_text(node: &CriNode, extra: Value) -> String {
+    let mut cfg = json!({
+        "step_thread_core": "auto",
+        "topology_root": gpu_host(node.root()),
+        "claims_dir": node.path("var/lib/cpuplan/claims"),
+        "nri_dir": node.path("run/cpuplan/nri"),
+        "log": node.path("var/log/cpuplan-nri.log"),
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    serde_json::to_string_pretty(&cfg).unwrap()
+}
+
+/// The plugin's host directory of plans on `node`.
+fn nri_dir(node: &CriNode) -> PathBuf {
+    node.path("run/cpuplan/nri")
+}
+
+/// `cpuplan-hook claims --json` with the plugin's config.
+fn claims(node: &CriNode) -> Value {
+    common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
+}
+
+/// The plan files inside a probe's output.
+fn plan_json(out: &str) -> Value {
+    serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
+}
+
+/// A plugin started by the test: `cpuplan-hook --config CONFIG nri --socket S --log L ARGS`,
+/// its stderr in `L.stderr`. Dropping it kills it (a stopped one too).
+struct Plugin {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Plugin {
+    /// Starts an external plugin of `node` with `config` and `args`, logging to a file of its own.
+    fn spawn(node: &CriNode, config: &Path, args: &[&str]) -> Plugin {
+        let log = node.path(&format!("var/log/nri-plugin-{}.log", cri::unique()));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let stderr = std::fs::File::create(log.with_extension("stderr")).unwrap();
+        let child = Command::new(BIN)
+            .arg("--config")
+            .arg(config)
+            .arg("nri")
+            .arg("--socket")
+            .arg(node.nri_socket())
+            .arg("--log")
+            .arg(&log)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start the plugin");
+        Plugin { child, log }
+    }
+
+    /// An external planning plugin of `node`, registered and synchronized.
+    fn external(node: &CriNode, config: &Path) -> Plugin {
+        let p = Plugin::spawn(node, config, &[]);
+        p.wait_for(node, "nri: synchronized with", 1);
+        p
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its log so far (and its stderr, where a panic would go).
+    fn log(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        match std::fs::read_to_string(self.log.with_extension("stderr")) {
+            Ok(e) if e.contains("panicked") => format!("{log}\n--- stderr:\n{e}"),
+            _ => log,
+        }
+    }
+
+    /// How many lines of its log contain `what`.
+    fn count(&self, what: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(what)).count()
+    }
+
+    /// Waits until `n` lines of its log contain `what`.
+    fn wait_for(&self, node: &CriNode, what: &str, n: usize) {
+        wait_until(
+            &format!("{n} plugin log lines with {what:?}"),
+            || context(node, &self.log()),
+            || self.count(what) >= n,
+        );
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.pid() as i32), sig).unwrap();
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A failure's context: the plugin's log and containerd's.
+fn context(node: &CriNode, plugin_log: &str) -> String {
+    format!(
+        "--- plugin log:\n{plugin_log}\n--- containerd log:\n{}",
+        node.log_tail()
+    )
+}
+
+#[test]
+fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let plugin = Plugin::external(&node, &cfg);
+    // The pod annotation reaches the plugin although containerd's pod_annotations is unset.
+    let mut pc = node.pod_config("quota");
+    pc.annotations = annotations(&[("cpuplan.step-thread-core", "off")]);
+    let pod = node.run_pod(pc, "");
+    let mut c = quota(node.container_config("app", PROBE), 100000, 100000);
+    c.envs.push(api::KeyValue {
+        key: "MKL_NUM_THREADS".into(),
+        value: "7".into(),
+    });
+    let ran = node.run_container(&pod, c);
+    let ctx = || context(&node, &plugin.log());
+    assert_eq!(ran.exit_code, 0, "{}\n{}", ran.log, ctx());
+
+    // The container's own environment, not only plan.env.
+    let env: Vec<&str> = section(&ran.log, "env").lines().collect();
+    assert!(env.contains(&"OMP_NUM_THREADS=1"), "{env:?}\n{}", ctx());
+    assert_eq!(
+        env.iter()
+            .filter(|l| l.starts_with("MKL_NUM_THREADS="))
+            .collect::<Vec<_>>(),
+        [&"MKL_NUM_THREADS=7"],
+        "a variable the container sets is never added"
+    );
+    // The plan directory: mounted read-only, the plan inside.
+    let mounts: Vec<&str> = section(&ran.log, "mounts").lines().collect();
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    let options = mounts[0].split(' ').nth(3).unwrap();
+    assert!(options.split(',').any(|o| o == "ro"), "{}", mounts[0]);
+    assert!(
+        section(&ran.log, "write").contains("refused"),
+        "{}",
+        ran.log
+    );
+    let planenv = section(&ran.log, "planenv");
+    assert_eq!(
+        line_value(planenv, "CPUPLAN_USABLE"),
+        Some("'1'"),
+        "{planenv}"
+    );
+    assert_eq!(line_value(planenv, "OMP_NUM_THREADS"), Some("'1'"));
+    assert_eq!(line_value(planenv, "CPUPLAN_SETTING"), Some("'off'"));
+    let plan = plan_json(&ran.log);
+    assert_eq!(plan["container"], ran.id.as_str());
+    assert_eq!(plan["inputs"]["config_quota"], 1.0);
+    assert_eq!(
+        plan["inputs"]["setting_from"], "annotation cpuplan.step-thread-core",
+        "{plan}"
+    );
+
+    // No OCI hook anywhere: the spec has none, and the pod annotation is not in it either.
+    let spec = node.oci_spec(&ran.id);
+    assert!(
+        spec.get("hooks")
+            .is_none_or(|h| h.as_object().is_none_or(|o| o.is_empty())),
+        "{}",
+        spec["hooks"]
+    );
+    assert!(spec["annotations"]["cpuplan.step-thread-core"].is_null());
+    let annotated: Value =
+        serde_json::from_str(spec["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    assert_eq!(annotated["usable"], 1, "{annotated}");
+    let host_dir = nri_dir(&node).join(&ran.id);
+    let mount = spec["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["destination"] == "/run/cpuplan")
+        .expect("the plan directory's mount");
+    assert_eq!(mount["source"], host_dir.display().to_string());
+    assert!(
+        plugin.count(&format!(
+            "nri: create quota/app ({}): adjusted in",
+            &ran.id[..12]
+        )) == 1,
+        "{}",
+        ctx()
+    );
+
+    // The container's exit (StopContainer) takes its plan away.
+    wait_until("the plan directory to go", ctx, || !host_dir.exists());
+    assert!(!nri_dir(&node)
+        .join(format!("{}.claims.json", ran.id))
+        .exists());
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+}
+
+#[test]
+fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal() {
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let plugin = Plugin::external(&node, &cfg);
+    let ctx = || context(&node, &plugin.log());
+    let sleeper = format!("{PROBE}; exec sleep 3600");
+    // Pod A holds GPU 0 (local CPUs 0-1) while it exists.
+    let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
+    let ca = node.with_gpu(node.container_config("a", &sleeper), 0);
+    let a = node.create_container(&pod_a, ca.clone());
+    node.start_container(&a);
+    let log = node.wait_log(&pod_a, &ca, "--- end");
+    let env = section(&log, "planenv");
+    assert_eq!(
+        line_value(env, "CPUPLAN_DEVICES"),
+        Some("'0000:3b:00.0'"),
+        "{env}\n{}",
+        ctx()
+    );
+    let why = line_value(env, "CPUPLAN_WHY").unwrap();
+    assert!(
+        why.contains("nothing pinned") && !why.contains("held by"),
+        "{why}"
+    );
+    let held = claims(&node);
+    assert_eq!(held.as_array().map(Vec::len), Some(1), "{held}");
+    assert_eq!(held[0]["address"], "0000:3b:00.0");
+    assert_eq!(held[0]["holder"]["container"], a.as_str());
+    assert_eq!(held[0]["holder"]["scope"], SCOPE);
+    assert_eq!(
+        held[0]["holder"]["pid"],
+        plugin.pid(),
+        "the plugin holds it"
+    );
+    assert_eq!(held[0]["live"], true);
+
+    // Pod B on the same GPU: planned without it while A exists.
+    let pod_b = node.run_pod(node.pod_config("gpu-b"), "");
+    let ran = node.run_container(&pod_b, node.with_gpu(node.container_config("b1", PROBE), 0));
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    let why = line_value(section(&ran.log, "planenv"), "CPUPLAN_WHY").unwrap();
+    assert!(
+        why.contains("pins nothing") && why.contains(&format!("held by live container {a}")),
+        "{why}"
+    );
+    assert_eq!(
+        claims(&node)[0]["holder"]["container"],
+        a.as_str(),
+        "{}",
+        ctx()
+    );
+    node.remove_container(&ran.id);
+
+    // A removed: its claim released, its plan directory and record gone.
+    node.remove_container(&a);
+    wait_until("A's claim to be released", ctx, || {
+        claims(&node) == json!([])
+    });
+    assert!(!nri_dir(&node).join(&a).exists());
+    assert!(!nri_dir(&node).join(format!("{a}.claims.json")).exists());
+    node.remove_pod(&pod_a);
+
+    // GPU 1 (local CPU 1) with one CPU of quota: the cpuset is narrowed to its local CPU.
+    let c = quota(
+        node.with_gpu(node.container_config("c", PROBE), 1),
+        100000,
+        100000,
+    );
+    let ran = node.run_container(&pod_b, c);
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    assert_eq!(
+        section(&ran.log, "cpus").trim(),
+        "1",
+        "narrowed: {}",
+        ran.log
+    );
+    assert_eq!(
+        node.oci_spec(&ran.id)["linux"]["resources"]["cpu"]["cpus"],
+        "1"
+    );
+    let env = section(&ran.log, "planenv");
+    assert_eq!(line_value(env, "CPUPLAN_MASK"), Some("'1'"), "{env}");
+    assert_eq!(line_value(env, "CPUPLAN_DEVICES"), Some("'0000:86:00.0'"));
+    let plan = plan_json(&ran.log);
+    assert_eq!(plan["inputs"]["cpuset"], "1");
+    assert_eq!(plan["inputs"]["mask"], "0-1");
+    // It claimed GPU 1 while it ran; its exit (StopContainer) released it.
+    wait_until("its exit to release its claim", ctx, || {
+        plugin.count(&format!(
+            "container {}: gone, its plan and claims released",
+            ran.id
+        )) == 1
+    });
+    assert_eq!(claims(&node), json!([]));
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod_b);
+    assert_eq!(
+        std::fs::read_dir(nri_dir(&node)).unwrap().count(),
+        0,
+        "no plan left"
+    );
+}
+
+/// Pids of the processes running the executable `path` (zombies excluded).
+fn processes_running(path: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if std::fs::read_link(e.path().join("exe")).is_ok_and(|exe| exe == path) {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+            if state != Some('Z') {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Kills, when dropped, every process still running the executable at its path.
+struct Reaper(PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in processes_running(&self.0) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+#[test]
+fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
+    let node = CriNode::new();
+    // The binary itself in containerd's plugin directory, its config in NRI's conf.d.
+    let binary = node.path("opt/nri/plugins").join(PLUGIN);
+    std::fs::copy(BIN, &binary).unwrap();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _reaper = Reaper(binary.clone());
+    let log = node.path("var/log/cpuplan-nri.log");
+    std::fs::write(
+        node.path("etc/nri/conf.d").join(format!("{PLUGIN}.conf")),
+        config_text(&node, json!({})),
+    )
+    .unwrap();
+    // `claims` reads the same config on the host.
+    std::fs::create_dir_all(node.path("etc/cpuplan")).unwrap();
+    std::fs::write(
+        node.path("etc/cpuplan/hook.json"),
+        config_text(&node, json!({})),
+    )
+    .unwrap();
+    node.start();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let ctx = || context(&node, &read());
+    // containerd 1.7 (NRI 0.6) configures a plugin it launches at start but never synchronizes it.
+    wait_until("the launched plugin to be configured", ctx, || {
+        read().contains("nri: 10-cpuplan configured by containerd")
+    });
+    assert!(
+        read().contains("nri: planning with <the runtime's NRI plugin config>"),
+        "{}",
+        ctx()
+    );
+    assert!(
+        node.log()
+            .contains(&format!(r#"plugin \"pre-connected:{PLUGIN}["#)),
+        "{}",
+        ctx()
+    );
+    let pids = processes_running(&binary);
+    assert_eq!(pids.len(), 1, "one plugin process: {pids:?}");
+
+    let pod = node.run_pod(node.pod_config("launched"), "");
+    let c = quota(
+        node.with_gpu(
+            node.container_config("app", &format!("{PROBE}; exec sleep 3600")),
+            0,
+        ),
+        100000,
+        100000,
+    );
+    let id = node.create_container(&pod, c.clone());
+    node.start_container(&id);
+    let out = node.wait_log(&pod, &c, "--- end");
+    let env: Vec<&str> = section(&out, "env").lines().collect();
+    assert!(env.contains(&"OMP_NUM_THREADS=1"), "{env:?}\n{}", ctx());
+    assert!(section(&out, "write").contains("refused"), "{out}");
+    let held = claims(&node);
+    assert_eq!(held[0]["holder"]["container"], id.as_str(), "{held}");
+    assert_eq!(
+        held[0]["holder"]["pid"], pids[0],
+        "the launched plugin holds it"
+    );
+    assert_eq!(held[0]["live"], true);
+    node.remove_container(&id);
+    wait_until("the claim to be released", ctx, || {
+        claims(&node) == json!([])
+    });
+    node.remove_pod(&pod);
+    // The launched plugin ends with its runtime.
+    node.stop_daemon();
+    wait_until(
+        "the plugin to exit with containerd",
+        || format!("{:?} still run", processes_running(&binary)),
+        || processes_running(&binary).is_empty(),
+    );
+}
+
+#[test]
+fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones() {
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let plugin = Plugin::external(&node, &cfg);
+    let ctx = || context(&node, &plugin.log());
+    let pod = node.run_pod(node.pod_config("restart"), "");
+    let c = node.with_gpu(
+        node.container_config("srv", &format!("{PROBE}; exec sleep 3600")),
+        0,
+    );
+    let id = node.create_container(&pod, c.clone());
+    node.start_container(&id);
+    node.wait_log(&pod, &c, "--- end");
+
+    // What a container removed while the plugin was away leaves: its plan, its record and its
+    // claim, held by this plugin (so alive).
+    let gone = "0123456789abcdef-gone";
+    let dir = nri_dir(&node);
+    std::fs::create_dir_all(dir.join(gone)).unwrap();
+    std::fs::write(dir.join(gone).join("plan.env"), "CPUPLAN_USABLE='1'\n").unwrap();
+    std::fs::write(
+        dir.join(format!("{gone}.claims.json")),
+        r#"{"claims":["0000:86:00.0"]}"#,
+    )
+    .unwrap();
+    let holder = cpuplan::Holder::of_pid(Path::new("/"), gone, SCOPE, plugin.pid())
+        .unwrap()
+        .unwrap();
+    let claimed = cpuplan::claim_gpus(
+        &node.path("var/lib/cpuplan/claims"),
+        Path::new("/"),
+        &holder,
+        &["0000:86:00.0".to_string()],
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    assert_eq!(claimed, cpuplan::ClaimOutcome::Claimed);
+    assert_eq!(claims(&node).as_array().map(Vec::len), Some(2));
+
+    node.restart();
+    plugin.wait_for(&node, "nri: synchronized with", 2);
+    let log = plugin.log();
+    assert_eq!(
+        plugin.count("nri: the runtime closed the connection"),
+        1,
+        "{log}"
+    );
+    assert!(
+        log.contains("synchronized with 1 pods and 1 containers: kept the plans of 1, dropped 1"),
+        "{}",
+        ctx()
+    );
+    let held = claims(&node);
+    assert_eq!(held.as_array().map(Vec::len), Some(1), "{held}");
+    assert_eq!(held[0]["holder"]["container"], id.as_str());
+    assert_eq!(held[0]["holder"]["pid"], plugin.pid());
+    assert_eq!(held[0]["live"], true);
+    assert!(!dir.join(gone).exists() && !dir.join(format!("{gone}.claims.json")).exists());
+    assert!(
+        dir.join(&id).join("plan.env").is_file(),
+        "the live plan stays"
+    );
+    assert_eq!(
+        node.container_status(&id).state,
+        api::ContainerState::ContainerRunning as i32
+    );
+    // The reconnected plugin still follows events.
+    node.remove_container(&id);
+    wait_until("the claim to be released", ctx, || {
+        claims(&node) == json!([])
+    });
+    node.remove_pod(&pod);
+}
+
+/// Runs a container printing its environment in a new pod; its log, which must show it started.
+fn run_plain(node: &CriNode, name: &str) -> (Pod, String) {
+    let pod = node.run_pod(node.pod_config(name), "");
+    let ran = node.run_container(&pod, node.container_config("app", PROBE));
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    node.remove_container(&ran.id);
+    (pod, ran.log)
+}
+
+#[test]
+fn pods_start_when_the_plugin_is_killed_or_stalled() {
+    // A short request timeout (default 2 s) keeps the stalled case short.
+    let node = CriNode::with(NodeOptions {
+        nri_keys: "    plugin_request_timeout = \"500ms\"".into(),
+        ..NodeOptions::default()
+    });
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let first = Plugin::external(&node, &cfg);
+    let (pod, log) = run_plain(&node, "planned");
+    assert!(
+        section(&log, "env").contains("OMP_NUM_THREADS="),
+        "{log}\n{}",
+        context(&node, &first.log())
+    );
+    node.remove_pod(&pod);
+
+    // Killed: containerd drops it, and pods start unplanned.
+    first.signal(Signal::SIGKILL);
+    wait_until(
+        "containerd to drop the killed plugin",
+        || node.log_tail(),
+        || {
+            node.log()
+                .contains(&format!(r#"connection to plugin \"{PLUGIN}\" closed"#))
+        },
+    );
+    let (pod, log) = run_plain(&node, "after-kill");
+    assert!(!section(&log, "env").contains("OMP_NUM_THREADS="), "{log}");
+    assert!(section(&log, "mounts").trim().is_empty(), "{log}");
+    node.remove_pod(&pod);
+    drop(first);
+
+    // Stalled past the request timeout: CreateContainer goes on without it.
+    let second = Plugin::external(&node, &cfg);
+    let ctx = || context(&node, &second.log());
+    second.signal(Signal::SIGSTOP);
+    let started = Instant::now();
+    let (pod, log) = run_plain(&node, "stalled");
+    let took = started.elapsed();
+    second.signal(Signal::SIGCONT);
+    assert!(!section(&log, "env").contains("OMP_NUM_THREADS="), "{log}");
+    assert!(
+        took >= Duration::from_millis(500),
+        "CreateContainer waited for the plugin: {took:?}"
+    );
+    assert!(
+        node.log()
+            .contains("failed to handle CreateContainer request"),
+        "{}",
+        ctx()
+    );
+    // Woken, it finds its connection closed, reconnects and synchronizes.
+    second.wait_for(&node, "nri: synchronized with", 2);
+    assert_eq!(
+        second.count("nri: registered as 10-cpuplan"),
+        2,
+        "{}",
+        ctx()
+    );
+    let (pod2, log) = run_plain(&node, "reconnected");
+    assert!(section(&log, "env").contains("OMP_NUM_THREADS="), "{log}");
+    node.remove_pod(&pod);
+    node.remove_pod(&pod2);
+    wait_until("the plugin's plans to go", ctx, || {
+        std::fs::read_dir(nri_dir(&node)).is_ok_and(|mut d| d.next().is_none())
+    });
+}
+
+#[test]
+fn the_test_handler_adjusts_rejects_follows_events_and_synchronizes_with_running_pods() {
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let plugin = Plugin::spawn(&node, &cfg, &["--test-handler"]);
+    plugin.wait_for(&node, "test handler: synchronize 0 0", 1);
+    let ctx = || context(&node, &plugin.log());
+    let mut pc = node.pod_config("nri-demo");
+    pc.annotations = annotations(&[("cpuplan.nri/test-cpus", "0")]);
+    let pod = node.run_pod(pc, "");
+    let ran = node.run_container(
+        &pod,
+        node.container_config(
+            "srv",
+            "echo NRI_TEST=$NRI_TEST; grep Cpus_allowed_list /proc/self/status",
+        ),
+    );
+    assert!(ran.log.contains("NRI_TEST=1"), "the env: {}", ran.log);
+    assert!(
+        ran.log.contains("Cpus_allowed_list:\t0"),
+        "the cpuset: {}",
+        ran.log
+    );
+    assert_eq!(
+        node.oci_spec(&ran.id)["annotations"]["cpuplan.nri/test"],
+        "1"
+    );
+    let err = node
+        .try_create_container(&pod, node.container_config("cpuplan-nri-reject", "true"))
+        .expect_err("the handler rejects it");
+    assert!(err.message().contains("test handler rejects"), "{err:?}");
+    node.remove_container(&ran.id);
+    plugin.wait_for(&node, &format!("test handler: remove {}", ran.id), 1);
+
+    // A second plugin, started while the pod runs, is synchronized with it.
+    let keep = node.create_container(&pod, node.container_config("keep", "exec sleep 3600"));
+    node.start_container(&keep);
+    let second = Plugin::spawn(&node, &cfg, &["--test-handler"]);
+    second.wait_for(&node, "test handler: synchronize 1 1", 1);
+    node.stop_container(&keep, 1);
+    plugin.wait_for(&node, &format!("test handler: stop {keep}"), 1);
+    second.wait_for(&node, &format!("test handler: stop {keep}"), 1);
+    node.remove_container(&keep);
+    node.remove_pod(&pod);
+    assert_eq!(
+        plugin.count("test handler: create "),
+        3,
+        "srv, the rejected one and keep: {}",
+        ctx()
+    );
+}
