@@ -685,3 +685,101 @@ fn the_test_handler_adjusts_rejects_follows_events_and_synchronizes_with_running
         ctx()
     );
 }
+
+/// Every file below `dir` with its bytes.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut acc = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                acc.push((e.path(), Vec::new()));
+                stack.push(e.path());
+            } else {
+                acc.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    acc.sort();
+    acc
+}
+
+#[test]
+fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
+    // The node's config has NRI's section with disable = true, as containerd 1.7 ships it.
+    let node = CriNode::with(NodeOptions {
+        nri_disabled: true,
+        ..NodeOptions::default()
+    });
+    let cfg = plugin_config(&node, json!({}));
+    let etc = node.path("etc/containerd");
+    let before = files(&etc);
+    let n = cpuplan_hook::install::nri::Nri {
+        config: node.config_path(),
+    };
+    let said = cpuplan_hook::install::nri::install(&n).unwrap();
+    assert!(
+        said.iter().any(|l| l.contains("restart containerd")),
+        "{said:?}"
+    );
+    let drop_in = std::fs::read_to_string(n.drop_in()).unwrap();
+    assert!(
+        drop_in.contains(&format!(
+            "socket_path = \"{}\"",
+            node.nri_socket().display()
+        )),
+        "the node's own NRI section: {drop_in}"
+    );
+    node.start();
+    assert!(
+        node.log().contains("created NRI interface"),
+        "{}",
+        node.log_tail()
+    );
+    let plugin = Plugin::external(&node, &cfg);
+    let pod = node.run_pod(node.pod_config("nri-on"), "");
+    let ran = node.run_container(
+        &pod,
+        quota(node.container_config("app", PROBE), 100000, 100000),
+    );
+    assert!(
+        section(&ran.log, "env").contains("OMP_NUM_THREADS=1"),
+        "{}\n{}",
+        ran.log,
+        context(&node, &plugin.log())
+    );
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+    drop(plugin);
+
+    // The command line's uninstall, under the same root prefix.
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["uninstall", "--nri", "--root-prefix"])
+        .arg(node.root())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("removed {}", n.drop_in().display())),
+        "{text}"
+    );
+    assert!(before == files(&etc), "etc/containerd as it was");
+    node.restart();
+    assert!(
+        !node
+            .log()
+            .rsplit("starting containerd")
+            .next()
+            .unwrap()
+            .contains("created NRI interface"),
+        "NRI is off again:\n{}",
+        node.log_tail()
+    );
+}

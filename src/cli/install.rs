@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::{Args, CliError, Command, Context, Exit};
+use crate::install::nri::{self, Nri};
 use crate::install::{containerd, Options};
 
 const USAGE: &str = "\
@@ -26,6 +27,11 @@ for --containerd-runtimes (default: the default runtime). Restart containerd aft
 --ctr-root runs ctr chrooted into the node's root as mounted here (default /).
 --root-prefix puts every default path under DIR (a relocated node seen the same way by
 install and the runtime).
+
+--nri turns containerd's NRI on for the NRI plugin (`cpuplan-hook nri`): the drop-in
+conf.d/cpuplan-nri.toml beside --containerd-config, NRI's section with disable = false, and its
+`imports` entry. containerd 1.7 needs it (NRI is off by default there); 2.x has NRI on.
+Restart containerd afterwards. uninstall --nri removes exactly the drop-in and the import.
 ";
 
 /// The options `install` and `uninstall` share.
@@ -45,7 +51,7 @@ pub const INSTALL: Command = Command {
         "install the binary, the hooks.d files, containerd's registration and a default config",
     usage: USAGE,
     valued: OPTIONS,
-    switches: &["with-precreate", "containerd"],
+    switches: &["with-precreate", "containerd", "nri"],
     run: install,
 };
 
@@ -55,7 +61,7 @@ pub const UNINSTALL: Command = Command {
     summary: "undo install",
     usage: USAGE,
     valued: OPTIONS,
-    switches: &["containerd"],
+    switches: &["containerd", "nri"],
     run: uninstall,
 };
 
@@ -97,12 +103,18 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
     if let Some(c) = &registration {
         said.extend(containerd::install(&layout, c)?);
     }
+    if a.switch("nri") {
+        said.extend(nri::install(&Nri::resolve(&options(ctx, a))?)?);
+    }
     say(out, said)
 }
 
 fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     let (layout, registration) = options(ctx, a).resolve()?;
     let mut said = Vec::new();
+    if a.switch("nri") {
+        said.extend(nri::uninstall(&Nri::resolve(&options(ctx, a))?)?);
+    }
     if let Some(c) = &registration {
         said.extend(containerd::uninstall(&layout, c)?);
     }

@@ -190,7 +190,7 @@ pub fn base_spec(layout: &Layout, spec: Value) -> Value {
     spec
 }
 
-fn parse(path: &Path, text: &str) -> Result<DocumentMut, ContainerdError> {
+pub(super) fn parse(path: &Path, text: &str) -> Result<DocumentMut, ContainerdError> {
     text.parse::<DocumentMut>()
         .map_err(|e| ContainerdError::Config {
             path: path.to_path_buf(),
@@ -199,7 +199,7 @@ fn parse(path: &Path, text: &str) -> Result<DocumentMut, ContainerdError> {
 }
 
 /// The config's `version`: 2 or 3 (containerd 1.7 cannot import into a version 1 config).
-fn config_version(path: &Path, doc: &DocumentMut) -> Result<i64, ContainerdError> {
+pub(super) fn config_version(path: &Path, doc: &DocumentMut) -> Result<i64, ContainerdError> {
     match doc.get("version").and_then(Item::as_integer) {
         Some(v @ (2 | 3)) => Ok(v),
         other => {
@@ -215,7 +215,7 @@ fn config_version(path: &Path, doc: &DocumentMut) -> Result<i64, ContainerdError
 }
 
 /// The import entry that names `drop_in` from `config`: relative when it is below the config's directory.
-fn import_entry(config: &Path, drop_in: &Path) -> String {
+pub(super) fn import_entry(config: &Path, drop_in: &Path) -> String {
     let dir = config.parent().unwrap_or(Path::new("/"));
     match drop_in.strip_prefix(dir) {
         Ok(rel) => rel.display().to_string(),
@@ -296,7 +296,7 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-fn string_list(item: Option<&Item>) -> Vec<String> {
+pub(super) fn string_list(item: Option<&Item>) -> Vec<String> {
     item.and_then(Item::as_array)
         .map(|a| {
             a.iter()
@@ -307,7 +307,7 @@ fn string_list(item: Option<&Item>) -> Vec<String> {
 }
 
 /// The config files containerd loads from `main`, in its order (breadth first), each parsed.
-fn load_order(
+pub(super) fn load_order(
     main: &Path,
     main_doc: &DocumentMut,
     drop_in: &Path,
@@ -344,12 +344,12 @@ fn load_order(
     Ok(out)
 }
 
-fn cri_section<'a>(doc: &'a DocumentMut, plugin: &str) -> Option<&'a Item> {
+pub(super) fn cri_section<'a>(doc: &'a DocumentMut, plugin: &str) -> Option<&'a Item> {
     doc.get("plugins")?.get(plugin)
 }
 
 /// `item` rebuilt without the source file's comments, layout and positions.
-fn fresh(item: &Item) -> Item {
+pub(super) fn fresh(item: &Item) -> Item {
     match item {
         Item::Value(toml_edit::Value::InlineTable(t)) => Item::Table(fresh_table(t)),
         Item::Value(v) => {
@@ -530,17 +530,29 @@ pub fn created_config(entry: &str) -> String {
 
 /// The main config with `entry` imported; `None` when an existing import already covers the drop-in.
 pub fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, ContainerdError> {
-    let drop_in = c.drop_in();
+    with_import_of(&c.config, &c.drop_in(), doc)
+}
+
+/// The main config `config` (holding `doc`) with `drop_in` imported; `None` when an existing
+/// import already covers it.
+pub(super) fn with_import_of(
+    config: &Path,
+    drop_in: &Path,
+    doc: &DocumentMut,
+) -> Result<Option<String>, ContainerdError> {
     let entries = string_list(doc.get("imports"));
-    if resolve_imports(&c.config, &entries, Some(&drop_in)).contains(&drop_in) {
+    if resolve_imports(config, &entries, Some(drop_in))
+        .iter()
+        .any(|p| p == drop_in)
+    {
         return Ok(None);
     }
-    let entry = import_entry(&c.config, &drop_in);
+    let entry = import_entry(config, drop_in);
     let mut doc = doc.clone();
     match doc.get_mut("imports") {
         Some(item) => {
             let a = item.as_array_mut().ok_or_else(|| ContainerdError::Config {
-                path: c.config.clone(),
+                path: config.to_path_buf(),
                 message: "imports is not an array".into(),
             })?;
             a.push(entry);
@@ -556,7 +568,17 @@ pub fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, 
 
 /// The main config without the import install added; `None` when it holds none.
 pub fn without_import(c: &Containerd, doc: &DocumentMut) -> Option<String> {
-    let entry = import_entry(&c.config, &c.drop_in());
+    without_import_of(&c.config, &c.drop_in(), doc)
+}
+
+/// The main config `config` (holding `doc`) without the import of `drop_in`; `None` when it
+/// holds none. An `imports` key install added goes once it is empty.
+pub(super) fn without_import_of(
+    config: &Path,
+    drop_in: &Path,
+    doc: &DocumentMut,
+) -> Option<String> {
+    let entry = import_entry(config, drop_in);
     let mut doc = doc.clone();
     let item = doc.get_mut("imports")?;
     let a = item.as_array_mut()?;
