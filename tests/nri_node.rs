@@ -99,24 +99,46 @@ struct Plugin {
 impl Plugin {
     /// Starts an external plugin of `node` with `config` and `args`, logging to a file of its own.
     fn spawn(node: &CriNode, config: &Path, args: &[&str]) -> Plugin {
+        let mut argv = vec![
+            "--config".to_string(),
+            config.display().to_string(),
+            "nri".into(),
+            "--socket".into(),
+            node.nri_socket().display().to_string(),
+        ];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        Plugin::start(node, argv)
+    }
+
+    /// Starts `cpuplan-hook ARGV --log L`, `L` a log file of its own under the node.
+    fn start(node: &CriNode, mut argv: Vec<String>) -> Plugin {
         let log = node.path(&format!("var/log/nri-plugin-{}.log", cri::unique()));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let stderr = std::fs::File::create(log.with_extension("stderr")).unwrap();
+        argv.extend(["--log".to_string(), log.display().to_string()]);
         let child = Command::new(BIN)
-            .arg("--config")
-            .arg(config)
-            .arg("nri")
-            .arg("--socket")
-            .arg(node.nri_socket())
-            .arg("--log")
-            .arg(&log)
-            .args(args)
+            .args(&argv)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
             .expect("start the plugin");
         Plugin { child, log }
+    }
+
+    /// The plugin as `examples/kubernetes/nri-daemonset.yaml` runs it, on `node` with `config`:
+    /// its command line with the node's socket, the config given.
+    fn as_daemonset(node: &CriNode, config: &Path) -> Plugin {
+        let words = daemonset_argv(&daemonset());
+        let mut argv = vec!["--config".to_string(), config.display().to_string()];
+        let socket = node.nri_socket().display().to_string();
+        let mut rest = words[1..].to_vec();
+        let at = rest.iter().position(|w| w == "--socket").unwrap() + 1;
+        rest[at] = socket;
+        argv.extend(rest);
+        let p = Plugin::start(node, argv);
+        p.wait_for(node, "nri: synchronized with", 1);
+        p
     }
 
     /// An external planning plugin of `node`, registered and synchronized.
@@ -178,7 +200,7 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
     let node = CriNode::new();
     let cfg = plugin_config(&node, json!({}));
     node.start();
-    let plugin = Plugin::external(&node, &cfg);
+    let plugin = Plugin::as_daemonset(&node, &cfg);
     // The pod annotation reaches the plugin although containerd's pod_annotations is unset.
     let mut pc = node.pod_config("quota");
     pc.annotations = annotations(&[("cpuplan.step-thread-core", "off")]);
@@ -782,4 +804,106 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
         "NRI is off again:\n{}",
         node.log_tail()
     );
+}
+
+/// The DaemonSet of `examples/kubernetes/nri-daemonset.yaml`.
+fn daemonset() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes/nri-daemonset.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ds: Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(ds["kind"], "DaemonSet", "{}", path.display());
+    ds
+}
+
+/// The plugin container of `ds`.
+fn plugin_container(ds: &Value) -> &Value {
+    let cs = ds["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(cs.len(), 1, "one container: the plugin");
+    &cs[0]
+}
+
+/// The plugin container's command line (command and args).
+fn daemonset_argv(ds: &Value) -> Vec<String> {
+    let c = plugin_container(ds);
+    ["command", "args"]
+        .iter()
+        .flat_map(|k| c[*k].as_array().cloned().unwrap_or_default())
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_nri_daemonset_gives_the_plugin_every_host_path_it_uses() {
+    let ds = daemonset();
+    let pod = &ds["spec"]["template"];
+    assert_eq!(
+        ds["spec"]["selector"]["matchLabels"], pod["metadata"]["labels"],
+        "the selector matches the pods"
+    );
+    assert_eq!(
+        pod["spec"]["hostPID"], true,
+        "claims are held under the plugin's pid, which the host must see as it is"
+    );
+    let c = plugin_container(&ds);
+    assert_eq!(
+        c["securityContext"]["privileged"], true,
+        "the host's cgroups, sysfs, procfs"
+    );
+    let argv = daemonset_argv(&ds);
+    // The image's binary, `nri`, the node's default config, the default socket (containerd 2.x).
+    let containerfile = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes/Containerfile"),
+    )
+    .unwrap();
+    assert!(
+        containerfile.contains(&argv[0]),
+        "{} is in the image",
+        argv[0]
+    );
+    assert_eq!(argv[1], "nri", "{argv:?}");
+    assert!(
+        !argv
+            .iter()
+            .any(|w| w == "--config" || w == "--test-handler"),
+        "{argv:?}"
+    );
+    let socket = &argv[argv.iter().position(|w| w == "--socket").unwrap() + 1];
+    assert_eq!(socket, cpuplan_hook::nri::options::DEFAULT_SOCKET);
+    // What the plugin writes and reads on the host: each on a hostPath mounted at its own path.
+    let defaults = cpuplan_hook::config::HookConfig::default();
+    let volumes = pod["spec"]["volumes"].as_array().unwrap();
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let writable = [
+        Path::new(socket).parent().unwrap().to_path_buf(),
+        defaults.nri_dir.clone(),
+        defaults.claims_dir.clone(),
+        defaults.log.clone().unwrap(),
+    ];
+    let read = [PathBuf::from(cpuplan_hook::config::DEFAULT_CONFIG)];
+    for (p, write) in writable
+        .iter()
+        .map(|p| (p, true))
+        .chain(read.iter().map(|p| (p, false)))
+    {
+        let m = mounts
+            .iter()
+            .filter(|m| p.starts_with(m["mountPath"].as_str().unwrap()))
+            .max_by_key(|m| m["mountPath"].as_str().unwrap().len())
+            .unwrap_or_else(|| panic!("{} is on no volume mount", p.display()));
+        if write {
+            assert_ne!(m["readOnly"], true, "{} must be writable", p.display());
+        }
+        let v = volumes
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .unwrap_or_else(|| panic!("no volume {}", m["name"]));
+        assert_eq!(
+            v["hostPath"]["path"],
+            m["mountPath"],
+            "{}: the hostPath mounted at its own path",
+            p.display()
+        );
+    }
 }
