@@ -34,7 +34,10 @@ usage: cpuplan-hook [--config FILE] nri [--socket PATH] [--name NAME] [--index N
                    created, and change nothing else (checks the wiring)
 
 Launched by the runtime from its plugin directory (as e.g. 10-cpuplan, no arguments), it uses
-the socket NRI_PLUGIN_SOCKET names and exits when the runtime closes it.
+the socket NRI_PLUGIN_SOCKET names and exits when the runtime closes it. Its configuration is
+then the text the runtime gives at Configure (NRI's <plugin_config_path>/10-cpuplan.conf or
+cpuplan.conf, the same JSON keys as the hook config), else the hook config; it opens that
+configuration's log at Configure. A configuration the runtime gives replaces --config's.
 Stops on SIGTERM or SIGINT.
 ";
 

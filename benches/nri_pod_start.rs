@@ -1,0 +1,324 @@
+//! What the NRI plugin costs a pod's start, what its CreateContainer handling takes, and its
+//! memory over many containers; next to the OCI hook's cost measured the same way.
+//!
+//! ```sh
+//! cargo bench -p cpuplan-hook --bench nri_pod_start -- [--rounds N] [--containers M]
+//! ```
+//! (as root, with containerd 1.7, runc, busybox-static; defaults N = 30, M = 1000; a few
+//! minutes after the release build.)
+//!
+//! Two private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven through CRI:
+//! node A with the plugin (`cpuplan-hook nri`, release build) connected, node B without it, whose
+//! runtime handler `hooked` runs the OCI hook through `base_runtime_spec` (what
+//! `install --containerd` writes). Each round starts one pod of each variant in a rotating
+//! order, timed from RunPodSandbox through StartContainer, and removes it untimed:
+//!   (a) node B, handler runc: no plugin, no hook;
+//!   (b) node A, handler runc: the plugin plans it at CreateContainer;
+//!   (c) node B, handler hooked: the hook plans it at createRuntime.
+//! The container is busybox `true` with a 1-CPU quota and GPU 0 (`/dev/nvidia0` as a CRI
+//! device), the topology the 224-CPU, 8-GPU host of `examples/host`, `step_thread_core auto`:
+//! the plugin and the hook each read, decide, claim the GPU, write the plan and release it.
+//! Plans and claims are on a tmpfs, as `/run/cpuplan` is on a systemd host.
+//!
+//! Then M containers are created and removed (not started) in one pod of node A, and the
+//! plugin's VmRSS and VmHWM (`/proc/<pid>/status`) are read before and every M/10 containers.
+//! The plugin's handling time of every CreateContainer is its own log line
+//! (`nri: create ...: adjusted in X ms`: decode to answer, an uncontended claim included).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/common/cri.rs"]
+mod cri;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cpuplan_hook::install::containerd::{self, Containerd};
+use cpuplan_hook::install::Layout;
+use cri::{cri as api, quota, CriNode, NodeOptions, Pod};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} takes a number, not {v:?}"))
+        })
+        .unwrap_or(default)
+}
+
+/// Mounts a tmpfs at `T/run/cpuplan` (the node's Drop unmounts everything under `T`).
+fn tmpfs_plans(node: &CriNode) -> PathBuf {
+    let dir = node.path("run/cpuplan");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "mode=755", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mount a tmpfs at {}", dir.display());
+    dir
+}
+
+/// The hook config of `node`: the examples' 224-CPU host, plans and claims on the tmpfs.
+fn config(node: &CriNode, plans: &Path) -> PathBuf {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/host");
+    let cfg = json!({
+        "step_thread_core": "auto",
+        "topology_root": host,
+        "claims_dir": plans.join("claims"),
+        "nri_dir": plans.join("nri"),
+        "log": node.path("var/log/cpuplan.log"),
+    });
+    let p = node.path("etc/cpuplan/hook.json");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    p
+}
+
+/// Kills the plugin when dropped.
+struct Plugin(Child);
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// VmRSS and VmHWM of `pid`, in KiB.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The container every variant starts: busybox `true`, a 1-CPU quota, GPU 0.
+fn container(node: &CriNode, name: &str, script: &str) -> api::ContainerConfig {
+    quota(
+        node.with_gpu(node.container_config(name, script), 0),
+        100000,
+        100000,
+    )
+}
+
+/// Starts one pod with its container under `handler`; the time RunPodSandbox through
+/// StartContainer took, in ms. Removes both afterwards, untimed.
+fn pod_start(node: &CriNode, handler: &str, name: &str) -> f64 {
+    let pc = node.pod_config(name);
+    let c = container(node, "app", "true");
+    let t = Instant::now();
+    let pod = node.run_pod(pc, handler);
+    let id = node.create_container(&pod, c);
+    node.start_container(&id);
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    node.wait_exit(&id, Duration::from_secs(30));
+    node.remove_container(&id);
+    node.remove_pod(&pod);
+    ms
+}
+
+fn median(v: &[f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let i = q * (s.len() - 1) as f64;
+    let (lo, hi) = (i.floor() as usize, i.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (i - lo as f64)
+}
+
+fn main() {
+    let rounds = arg("--rounds", 30);
+    let containers = arg("--containers", 1000);
+
+    // Node B: no plugin; the hook registered for the handler `hooked`.
+    let b = CriNode::with(NodeOptions {
+        runtimes: vec![("hooked".into(), String::new())],
+        ..NodeOptions::default()
+    });
+    let b_plans = tmpfs_plans(&b);
+    let b_cfg = config(&b, &b_plans);
+    let layout = Layout {
+        prefix: b.path("usr/local"),
+        hooks_dir: b.path("etc/containers/oci/hooks.d"),
+        config: b_cfg.clone(),
+    };
+    std::fs::create_dir_all(layout.binary().parent().unwrap()).unwrap();
+    std::fs::copy(BIN, layout.binary()).unwrap();
+    containerd::install(
+        &layout,
+        &Containerd {
+            config: b.config_path(),
+            runtimes: vec!["hooked".into()],
+            ctr_root: PathBuf::from("/"),
+        },
+    )
+    .expect("register the hook with node B");
+    b.start();
+
+    // Node A: the plugin connected.
+    let a = CriNode::new();
+    let a_plans = tmpfs_plans(&a);
+    let a_cfg = config(&a, &a_plans);
+    a.start();
+    let plugin_log = a.path("var/log/plugin.log");
+    let plugin = Plugin(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&a_cfg)
+            .arg("nri")
+            .arg("--socket")
+            .arg(a.nri_socket())
+            .arg("--log")
+            .arg(&plugin_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the plugin"),
+    );
+    let pid = plugin.0.id();
+    let read_log = || std::fs::read_to_string(&plugin_log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !read_log().contains("nri: synchronized with") {
+        assert!(
+            Instant::now() < deadline,
+            "the plugin did not synchronize:\n{}",
+            read_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    eprintln!("== warm-up (3 rounds, not counted)");
+    for i in 0..3 {
+        pod_start(&b, "", &format!("warm-a{i}"));
+        pod_start(&a, "", &format!("warm-b{i}"));
+        pod_start(&b, "hooked", &format!("warm-c{i}"));
+    }
+    let hook_log = std::fs::read_to_string(b.path("var/log/cpuplan.log")).unwrap_or_default();
+    assert!(
+        hook_log.contains("setting auto") && hook_log.contains("released 1 GPU claim"),
+        "the hook planned and released its claim:\n{hook_log}"
+    );
+    assert!(
+        read_log().contains("adjusted in"),
+        "the plugin planned:\n{}",
+        read_log()
+    );
+
+    eprintln!("== {rounds} interleaved rounds");
+    let (mut ta, mut tb, mut tc) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rounds {
+        for v in ["abc", "bca", "cab"][i % 3].chars() {
+            match v {
+                'a' => ta.push(pod_start(&b, "", &format!("a{i}"))),
+                'b' => tb.push(pod_start(&a, "", &format!("b{i}"))),
+                _ => tc.push(pod_start(&b, "hooked", &format!("c{i}"))),
+            }
+        }
+    }
+
+    eprintln!("== {containers} containers created and removed");
+    let mut rss = vec![(0, memory(pid))];
+    let pod: Pod = a.run_pod(a.pod_config("many"), "");
+    let step = (containers / 10).max(1);
+    for n in 1..=containers {
+        let id = a.create_container(&pod, container(&a, &format!("c{n}"), "true"));
+        a.remove_container(&id);
+        if n % step == 0 {
+            rss.push((n, memory(pid)));
+        }
+    }
+    a.remove_pod(&pod);
+
+    let times: Vec<f64> = read_log()
+        .lines()
+        .filter_map(|l| l.split(": adjusted in ").nth(1))
+        .filter_map(|t| t.trim_end_matches(" ms").parse().ok())
+        .collect();
+    let paired: Vec<f64> = tb.iter().zip(&ta).map(|(b, a)| b - a).collect();
+    let (ma, mb, mc) = (median(&ta), median(&tb), median(&tc));
+    println!(
+        "pod start (RunPodSandbox through StartContainer), median of {rounds} interleaved rounds:"
+    );
+    println!(
+        "  (a) no plugin, no hook              {ma:8.2} ms   (IQR {:.2}-{:.2})",
+        quantile(&ta, 0.25),
+        quantile(&ta, 0.75)
+    );
+    println!(
+        "  (b) NRI plugin                      {mb:8.2} ms   (IQR {:.2}-{:.2})",
+        quantile(&tb, 0.25),
+        quantile(&tb, 0.75)
+    );
+    println!(
+        "  (c) OCI hook (base_runtime_spec)    {mc:8.2} ms   (IQR {:.2}-{:.2})",
+        quantile(&tc, 0.25),
+        quantile(&tc, 0.75)
+    );
+    println!(
+        "  b/a = {:.3} (target <= 1.01)   c/a = {:.3}   median of the rounds' b - a: {:+.2} ms",
+        mb / ma,
+        mc / ma,
+        median(&paired)
+    );
+    println!(
+        "plugin CreateContainer handling, its own log ({} creates): p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms (target p99 <= 1 ms)",
+        times.len(),
+        quantile(&times, 0.5),
+        quantile(&times, 0.99),
+        times.iter().cloned().fold(0.0, f64::max)
+    );
+    let line: Vec<String> = rss
+        .iter()
+        .map(|(n, (r, _))| format!("{n}:{:.2}", *r as f64 / 1024.0))
+        .collect();
+    let hwm = rss.last().map(|(_, (_, h))| *h).unwrap_or(0);
+    println!(
+        "plugin VmRSS in MiB after N containers created and removed: {}",
+        line.join(" ")
+    );
+    println!(
+        "plugin VmHWM {:.2} MiB (target RSS <= 8 MiB and not growing)",
+        hwm as f64 / 1024.0
+    );
+    let mut missed = Vec::new();
+    if mb / ma > 1.01 {
+        missed.push("pod-start ratio");
+    }
+    if quantile(&times, 0.99) > 1.0 {
+        missed.push("p99");
+    }
+    let (first, last) = (rss[1].1 .0, rss.last().unwrap().1 .0);
+    if hwm > 8 * 1024 || last > first + 256 {
+        missed.push("RSS");
+    }
+    println!(
+        "targets: {}",
+        if missed.is_empty() {
+            "all met".to_string()
+        } else {
+            format!("MISSED: {}", missed.join(", "))
+        }
+    );
+    drop(plugin);
+}
