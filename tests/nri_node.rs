@@ -623,15 +623,21 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
     let second = Plugin::external(&node, &cfg);
     let ctx = || context(&node, &second.log());
     second.signal(Signal::SIGSTOP);
+    let pod = node.run_pod(node.pod_config("stalled"), "");
+    let config = node.container_config("app", PROBE);
     let started = Instant::now();
-    let (pod, log) = run_plain(&node, "stalled");
+    let id = node.create_container(&pod, config.clone());
     let took = started.elapsed();
     second.signal(Signal::SIGCONT);
+    node.start_container(&id);
+    assert_eq!(node.wait_exit(&id, WAIT), 0);
+    let log = node.wait_log(&pod, &config, "--- end");
     assert!(!section(&log, "env").contains("OMP_NUM_THREADS="), "{log}");
     assert!(
-        took >= Duration::from_millis(500),
-        "CreateContainer waited for the plugin: {took:?}"
+        took >= Duration::from_millis(500) && took < WAIT,
+        "CreateContainer waited for the plugin up to the timeout: {took:?}"
     );
+    node.remove_container(&id);
     assert!(
         node.log()
             .contains("failed to handle CreateContainer request"),
