@@ -7,20 +7,22 @@
 //! (as root, with containerd 1.7, runc, busybox-static; defaults N = 30, M = 1000; a few
 //! minutes after the release build.)
 //!
-//! Two private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven through CRI:
-//! node A with the plugin (`cpuplan-hook nri`, release build) connected, node B without it, whose
-//! runtime handler `hooked` runs the OCI hook through `base_runtime_spec` (what
-//! `install --containerd` writes). Each round starts one pod of each variant in a rotating
-//! order, timed from RunPodSandbox through StartContainer, and removes it untimed:
-//!   (a) node B, handler runc: no plugin, no hook;
-//!   (b) node A, handler runc: the plugin plans it at CreateContainer;
-//!   (c) node B, handler hooked: the hook plans it at createRuntime.
+//! Two identical private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven
+//! through CRI, each with a runtime handler `hooked` that runs the OCI hook through
+//! `base_runtime_spec` (what `install --containerd` writes). The plugin (`cpuplan-hook nri`,
+//! release build) is connected to one node for the first half of the rounds and to the other
+//! for the second half, so that the nodes' differences cancel. Each round starts one pod of each
+//! variant in a rotating order, timed from RunPodSandbox through StartContainer (and
+//! CreateContainer alone), and removes it untimed:
+//!   (a) the node without the plugin, handler runc: no plugin, no hook;
+//!   (b) the node with the plugin, handler runc: the plugin plans it at CreateContainer;
+//!   (c) the node without the plugin, handler hooked: the hook plans it at createRuntime.
 //! The container is busybox `true` with a 1-CPU quota and GPU 0 (`/dev/nvidia0` as a CRI
 //! device), the topology the 224-CPU, 8-GPU host of `examples/host`, `step_thread_core auto`:
 //! the plugin and the hook each read, decide, claim the GPU, write the plan and release it.
 //! Plans and claims are on a tmpfs, as `/run/cpuplan` is on a systemd host.
 //!
-//! Then M containers are created and removed (not started) in one pod of node A, and the
+//! Then M containers are created and removed (not started) in one pod of the plugin's node, and the
 //! plugin's VmRSS and VmHWM (`/proc/<pid>/status`) are read before and every M/10 containers.
 //! The plugin's handling time of every CreateContainer is its own log line
 //! (`nri: create ...: adjusted in X ms`: decode to answer, an uncontended claim included).
@@ -115,20 +117,22 @@ fn container(node: &CriNode, name: &str, script: &str) -> api::ContainerConfig {
     )
 }
 
-/// Starts one pod with its container under `handler`; the time RunPodSandbox through
-/// StartContainer took, in ms. Removes both afterwards, untimed.
-fn pod_start(node: &CriNode, handler: &str, name: &str) -> f64 {
+/// Starts one pod with its container under `handler`; the times RunPodSandbox through
+/// StartContainer and CreateContainer alone took, in ms. Removes both afterwards, untimed.
+fn pod_start(node: &CriNode, handler: &str, name: &str) -> (f64, f64) {
     let pc = node.pod_config(name);
     let c = container(node, "app", "true");
     let t = Instant::now();
     let pod = node.run_pod(pc, handler);
+    let tc = Instant::now();
     let id = node.create_container(&pod, c);
+    let create = tc.elapsed().as_secs_f64() * 1e3;
     node.start_container(&id);
     let ms = t.elapsed().as_secs_f64() * 1e3;
     node.wait_exit(&id, Duration::from_secs(30));
     node.remove_container(&id);
     node.remove_pod(&pod);
-    ms
+    (ms, create)
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -150,111 +154,75 @@ fn main() {
     let rounds = arg("--rounds", 30);
     let containers = arg("--containers", 1000);
 
-    // Node B: no plugin; the hook registered for the handler `hooked`.
-    let b = CriNode::with(NodeOptions {
-        runtimes: vec![("hooked".into(), String::new())],
-        ..NodeOptions::default()
-    });
-    let b_plans = tmpfs_plans(&b);
-    let b_cfg = config(&b, &b_plans);
-    let layout = Layout {
-        prefix: b.path("usr/local"),
-        hooks_dir: b.path("etc/containers/oci/hooks.d"),
-        config: b_cfg.clone(),
-    };
-    std::fs::create_dir_all(layout.binary().parent().unwrap()).unwrap();
-    std::fs::copy(BIN, layout.binary()).unwrap();
-    containerd::install(
-        &layout,
-        &Containerd {
-            config: b.config_path(),
-            runtimes: vec!["hooked".into()],
-            ctr_root: PathBuf::from("/"),
-        },
-    )
-    .expect("register the hook with node B");
-    b.start();
-
-    // Node A: the plugin connected.
-    let a = CriNode::new();
-    let a_plans = tmpfs_plans(&a);
-    let a_cfg = config(&a, &a_plans);
-    a.start();
-    let plugin_log = a.path("var/log/plugin.log");
-    let plugin = Plugin(
-        Command::new(BIN)
-            .arg("--config")
-            .arg(&a_cfg)
-            .arg("nri")
-            .arg("--socket")
-            .arg(a.nri_socket())
-            .arg("--log")
-            .arg(&plugin_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the plugin"),
-    );
-    let pid = plugin.0.id();
-    let read_log = || std::fs::read_to_string(&plugin_log).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !read_log().contains("nri: synchronized with") {
-        assert!(
-            Instant::now() < deadline,
-            "the plugin did not synchronize:\n{}",
-            read_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
-    eprintln!("== warm-up (3 rounds, not counted)");
-    for i in 0..3 {
-        pod_start(&b, "", &format!("warm-a{i}"));
-        pod_start(&a, "", &format!("warm-b{i}"));
-        pod_start(&b, "hooked", &format!("warm-c{i}"));
-    }
-    let hook_log = std::fs::read_to_string(b.path("var/log/cpuplan.log")).unwrap_or_default();
-    assert!(
-        hook_log.contains("setting auto") && hook_log.contains("released 1 GPU claim"),
-        "the hook planned and released its claim:\n{hook_log}"
-    );
-    assert!(
-        read_log().contains("adjusted in"),
-        "the plugin planned:\n{}",
-        read_log()
-    );
-
-    eprintln!("== {rounds} interleaved rounds");
+    // Two identical nodes, the hook registered with both for the handler `hooked`.
+    let nodes = [hooked_node(), hooked_node()];
+    let logs = [
+        nodes[0].path("var/log/plugin.log"),
+        nodes[1].path("var/log/plugin.log"),
+    ];
+    let read_log = |i: usize| std::fs::read_to_string(&logs[i]).unwrap_or_default();
     let (mut ta, mut tb, mut tc) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..rounds {
-        for v in ["abc", "bca", "cab"][i % 3].chars() {
-            match v {
-                'a' => ta.push(pod_start(&b, "", &format!("a{i}"))),
-                'b' => tb.push(pod_start(&a, "", &format!("b{i}"))),
-                _ => tc.push(pod_start(&b, "hooked", &format!("c{i}"))),
+    let mut plugin = None;
+    // The plugin on node 0 for the first half of the rounds, on node 1 for the second: (b) runs
+    // on the node with the plugin, (a) and (c) on the other, so the nodes' differences cancel.
+    for half in 0..2 {
+        let (with, without) = (&nodes[half], &nodes[1 - half]);
+        drop(plugin.take());
+        plugin = Some(start_plugin(with, &logs[half]));
+        eprintln!("== warm-up (3 rounds, not counted)");
+        for i in 0..3 {
+            pod_start(without, "", &format!("warm-a{half}-{i}"));
+            pod_start(with, "", &format!("warm-b{half}-{i}"));
+            pod_start(without, "hooked", &format!("warm-c{half}-{i}"));
+        }
+        let hook_log =
+            std::fs::read_to_string(without.path("var/log/cpuplan.log")).unwrap_or_default();
+        assert!(
+            hook_log.contains("setting auto") && hook_log.contains("released 1 GPU claim"),
+            "the hook planned and released its claim:\n{hook_log}"
+        );
+        assert!(
+            read_log(half).contains("adjusted in"),
+            "the plugin planned:\n{}",
+            read_log(half)
+        );
+        let n = rounds / 2 + if half == 0 { rounds % 2 } else { 0 };
+        eprintln!("== {n} interleaved rounds, the plugin on node {half}");
+        for i in 0..n {
+            for v in ["abc", "bca", "cab"][i % 3].chars() {
+                match v {
+                    'a' => ta.push(pod_start(without, "", &format!("a{half}-{i}"))),
+                    'b' => tb.push(pod_start(with, "", &format!("b{half}-{i}"))),
+                    _ => tc.push(pod_start(without, "hooked", &format!("c{half}-{i}"))),
+                }
             }
         }
     }
 
     eprintln!("== {containers} containers created and removed");
+    let node = &nodes[1];
+    let pid = plugin.as_ref().unwrap().0.id();
     let mut rss = vec![(0, memory(pid))];
-    let pod: Pod = a.run_pod(a.pod_config("many"), "");
+    let pod: Pod = node.run_pod(node.pod_config("many"), "");
     let step = (containers / 10).max(1);
     for n in 1..=containers {
-        let id = a.create_container(&pod, container(&a, &format!("c{n}"), "true"));
-        a.remove_container(&id);
+        let id = node.create_container(&pod, container(node, &format!("c{n}"), "true"));
+        node.remove_container(&id);
         if n % step == 0 {
             rss.push((n, memory(pid)));
         }
     }
-    a.remove_pod(&pod);
+    node.remove_pod(&pod);
 
-    let times: Vec<f64> = read_log()
+    let times: Vec<f64> = (read_log(0) + &read_log(1))
         .lines()
         .filter_map(|l| l.split(": adjusted in ").nth(1))
         .filter_map(|t| t.trim_end_matches(" ms").parse().ok())
         .collect();
+    let create = |v: &[(f64, f64)]| v.iter().map(|t| t.1).collect::<Vec<f64>>();
+    let (ca, cb, cc) = (create(&ta), create(&tb), create(&tc));
+    let start = |v: &[(f64, f64)]| v.iter().map(|t| t.0).collect::<Vec<f64>>();
+    let (ta, tb, tc) = (start(&ta), start(&tb), start(&tc));
     let paired: Vec<f64> = tb.iter().zip(&ta).map(|(b, a)| b - a).collect();
     let (ma, mb, mc) = (median(&ta), median(&tb), median(&tc));
     println!(
@@ -280,6 +248,15 @@ fn main() {
         mb / ma,
         mc / ma,
         median(&paired)
+    );
+    let cpaired: Vec<f64> = cb.iter().zip(&ca).map(|(b, a)| b - a).collect();
+    println!(
+        "CreateContainer alone, median: (a) {:.2} ms  (b) {:.2} ms  (c) {:.2} ms   b - a: {:+.2} ms (median of the rounds' differences {:+.2} ms)",
+        median(&ca),
+        median(&cb),
+        median(&cc),
+        median(&cb) - median(&ca),
+        median(&cpaired)
     );
     println!(
         "plugin CreateContainer handling, its own log ({} creates): p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms (target p99 <= 1 ms)",
@@ -321,4 +298,63 @@ fn main() {
         }
     );
     drop(plugin);
+}
+
+/// A node whose runtime handler `hooked` runs the hook through `base_runtime_spec` (what
+/// `install --containerd` writes), plans and claims on a tmpfs, started.
+fn hooked_node() -> CriNode {
+    let node = CriNode::with(NodeOptions {
+        runtimes: vec![("hooked".into(), String::new())],
+        ..NodeOptions::default()
+    });
+    let plans = tmpfs_plans(&node);
+    let cfg = config(&node, &plans);
+    let layout = Layout {
+        prefix: node.path("usr/local"),
+        hooks_dir: node.path("etc/containers/oci/hooks.d"),
+        config: cfg,
+    };
+    std::fs::create_dir_all(layout.binary().parent().unwrap()).unwrap();
+    std::fs::copy(BIN, layout.binary()).unwrap();
+    containerd::install(
+        &layout,
+        &Containerd {
+            config: node.config_path(),
+            runtimes: vec!["hooked".into()],
+            ctr_root: PathBuf::from("/"),
+        },
+    )
+    .expect("register the hook");
+    node.start();
+    node
+}
+
+/// The plugin (release build) connected to `node`, logging to `log`, synchronized.
+fn start_plugin(node: &CriNode, log: &Path) -> Plugin {
+    let plugin = Plugin(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(node.path("etc/cpuplan/hook.json"))
+            .arg("nri")
+            .arg("--socket")
+            .arg(node.nri_socket())
+            .arg("--log")
+            .arg(log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the plugin"),
+    );
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !read().contains("nri: synchronized with") {
+        assert!(
+            Instant::now() < deadline,
+            "the plugin did not synchronize:\n{}",
+            read()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    plugin
 }
