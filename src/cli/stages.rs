@@ -70,12 +70,10 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
     let config = match HookConfig::load_from(ctx.config, ctx.config_given) {
         Ok(c) => c,
         Err(e) => {
-            let on_error = HookConfig::on_error_of_unusable(ctx.config);
-            let c = HookConfig {
-                on_error,
-                ..HookConfig::default()
-            };
+            let c = HookConfig::of_unusable(ctx.config);
+            let on_error = c.on_error;
             crate::logging::init(c.log.as_deref());
+            crate::logging::set_level(c.log_level);
             if on_error == OnError::Deny {
                 return Err(CliError::Failed(format!("precreate: {e}")));
             }
@@ -84,6 +82,7 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
         }
     };
     crate::logging::init(config.log.as_deref());
+    crate::logging::set_level(config.log_level);
     if input.len() > MAX_CONFIG {
         let why = format!("precreate: the runtime config on stdin is over {MAX_CONFIG} bytes");
         if config.on_error == OnError::Deny {

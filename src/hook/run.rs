@@ -31,6 +31,15 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// The stage's name in the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::CreateRuntime => "createRuntime",
+            Stage::Poststop => "poststop",
+            Stage::Other => "another stage",
+        }
+    }
+
     /// The stage named `name`.
     pub fn parse(name: &str) -> Stage {
         match name {
@@ -80,20 +89,25 @@ pub fn run_hook(
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
-        Err(e) => {
-            let config = HookConfig {
-                on_error: HookConfig::on_error_of_unusable(config_path),
-                ..HookConfig::default()
-            };
-            (config, Some(e))
-        }
+        Err(e) => (HookConfig::of_unusable(config_path), Some(e)),
     };
     crate::logging::init(config.log.as_deref());
+    crate::logging::set_level(config.log_level);
     let stage = match stage {
         Some(s) => Stage::parse(s),
         None if state.stopped() => Stage::Poststop,
         None => Stage::CreateRuntime,
     };
+    log::debug!(
+        "container {}: {} with the config {}, pid {}, bundle {}",
+        state.id(),
+        stage.name(),
+        config_path.display(),
+        state
+            .pid()
+            .map_or_else(|| "none".to_string(), |p| p.to_string()),
+        state.bundle().display()
+    );
     if let Some(e) = config_problem {
         return refuse(&config, &state, Problem::Config(e).to_string()).map(|()| None);
     }
@@ -160,6 +174,15 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             return Ok(Some(report(&inputs, off, None)));
         }
     };
+    log::debug!(
+        "container {}: rootfs {} opened; cpuset {} planned",
+        state.id(),
+        rootfs_path.display(),
+        decision
+            .cpuset
+            .as_ref()
+            .map_or_else(|| "unchanged".to_string(), |c| c.to_string())
+    );
     let claimed = claim(&host, config, &inputs, &decision);
     let mut decision = decision.after_claim(&claimed);
     let mut cpuset_file = None;
@@ -170,7 +193,14 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             set,
             inputs.spec.cgroups_path.as_deref(),
         ) {
-            Ok(CpusetWrite::Written(path)) => cpuset_file = Some(path),
+            Ok(CpusetWrite::Written(path)) => {
+                log::debug!(
+                    "container {}: wrote {set} to {}",
+                    state.id(),
+                    path.display()
+                );
+                cpuset_file = Some(path)
+            }
             Ok(CpusetWrite::NoController) => {
                 let why = "cpuset kept: the host has no cpuset controller for the container";
                 log::warn!("container {}: {why}", state.id());
@@ -191,7 +221,15 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         }
     }
     let edit = SpecEdit::new(&inputs, &decision, config);
-    if let Err(e) = write_files(&rootfs, &edit) {
+    let written = write_files(&rootfs, &edit);
+    if written.is_ok() {
+        log::debug!(
+            "container {}: wrote the plan files in {} inside the container",
+            state.id(),
+            edit.dir.display()
+        );
+    }
+    if let Err(e) = written {
         release_logged(config, &inputs);
         let cause = Problem::Write(e).to_string();
         refuse(config, state, cause.clone())?;

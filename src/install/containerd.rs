@@ -581,6 +581,7 @@ fn read_opt(path: &Path) -> Result<Option<String>, InstallError> {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(InstallError::Io {
+            step: "reading",
             path: path.to_path_buf(),
             source,
         }),
@@ -634,12 +635,17 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
     let (default, version) = ctr_default_spec(&c.ctr_root)?;
     let mut spec = serde_json::to_vec_pretty(&base_spec(layout, default)).unwrap_or_default();
     spec.push(b'\n');
-    write_atomic(&spec_path, &spec, 0o644)?;
+    write_atomic("writing the base runtime spec", &spec_path, &spec, 0o644)?;
     let mut said = vec![format!(
         "wrote the base runtime spec {} (`ctr oci spec` of ctr {version} as CRI uses it, plus the hooks)",
         spec_path.display()
     )];
-    write_atomic(&drop_in, text.as_bytes(), 0o644)?;
+    write_atomic(
+        "writing the containerd drop-in",
+        &drop_in,
+        text.as_bytes(),
+        0o644,
+    )?;
     said.push(format!(
         "wrote the containerd drop-in {}",
         drop_in.display()
@@ -649,7 +655,7 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
             let mode = std::fs::metadata(&c.config)
                 .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
                 .unwrap_or(0o644);
-            write_atomic(&c.config, t.as_bytes(), mode)?;
+            write_atomic("editing containerd's config", &c.config, t.as_bytes(), mode)?;
             said.push(format!(
                 "{} {} to import it",
                 if main_text.is_some() {
@@ -688,14 +694,16 @@ pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, Install
     if let Some(text) = read_opt(&c.config)? {
         let entry = import_entry(&c.config, &drop_in);
         if text == created_config(&entry) {
-            std::fs::remove_file(&c.config).map_err(io(&c.config))?;
+            std::fs::remove_file(&c.config)
+                .map_err(io("removing containerd's config", &c.config))?;
             said.push(format!(
                 "removed {} (install created it)",
                 c.config.display()
             ));
         } else if let Some(t) = without_import(c, &parse(&c.config, &text)?) {
-            write_atomic(&c.config, t.as_bytes(), {
-                let m = std::fs::metadata(&c.config).map_err(io(&c.config))?;
+            write_atomic("editing containerd's config", &c.config, t.as_bytes(), {
+                let m = std::fs::metadata(&c.config)
+                    .map_err(io("editing containerd's config", &c.config))?;
                 std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
             })?;
             said.push(format!(
@@ -706,7 +714,7 @@ pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, Install
     }
     for path in [&drop_in, &spec_path] {
         if path.exists() {
-            std::fs::remove_file(path).map_err(io(path))?;
+            std::fs::remove_file(path).map_err(io("removing", path))?;
             said.push(format!("removed {}", path.display()));
         }
     }
