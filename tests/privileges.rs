@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::hookbin;
 use common::hookfx::{fingerprint, FakeRoot, Fx};
+use cpuplan_hook::elf::PT_INTERP;
 use serde_json::json;
 
 fn workspace_root() -> PathBuf {
@@ -52,25 +53,14 @@ fn static_bins() -> &'static (PathBuf, PathBuf) {
     })
 }
 
-/// ELF program header types (64-bit little-endian).
+/// ELF program header types (64-bit little-endian), by the one parser in `cpuplan_hook::elf`.
 fn program_headers(path: &Path) -> Vec<u32> {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..4], b"\x7fELF", "{} is not ELF", path.display());
-    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
-    let (phoff, size, n) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
-    (0..n)
-        .map(|i| {
-            u32::from_le_bytes(
-                b[phoff + i * size..phoff + i * size + 4]
-                    .try_into()
-                    .unwrap(),
-            )
-        })
+    cpuplan_hook::elf::program_headers(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .map(|h| h.kind)
         .collect()
 }
-
-const PT_INTERP: u32 = 3;
 
 /// A shared library whose constructor writes the file named by `$MARKER`.
 fn hostile_preload(dir: &Path) -> PathBuf {
