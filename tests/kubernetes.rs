@@ -2,6 +2,10 @@
 //! DaemonSets name are those `cpuplan-hook install` writes, each on a hostPath mounted at its
 //! own path. (`tests/cri_node.rs` runs the containerd DaemonSet's install against a CRI node.)
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::path::{Path, PathBuf};
 
 use cpuplan_hook::config::{HookConfig, DEFAULT_CONFIG};

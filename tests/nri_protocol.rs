@@ -6,6 +6,10 @@
 //! plugin directory as `10-cpuplan`). Checks that need a CRI client (a pod and a container
 //! created through CRI) are written against the small [`Cri`] trait at the end of this file.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

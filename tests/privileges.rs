@@ -8,50 +8,13 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::hookbin;
 use common::hookfx::{fingerprint, FakeRoot, Fx};
+use common::statics::static_bins;
 use cpuplan_hook::elf::PT_INTERP;
 use serde_json::json;
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The target dir of this test run (this binary lives in `<target>/debug/deps`).
-fn target_dir() -> PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .ancestors()
-        .nth(3)
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Builds both binaries with `scripts/build-static.sh --debug` (once) and returns their paths.
-fn static_bins() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(workspace_root().join("scripts/build-static.sh"))
-            .arg("--debug")
-            .current_dir(workspace_root())
-            .env("CARGO_TARGET_DIR", target_dir())
-            .output()
-            .expect("run scripts/build-static.sh");
-        assert!(
-            out.status.success(),
-            "scripts/build-static.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let paths: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
-        assert_eq!(paths.len(), 2, "{text}");
-        (paths[0].clone(), paths[1].clone())
-    })
-}
 
 /// ELF program header types (64-bit little-endian), by the one parser in `cpuplan_hook::elf`.
 fn program_headers(path: &Path) -> Vec<u32> {

@@ -66,6 +66,9 @@ pub struct Podman {
     pub cgroup_parent: String,
     names: Mutex<Vec<String>>,
     _turn: MutexGuard<'static, ()>,
+    /// Shared with every other private podman: none runs while `tests/deb.rs` has the package
+    /// (and its hooks.d file in podman's default hooks dir) installed.
+    _host: super::hostlock::HostLock,
 }
 
 impl Podman {
@@ -78,6 +81,7 @@ impl Podman {
     pub fn with_hooks_dir(tag: &str, hooks_dir: Option<&Path>) -> Podman {
         require_podman();
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let host = super::hostlock::shared();
         let dir = tempfile::Builder::new()
             .prefix("cpuplan-podman-")
             .tempdir()
@@ -120,6 +124,7 @@ hooks_dir = ["{hooks}"]
             hooks_dir,
             names: Mutex::new(Vec::new()),
             _turn: turn,
+            _host: host,
         };
         p.import(IMAGE, &[]);
         p
