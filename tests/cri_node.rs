@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::runc::{fixtures, hook_bin, line_value};
+use common::runc::{fixtures, line_value};
+use common::statics::static_hook;
 use cri::{annotations, cri as api, CriNode, NodeOptions, Pod};
 use serde_json::{json, Value};
 
@@ -90,7 +91,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed.
 fn install(node: &CriNode, args: &[&str]) -> String {
-    let out = Command::new(hook_bin())
+    let out = Command::new(static_hook())
         .args(["install", "--containerd", "--root-prefix"])
         .arg(node.root())
         .args(args)
@@ -559,7 +560,7 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
         node.remove_pod(pod);
     }
 
-    let out = Command::new(hook_bin())
+    let out = Command::new(static_hook())
         .args(["uninstall", "--containerd", "--root-prefix"])
         .arg(node.root())
         .output()
@@ -625,7 +626,7 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
     let script = words[2]
         .replace(
             "/opt/cpuplan/cpuplan-hook",
-            &hook_bin().display().to_string(),
+            &static_hook().display().to_string(),
         )
         .replace(
             "--ctr-root /host",
