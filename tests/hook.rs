@@ -411,3 +411,39 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains("container ctr\\n1796000000.000"), "{text}");
 }
+
+/// A bug that panics in the hook or in precreate fails open under `allow` (the container starts,
+/// precreate passes the config through byte for byte) and fails the stage under `deny`.
+#[test]
+fn a_panic_fails_open_under_allow_and_closed_under_deny() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let mut h = FakeHost::new();
+    let (state, cfg) = h.state();
+    let mut cmd = hookbin::create_runtime(bin, &cfg);
+    cmd.env("HOOK_TEST_PANIC", "1");
+    let out = hookbin::run_fed(&mut cmd, state.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("internal error") && err.contains("starts unplanned"),
+        "{err}"
+    );
+    let config = std::fs::read(h.bundle().join("config.json")).unwrap();
+    let mut pre = std::process::Command::new(bin);
+    pre.arg("--config")
+        .arg(&cfg)
+        .arg("precreate")
+        .env("HOOK_TEST_PANIC", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = hookbin::run_fed(&mut pre, &config);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, config, "passed through byte for byte");
+    h.config["on_error"] = json!("deny");
+    let (state, cfg) = h.state();
+    let mut cmd = hookbin::create_runtime(bin, &cfg);
+    cmd.env("HOOK_TEST_PANIC", "1");
+    let out = hookbin::run_fed(&mut cmd, state.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "deny: the stage fails");
+}

@@ -81,6 +81,11 @@ pub fn run_hook(
     input: impl Read,
     config_path: &Path,
 ) -> Result<Option<Report>, HookError> {
+    // A debug build can be made to panic here, for the test that the binary fails open.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("HOOK_TEST_PANIC").is_some() {
+        panic!("HOOK_TEST_PANIC is set");
+    }
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
