@@ -5,9 +5,11 @@
  *
  * Every function returns 0 (or a count) on success and a negative errno on failure
  * (-ENOENT: no plan; -EINVAL: a malformed plan or CPUs outside the process mask;
- * the kernel's errno when it refuses an affinity change; -EIO: an internal error).
- * The failure's message is then in cpuplan_last_error(). Nothing unwinds out of
- * these functions.
+ * the kernel's errno when it refuses an affinity change; -EIO: an internal error,
+ * a panic caught inside the call). The failure's message is then in cpuplan_last_error().
+ * Nothing unwinds out of these functions, and a panic does not abort the process: the
+ * library is built with panics unwinding, as every profile of the workspace does
+ * (a build with panic = "abort" would lose that).
  *
  * The process mask is the loaded plan's mask; with no plan loaded, the affinity of
  * the thread that first called into the library.

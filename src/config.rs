@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use cpuplan::Setting;
+
+pub use crate::read::devices::GpuSource;
 use serde::Deserialize;
 
 pub use crate::logging::LogLevel;
@@ -58,7 +60,15 @@ pub struct HookConfig {
     pub topology_root: PathBuf,
     /// How long to wait for the claims lock, in milliseconds.
     pub claim_wait_ms: u64,
+    /// What may name a GPU that the container then claims; GPUs named only by another source
+    /// are planned for but never claimed.
+    pub gpu_sources: Vec<GpuSource>,
+    /// Host directory of the NRI plugin's per-container plan directories (bind-mounted into them).
+    pub nri_dir: PathBuf,
 }
+
+/// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices and the runtime's device nodes.
+pub const DEFAULT_GPU_SOURCES: [GpuSource; 2] = [GpuSource::Devices, GpuSource::Nodes];
 
 impl Default for HookConfig {
     fn default() -> Self {
@@ -73,6 +83,8 @@ impl Default for HookConfig {
             root: PathBuf::from("/"),
             topology_root: PathBuf::from("/"),
             claim_wait_ms: 2000,
+            gpu_sources: DEFAULT_GPU_SOURCES.to_vec(),
+            nri_dir: PathBuf::from("/run/cpuplan/nri"),
         }
     }
 }
@@ -91,6 +103,8 @@ struct RawConfig {
     root: Option<PathBuf>,
     topology_root: Option<PathBuf>,
     claim_wait_ms: Option<u64>,
+    gpu_sources: Option<serde_json::Value>,
+    nri_dir: Option<PathBuf>,
 }
 
 /// A configuration file that cannot be used, naming the file and the key.
@@ -217,6 +231,7 @@ impl HookConfig {
         for (key, v, slot) in [
             ("claims_dir", raw.claims_dir, &mut c.claims_dir),
             ("root", raw.root.clone(), &mut c.root),
+            ("nri_dir", raw.nri_dir, &mut c.nri_dir),
         ] {
             if let Some(v) = v {
                 if !v.is_absolute() {
@@ -260,6 +275,27 @@ impl HookConfig {
                     format!("{v} is not \"warn\", \"info\" or \"debug\""),
                 )
             })?;
+        }
+        if let Some(v) = raw.gpu_sources {
+            let list = v.as_array().ok_or_else(|| {
+                value_err(
+                    "gpu_sources",
+                    format!("{v} is not a list of devices, nodes and env"),
+                )
+            })?;
+            let mut sources = Vec::new();
+            for name in list {
+                let source = serde_json::from_value(name.clone()).map_err(|_| {
+                    value_err(
+                        "gpu_sources",
+                        format!("{name} is not devices, nodes or env"),
+                    )
+                })?;
+                if !sources.contains(&source) {
+                    sources.push(source);
+                }
+            }
+            c.gpu_sources = sources;
         }
         if let Some(v) = raw.claim_wait_ms {
             if v > 60_000 {
@@ -333,6 +369,13 @@ mod tests {
             "topology_root defaults to root"
         );
         assert_eq!(c.claim_wait_ms, 10);
+        assert_eq!(c.gpu_sources, DEFAULT_GPU_SOURCES);
+        assert_eq!(
+            parse(r#"{"gpu_sources": ["env", "devices", "env"]}"#)
+                .unwrap()
+                .gpu_sources,
+            [GpuSource::Env, GpuSource::Devices]
+        );
         assert_eq!(
             parse(r#"{"step_thread_core": "off"}"#)
                 .unwrap()
@@ -360,6 +403,11 @@ mod tests {
             (r#"{"on_error": "maybe"}"#, "maybe"),
             (r#"{"log_level": "trace"}"#, "key \"log_level\": \"trace\""),
             (r#"{"log_level": 3}"#, "log_level"),
+            (
+                r#"{"gpu_sources": ["devices", "bios"]}"#,
+                "\"bios\" is not devices, nodes or env",
+            ),
+            (r#"{"gpu_sources": "env"}"#, "gpu_sources"),
             ("{", "EOF"),
         ] {
             let e = parse(text).unwrap_err().to_string();

@@ -1,6 +1,5 @@
 //! `explain`: what the hook would do for a bundle on this host, with no pid, writing nothing.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::config::HookConfig;
@@ -8,7 +7,7 @@ use crate::decide::{decide, Decision};
 use crate::edit::SpecEdit;
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
-use crate::read::{read, Container, Inputs};
+use crate::read::{read, Container, Inputs, Live};
 use crate::render::render;
 
 /// A bundle read, decided and edited as the hook would, without a pid.
@@ -32,7 +31,7 @@ pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, Bund
         pid: None,
         bundle: Some(bundle_dir.to_path_buf()),
     };
-    let inputs = read(&Host::of(config), config, container, spec, &BTreeMap::new());
+    let inputs = read(&Host::of(config), config, container, spec, &Live::default());
     let mut decision = decide(&inputs, config);
     if !decision.claims.is_empty() {
         decision

@@ -38,6 +38,7 @@ impl Log for HookLogger {
         if !self.enabled(r.metadata()) {
             return;
         }
+        // One event, one line: format_line escapes a container-supplied newline.
         let line = format_line(
             SystemTime::now(),
             r.level(),
@@ -82,18 +83,13 @@ pub fn set_level(level: LogLevel) {
 }
 
 /// Starts logging to stderr and, when `file` is given, appending to it (created 0640).
-/// A log file that cannot be opened is reported on stderr and otherwise ignored.
+/// A log file that cannot be opened, or that is not a regular file (a FIFO, a device), is
+/// reported on stderr and otherwise ignored; opening it never blocks and never follows a link.
 pub fn init(file: Option<&Path>) {
     let _ = log::set_logger(&LOGGER);
     log::set_max_level(LevelFilter::Info);
     if let Some(path) = file {
-        match OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(path)
-        {
+        match open_log(path) {
             Ok(f) => {
                 if let Ok(mut slot) = LOGGER.file.lock() {
                     *slot = Some(f);
@@ -104,5 +100,74 @@ pub fn init(file: Option<&Path>) {
                 path.display()
             ),
         }
+    }
+}
+
+/// The log file opened for appending: `O_NONBLOCK` (a FIFO with no reader fails at once instead
+/// of waiting for one), `O_NOFOLLOW`, and then refused unless it is a regular file.
+fn open_log(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::FileTypeExt;
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o640)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // What a FIFO without a reader answers to a non-blocking open for writing.
+            Some(nix::libc::ENXIO) => std::io::Error::new(
+                e.kind(),
+                "a FIFO (or a device without a reader), not a regular file",
+            ),
+            _ => e,
+        })?;
+    let kind = f.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{what}, not a regular file"),
+        ));
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_that_is_no_regular_file_is_refused_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let t = std::time::Instant::now();
+        let e = open_log(&fifo).unwrap_err().to_string();
+        assert!(e.contains("FIFO"), "{e}");
+        // With a reader the open succeeds, and the type check refuses it.
+        let _reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let e = open_log(&fifo).unwrap_err().to_string();
+        assert!(e.contains("a FIFO, not a regular file"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        let e = open_log(Path::new("/dev/null")).unwrap_err().to_string();
+        assert!(e.contains("a device"), "{e}");
+        std::os::unix::fs::symlink(d.path().join("real"), d.path().join("link")).unwrap();
+        assert!(open_log(&d.path().join("link")).is_err());
+        assert!(!d.path().join("real").exists(), "the link was followed");
+        let log = d.path().join("hook.log");
+        open_log(&log).unwrap();
+        assert!(log.is_file());
     }
 }

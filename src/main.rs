@@ -6,6 +6,16 @@ use std::process::ExitCode;
 use cpuplan_hook::cli::{main_with, Exit};
 
 fn main() -> ExitCode {
+    // The release profile unwinds panics (for the shim's C ABI); this binary stops at its first
+    // panic, in any thread (an NRI plugin thread too), after the usual message, except in the
+    // runtime's stages, which catch it to fail open (cli::PANIC_ABORTS).
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        if cpuplan_hook::cli::panic_aborts() {
+            std::process::abort();
+        }
+    }));
     let mut words: Vec<String> = std::env::args().skip(1).collect();
     if cpuplan_hook::nri::launched_by_runtime(&words) {
         words.push("nri".into()); // launched by an NRI runtime from its plugin directory
@@ -14,8 +24,16 @@ fn main() -> ExitCode {
     match main_with(words, &mut out, std::io::stdin().is_terminal()) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Code(c)) => ExitCode::from(c),
-        Err(e) => {
+        Err(e @ cpuplan_hook::cli::CliError::Usage(_)) => {
             eprintln!("cpuplan-hook: {e}");
+            ExitCode::from(e.exit_code())
+        }
+        Err(e) => {
+            // Errors may quote what a container supplied: one line, whatever it holds.
+            eprintln!(
+                "cpuplan-hook: {}",
+                cpuplan_hook::logging::escape(&e.to_string())
+            );
             ExitCode::from(e.exit_code())
         }
     }

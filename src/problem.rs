@@ -2,6 +2,7 @@
 
 use crate::config::ConfigError;
 use crate::hook::cpuset::CpusetError;
+use crate::hook::identity::IdentityError;
 use crate::hook::rootfs::RootfsError;
 use crate::read::bundle::BundleError;
 use crate::read::devices::DeviceError;
@@ -24,6 +25,9 @@ pub enum Problem {
     /// A GPU named by the container is not on the host, or a device file is malformed.
     #[error(transparent)]
     Devices(#[from] DeviceError),
+    /// The state's pid is not in the container's own cgroup: nothing is written for it.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
     /// The cpuset write was refused.
     #[error(transparent)]
     Cpuset(#[from] CpusetError),

@@ -408,11 +408,14 @@ fn a_pid_of_another_container_is_refused() {
         "written into the other container"
     );
     assert!(fx.plan_files("").is_empty());
-    // Where the path exists there too, the cgroup check refuses its cpuset.
+    // Where the path exists there too, the cgroup check refuses the pid before any write.
     std::fs::create_dir_all(other_root.join(fx.rootfs().strip_prefix("/").unwrap())).unwrap();
     let e = fx.deny(Some(4242));
     assert!(
-        e.contains("refusing to write") && e.contains("other-ctr") && e.contains("\"/mine\""),
+        e.contains("pid 4242 is not the container's init")
+            && e.contains("other-ctr")
+            && e.contains("\"/mine\"")
+            && e.contains("writing nothing"),
         "{e}"
     );
     assert_eq!(fingerprint(&cpuset), before);

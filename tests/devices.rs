@@ -7,7 +7,7 @@ mod log_guard;
 use std::path::{Path, PathBuf};
 
 use cpuplan_hook::read::devices::{
-    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, DeviceError, Gpu,
+    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, DeviceError, Found, Gpu,
     GpuSource, VisibleDevices,
 };
 use cpuplan_hook::read::spec::CharDevice;
@@ -39,17 +39,17 @@ fn c(major: i64, minor: i64) -> CharDevice {
 }
 
 /// The addresses of `gpus`.
-fn addresses(gpus: Vec<Gpu>) -> Vec<String> {
-    gpus.into_iter().map(|g| g.address).collect()
+fn addresses(found: Found) -> Vec<String> {
+    found.gpus.into_iter().map(|g| g.address).collect()
 }
 
 /// The GPUs of a container with these devices and this `NVIDIA_VISIBLE_DEVICES`.
 fn gpus(devices: &[CharDevice], visible: Option<&str>) -> Vec<String> {
-    addresses(container_gpus(&host(), devices, visible).unwrap())
+    addresses(container_gpus(&host(), devices, &[], visible).unwrap())
 }
 
 fn err(devices: &[CharDevice], visible: Option<&str>) -> DeviceError {
-    container_gpus(&host(), devices, visible).unwrap_err()
+    container_gpus(&host(), devices, &[], visible).unwrap_err()
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn a_host_without_the_nvidia_driver_has_no_nvidia_gpus() {
     let empty = tempfile::tempdir().unwrap();
     assert!(nvidia_gpus(empty.path()).unwrap().is_empty());
     assert_eq!(
-        addresses(container_gpus(empty.path(), &[], Some("all")).unwrap()),
+        addresses(container_gpus(empty.path(), &[], &[], Some("all")).unwrap()),
         Vec::<String>::new()
     );
 }
@@ -267,10 +267,11 @@ fn a_missing_device_minor_names_the_information_file() {
         container_gpus(
             root.path(),
             &[],
+            &[],
             Some("GPU-00000000-0000-0000-0000-000000000000"),
         )
         .map(|_| ()),
-        container_gpus(root.path(), &[c(195, 0)], None).map(|_| ()),
+        container_gpus(root.path(), &[c(195, 0)], &[], None).map(|_| ()),
     ] {
         let e = result.unwrap_err();
         assert!(
@@ -285,17 +286,17 @@ fn a_missing_device_minor_names_the_information_file() {
     }
     // Indices need only the driver's directory names: the broken file is not read.
     assert_eq!(
-        addresses(container_gpus(root.path(), &[], Some("all")).unwrap()),
+        addresses(container_gpus(root.path(), &[], &[], Some("all")).unwrap()),
         ["0000:18:00.0"]
     );
     assert_eq!(
-        addresses(container_gpus(root.path(), &[], Some("0")).unwrap()),
+        addresses(container_gpus(root.path(), &[], &[], Some("0")).unwrap()),
         ["0000:18:00.0"]
     );
     // A GPU that is fine still resolves in a tree with the same file intact.
     let root = one_gpu_host(&good);
     assert_eq!(
-        addresses(container_gpus(root.path(), &[c(195, 0)], Some("0")).unwrap()),
+        addresses(container_gpus(root.path(), &[c(195, 0)], &[], Some("0")).unwrap()),
         ["0000:18:00.0"]
     );
 }
@@ -327,9 +328,11 @@ fn each_gpu_records_every_source_that_names_it() {
     let list = container_gpus(
         &host(),
         &[c(195, 2)],
+        &[],
         Some("2,GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033"),
     )
-    .unwrap();
+    .unwrap()
+    .gpus;
     assert_eq!(
         list,
         vec![
@@ -343,6 +346,24 @@ fn each_gpu_records_every_source_that_names_it() {
             },
         ]
     );
-    let both = container_gpus(&host(), &[c(195, 0)], Some("0")).unwrap();
-    assert_eq!(both[0].sources, [GpuSource::Devices, GpuSource::Env]);
+    let both = container_gpus(&host(), &[c(195, 0)], &[c(195, 0)], Some("0")).unwrap();
+    assert_eq!(
+        both.gpus[0].sources,
+        [GpuSource::Devices, GpuSource::Nodes, GpuSource::Env]
+    );
+}
+
+#[test]
+fn a_nics_rdma_device_beside_a_gpu_is_no_gpu() {
+    // GPUDirect: the container gets GPU 0 and the RDMA device of the NIC on its PCIe switch.
+    let found = container_gpus(&host(), &[c(195, 0), c(231, 192)], &[], None).unwrap();
+    assert_eq!(addresses(found.clone()), [ADDRS[0]]);
+    assert_eq!(found.notes.len(), 1, "{:?}", found.notes);
+    let note = &found.notes[0];
+    assert!(
+        note.contains("231:192") && note.contains("0000:19:00.0") && note.contains("class 0x02"),
+        "{note}"
+    );
+    // A display-class function behind a char device still counts (the AMD GPU's render node).
+    assert_eq!(gpus(&[c(226, 128)], None), [AMD]);
 }

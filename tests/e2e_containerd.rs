@@ -61,6 +61,9 @@ fn the_base_spec_hooks_plan_the_container_and_poststop_runs() {
     let mut spec = runnable(base_spec(&cfg), &id, &rootfs, PROBE);
     // CRI fills process.env from the image and the pod; here the test does.
     spec["process"]["env"] = json!(["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"]);
+    // The GPU's device node, as NVIDIA's toolkit adds it (the env alone is never claimed).
+    spec["linux"]["devices"] = json!([{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0,
+        "fileMode": 0o666, "uid": 0, "gid": 0}]);
     spec["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
     let run = c.run_config(&id, &spec);
     assert_eq!(run.rc, 0, "ctr run: {}\n{}\n{}", run.err, run.out, c.log());

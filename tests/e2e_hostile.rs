@@ -2,6 +2,9 @@
 //! foreign files at or above the plan directory, or swaps a directory for a link while the hook
 //! runs. In every case nothing outside the rootfs is created, changed or read, the hook does not
 //! block, and the container starts (or is refused under `on_error: deny`) with the cause logged.
+//! The bundle's `config.json` itself may be hostile too (a FIFO, a link to `/dev/zero`, a
+//! directory, one byte over 16 MiB): one line names it within a second; one near 16 MiB costs
+//! the hook a bounded peak RSS.
 
 mod common;
 
@@ -329,4 +332,218 @@ fn swapping_a_directory_for_a_link_while_the_hook_runs_never_escapes() {
         }
     }
     eprintln!("race: {seen_plans} runs wrote the plan, {seen_refusals} were refused");
+}
+
+/// A hostile or broken `config.json`: its name, how to plant it at a path, and what the hook says of it.
+struct HostileConfig {
+    tag: &'static str,
+    plant: fn(&Path),
+    why: &'static str,
+}
+
+fn hostile_configs() -> Vec<HostileConfig> {
+    vec![
+        HostileConfig {
+            tag: "fifo",
+            plant: |p| {
+                nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap()
+            },
+            why: "a FIFO, not a regular file",
+        },
+        HostileConfig {
+            tag: "dev-zero",
+            plant: |p| symlink("/dev/zero", p).unwrap(),
+            why: "a device, not a regular file",
+        },
+        HostileConfig {
+            tag: "directory",
+            plant: |p| std::fs::create_dir(p).unwrap(),
+            why: "a directory, not a regular file",
+        },
+        HostileConfig {
+            tag: "oversized",
+            plant: |p| {
+                let f = std::fs::File::create(p).unwrap();
+                f.set_len(cpuplan_hook::read::bundle::MAX_CONFIG as u64 + 1)
+                    .unwrap();
+            },
+            why: "over the 16777216-byte limit",
+        },
+    ]
+}
+
+#[test]
+fn a_hostile_config_json_is_one_line_within_a_second() {
+    use common::hookbin;
+    use common::hookfx::Fx;
+    for HostileConfig { tag, plant, why } in hostile_configs() {
+        let fx = Fx::new();
+        fx.write();
+        let config = fx.bundle().join("config.json");
+        std::fs::remove_file(&config).unwrap();
+        plant(&config);
+        let t = Instant::now();
+        let out = hookbin::run_fed(
+            &mut hookbin::create_runtime(&hook_bin(), &fx.hook_path()),
+            fx.state(None).as_bytes(),
+        );
+        let took = t.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{tag}: allow: {err}");
+        assert!(took < Duration::from_secs(1), "{tag}: took {took:?}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("config.json")).collect();
+        assert_eq!(lines.len(), 1, "{tag}: {err}");
+        assert!(
+            lines[0].contains(&format!("{}: cannot read: {why}", config.display())),
+            "{tag}: {err}"
+        );
+        assert!(
+            fx.plan_files("").is_empty(),
+            "{tag}: no rootfs known, nothing written"
+        );
+    }
+}
+
+#[test]
+fn a_config_json_swapped_for_a_hostile_one_still_starts_the_container() {
+    // runc has read config.json before the hooks run: a createRuntime hook registered before
+    // cpuplan's swaps it for the hostile one, as a tenant with write access to the bundle could.
+    for HostileConfig { tag, plant, why } in hostile_configs() {
+        let mut b = Bundle::new(&format!("cfg-{tag}"), "echo started");
+        let hostile = b.path().join("hostile");
+        plant(&hostile);
+        let swap = b.scratch("swap.sh");
+        std::fs::write(
+            &swap,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\nrm -f '{c}' && mv '{h}' '{c}'\n",
+                c = b.path().join("config.json").display(),
+                h = hostile.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&swap, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        b.hook(&["createRuntime"], &[swap.display().to_string()]);
+        let cfg = b.hook_config(json!({
+            "topology_root": fixtures().join("e2e-host"),
+            "claims_dir": b.scratch("claims"),
+            "log": b.scratch("hook.log"),
+        }));
+        let args = vec![
+            hook_bin().display().to_string(),
+            "--config".into(),
+            cfg.display().to_string(),
+            "hook".into(),
+        ];
+        b.hook(&["createRuntime", "poststop"], &args);
+        b.env("NVIDIA_VISIBLE_DEVICES=0");
+        // Registering appended the hook's stage name to the swapper's argv too; harmless.
+        let t = Instant::now();
+        let (rc, out, err) = b.run();
+        let wall = t.elapsed();
+        let log = std::fs::read_to_string(b.scratch("hook.log")).unwrap_or_default();
+        assert_eq!(rc, 0, "{tag}: {err}\n{out}\n{log}");
+        assert!(out.contains("started"), "{tag}: {out}");
+        assert!(wall < Duration::from_secs(20), "{tag}: {wall:?}");
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("config.json")).collect();
+        assert_eq!(lines.len(), 1, "{tag}: {log}");
+        assert!(
+            lines[0].contains("planning problem")
+                && lines[0].contains(&format!(
+                    "{}/config.json: cannot read: {why}",
+                    b.path().display()
+                )),
+            "{tag}: {log}"
+        );
+    }
+}
+
+/// Runs `cmd` fed `input` and reaps it with wait4: its exit code and peak RSS in KiB (ru_maxrss).
+// The child is reaped by wait4 below (which gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+fn run_measured(cmd: &mut std::process::Command, input: &[u8]) -> (i32, u64, String) {
+    use std::io::{Read, Write};
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    drop(stdin);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid, and wait4 fills it for our own child, which is
+    // reaped here (std's Child never waits for it afterwards: it is dropped unwaited).
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as nix::libc::pid_t;
+    let got = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = if nix::libc::WIFEXITED(status) {
+        nix::libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, usage.ru_maxrss as u64, err)
+}
+
+/// The test process's own peak RSS (`VmHWM`) in KiB.
+fn own_peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_config_json_near_the_limit_costs_the_hook_under_64_mib() {
+    use common::hookbin;
+    use common::hookfx::Fx;
+    use std::io::Write;
+    let fx = Fx::new();
+    fx.write();
+    // A big environment and big annotations, near 16 MiB in all, written as a stream: the test
+    // never holds them, so its own peak RSS (which a spawned child's ru_maxrss starts from, the
+    // child sharing its memory until exec) stays small and the figure is the hook's.
+    let path = fx.bundle().join("config.json");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let value = "e".repeat(1300);
+    write!(
+        w,
+        r#"{{"ociVersion":"1.0.2","root":{{"path":"rootfs"}},"linux":{{"cgroupsPath":"/ctr"}},"process":{{"cwd":"/","args":["sh"],"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=0""#
+    )
+    .unwrap();
+    for i in 0..6000 {
+        write!(w, r#","BIG_{i}={value}""#).unwrap();
+    }
+    write!(w, r#"]}},"annotations":{{"cpuplan.step-thread-core":"off""#).unwrap();
+    for i in 0..6000 {
+        write!(w, r#","example.com/a{i}":"{value}""#).unwrap();
+    }
+    write!(w, "}}}}").unwrap();
+    w.into_inner().unwrap().sync_all().unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let max = cpuplan_hook::read::bundle::MAX_CONFIG as u64;
+    assert!(size <= max && size > max - (1 << 20), "{size}");
+    let own = own_peak_rss_kib();
+    let (code, maxrss_kib, err) = run_measured(
+        &mut hookbin::create_runtime(&hook_bin(), &fx.hook_path()),
+        fx.state(None).as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("planning problem"), "{err}");
+    assert!(
+        err.contains("setting off (annotation cpuplan.step-thread-core)"),
+        "the config was read: {err}"
+    );
+    assert_eq!(fx.plan_files("run/cpuplan"), ["plan.env", "plan.json"]);
+    eprintln!(
+        "a {size}-byte config.json: the hook's peak RSS was {maxrss_kib} KiB (the test's own: {own} KiB)"
+    );
+    assert!(maxrss_kib < 64 << 10, "peak RSS {maxrss_kib} KiB");
 }

@@ -83,12 +83,32 @@ fn setup(tag: &str, files: &[&str]) -> (Podman, PathBuf) {
     (p, cfg)
 }
 
-const GPU_ONE_CPU: [&str; 4] = ["--cpus", "1", "--env", "NVIDIA_VISIBLE_DEVICES=0"];
+/// One CPU of quota and GPU 0: its device node (195:0, made by the test) and the variable
+/// NVIDIA's toolkit sets beside it.
+fn gpu_one_cpu() -> Vec<String> {
+    let node = common::podman::gpu_node(0);
+    [
+        "--cpus",
+        "1",
+        "--env",
+        "NVIDIA_VISIBLE_DEVICES=0",
+        "--device",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("{}:/dev/nvidia0", node.display())])
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
 
 #[test]
 fn the_create_runtime_hooks_d_file_plans_the_container() {
     let (p, cfg) = setup("crt", &["cpuplan.json"]);
-    let init = p.init("crt", &GPU_ONE_CPU, PROBE);
+    let opts = gpu_one_cpu();
+    let init = p.init("crt", &strs(&opts), PROBE);
     assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
     let explained = explain_json(&cfg, &p.bundle("crt"));
     let id = p.cmd(&["inspect", "--format", "{{.Id}}", "crt"]);
@@ -138,7 +158,8 @@ fn precreate_sets_the_plan_in_the_environment_and_the_user_and_image_win() {
     let (p, cfg) = setup("pre", &["cpuplan-precreate.json"]);
     let image = "localhost/cpuplan-e2e-env:latest";
     p.import(image, &["ENV MKL_NUM_THREADS=5"]);
-    let mut opts = GPU_ONE_CPU.to_vec();
+    let owned = gpu_one_cpu();
+    let mut opts = strs(&owned);
     opts.extend(["--env", "OMP_NUM_THREADS=7"]);
     let init = p.init_image("pre", image, &opts, PROBE);
     assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
@@ -196,7 +217,8 @@ fn precreate_sets_the_plan_in_the_environment_and_the_user_and_image_win() {
 #[test]
 fn precreate_and_create_runtime_together_agree() {
     let (p, cfg) = setup("both", &["cpuplan-precreate.json", "cpuplan.json"]);
-    let init = p.init("both", &GPU_ONE_CPU, PROBE);
+    let opts = gpu_one_cpu();
+    let init = p.init("both", &strs(&opts), PROBE);
     assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
     let oci = p.oci_config("both");
     let explained = explain_json(&cfg, &p.bundle("both"));
@@ -238,7 +260,8 @@ fn precreate_and_create_runtime_together_agree() {
 #[test]
 fn a_precreate_that_cannot_plan_injects_the_off_plan_plan_env_holds() {
     let (p, _cfg) = setup("pass", &["cpuplan-precreate.json", "cpuplan.json"]);
-    let mut opts = GPU_ONE_CPU.to_vec();
+    let owned = gpu_one_cpu();
+    let mut opts = strs(&owned);
     opts.extend(["--annotation", "cpuplan.step-thread-core=fast"]);
     let init = p.init("pass", &opts, PROBE);
     assert_eq!(init.rc, 0, "on_error allow starts it: {}", init.err);
@@ -269,4 +292,76 @@ fn a_precreate_that_cannot_plan_injects_the_off_plan_plan_env_holds() {
     );
     let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
     assert!(log.contains("\"fast\""), "{log}");
+}
+
+/// A `--cgroup-parent` whose cpuset is CPU 0, and a GPU local to CPU 1: precreate must not
+/// narrow the container to CPU 1 (outside what its parent allows, runc would fail to start it);
+/// the container starts on CPU 0.
+#[test]
+fn precreate_never_narrows_outside_the_parent_cgroups_cpuset() {
+    let (p, _cfg) = setup("parent", &["cpuplan-precreate.json", "cpuplan.json"]);
+    let parent = Path::new("/sys/fs/cgroup/cpuset").join(p.cgroup_parent.trim_start_matches('/'));
+    assert!(
+        Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").exists(),
+        "this test needs the v1 cpuset hierarchy (this VM's hybrid layout)"
+    );
+    std::fs::create_dir_all(&parent).unwrap();
+    std::fs::write(parent.join("cpuset.mems"), "0").unwrap();
+    std::fs::write(parent.join("cpuset.cpus"), "0").unwrap();
+    let opts = gpu_one_cpu();
+    let init = p.init("parent", &strs(&opts), PROBE);
+    assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+    let oci = p.oci_config("parent");
+    assert!(
+        oci["linux"]["resources"]["cpu"].get("cpus").is_none(),
+        "precreate narrowed outside the parent: {}",
+        oci["linux"]["resources"]["cpu"]
+    );
+    let run = p.start("parent");
+    assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
+    assert!(run.out.contains("cpus=0\n"), "{}", run.out);
+    let plan_env = section(&run.out, "planenv");
+    assert_eq!(
+        line_value(plan_env, "CPUPLAN_MASK"),
+        Some("'0'"),
+        "{plan_env}"
+    );
+    let annotation: Value =
+        serde_json::from_str(oci["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        annotation["mask"], "0",
+        "precreate planned over the parent's CPUs"
+    );
+}
+
+/// A topology root of a 224-CPU host (the example host) on this small machine: precreate plans
+/// over the CPUs that are really online here, so it never asks runc for CPUs the host lacks.
+#[test]
+fn precreate_never_asks_for_cpus_the_host_lacks() {
+    let (p, cfg) = setup("bigtopo", &["cpuplan-precreate.json"]);
+    let mut c: Value = serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+    c["topology_root"] = json!(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/host"));
+    std::fs::write(&cfg, serde_json::to_vec(&c).unwrap()).unwrap();
+    let opts = gpu_one_cpu();
+    let init = p.init("bigtopo", &strs(&opts), PROBE);
+    assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+    let run = p.start("bigtopo");
+    assert_eq!(run.rc, 0, "podman start: {}\n{}", run.err, run.out);
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = cpuplan::parse_cpu_list(&online).unwrap();
+    let oci = p.oci_config("bigtopo");
+    if let Some(cpus) = oci["linux"]["resources"]["cpu"]["cpus"].as_str() {
+        let cpus = cpuplan::parse_cpu_list(cpus).unwrap();
+        assert!(
+            cpus.is_subset(&online),
+            "{cpus} outside the host's {online}"
+        );
+    }
+    let annotation: Value =
+        serde_json::from_str(oci["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    let mask = cpuplan::parse_cpu_list(annotation["mask"].as_str().unwrap()).unwrap();
+    assert!(
+        mask.is_subset(&online),
+        "planned over {mask}, the host has {online}"
+    );
 }

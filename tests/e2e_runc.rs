@@ -30,7 +30,7 @@ fn gpu_bundle(tag: &str, cmd: &str, extra_config: Value) -> (Bundle, std::path::
         "hook".into(),
     ];
     b.hook(&["createRuntime", "poststop"], &args);
-    b.env("NVIDIA_VISIBLE_DEVICES=0");
+    b.gpu(0);
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
     let log = b.scratch("hook.log");
     (b, log)

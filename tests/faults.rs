@@ -154,7 +154,7 @@ fn claiming(fx: &mut Fx, t: &Path, pid: u32) -> FakeRoot {
     fx.hook["root"] = json!(fake.root);
     fx.hook["step_thread_core"] = json!("auto");
     fx.hook["cpuset"] = json!("keep");
-    fx.env("NVIDIA_VISIBLE_DEVICES=0");
+    fx.gpu(0);
     fake
 }
 
@@ -229,7 +229,11 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     assert_eq!(r.problem, None);
     let lock = claims.join(".lock");
     assert!(lock.is_file(), "{:?}", names(&claims));
-    cpuplan::release(&claims, "h6-ctr", Duration::from_secs(1)).unwrap();
+    let scope = fx.bundle().display().to_string();
+    assert_eq!(
+        cpuplan::release(&claims, "h6-ctr", &scope, Duration::from_secs(1)).unwrap(),
+        1
+    );
     // A stuck process holds the lock (util-linux flock, like any other flock(2) holder).
     let child = Command::new("flock")
         .arg(&lock)
@@ -268,4 +272,215 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     let why = plan_why(&fx, &croot);
     assert!(why.contains("without a GPU claim"), "{why}");
     eprintln!("stuck lock: the hook finished in {took:?} with claim_wait_ms 400");
+}
+
+/// A container on the e2e fake GPU host (`auto`, one CPU, GPU 0) whose `/run` is the host
+/// tmpfs `runfs` (bound in, so the test fills it before the hook runs), printing what it finds.
+fn container_on_a_full_run(tag: &str, runfs: &Path) -> (common::runc::Bundle, PathBuf) {
+    use common::runc::{fixtures, hook_bin, Bundle};
+    let mut b = Bundle::new(
+        tag,
+        "echo started; echo \"cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)\"; \
+         ls -a /run/cpuplan | sed 's/^/ls: /'; \
+         [ -f /run/cpuplan/plan.env ] && . /run/cpuplan/plan.env && echo \"omp=$OMP_NUM_THREADS\"; true",
+    );
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    mounts.retain(|m| m["destination"] != "/run");
+    mounts.push(
+        json!({"destination": "/run", "type": "bind", "source": runfs, "options": ["rbind", "rw"]}),
+    );
+    let cfg = b.hook_config(json!({
+        "topology_root": fixtures().join("e2e-host"),
+        "claims_dir": b.scratch("claims"),
+        "log": b.scratch("hook.log"),
+    }));
+    let args = vec![
+        hook_bin().display().to_string(),
+        "--config".into(),
+        cfg.display().to_string(),
+        "hook".into(),
+    ];
+    b.hook(&["createRuntime", "poststop"], &args);
+    b.env("NVIDIA_VISIBLE_DEVICES=0");
+    b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+    let log = b.scratch("hook.log");
+    (b, log)
+}
+
+#[test]
+fn a_full_run_tmpfs_leaves_no_plan_file_and_no_claim_and_the_container_starts() {
+    // Full, and with one page left: plan.env fits, plan.json does not (all or nothing).
+    for (tag, page_left) in [("fullrun", false), ("onepage", true)] {
+        let host = tempfile::tempdir().unwrap();
+        let runfs = host.path().join("runfs");
+        let fs = Tmpfs::new(&runfs, "size=64k,mode=755");
+        fs.fill();
+        if page_left {
+            let filler = runfs.join("filler");
+            let len = std::fs::metadata(&filler).unwrap().len();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&filler)
+                .unwrap();
+            f.set_len(len - 4096).unwrap();
+        }
+        let (b, log) = container_on_a_full_run(tag, &runfs);
+        let (rc, out, err) = b.run();
+        let log = std::fs::read_to_string(log).unwrap_or_default();
+        assert_eq!(
+            rc, 0,
+            "{tag}: allow starts the container: {err}\n{out}\n{log}"
+        );
+        assert!(out.contains("started"), "{tag}: {out}");
+        assert!(!out.contains("omp="), "{tag}: a plan was left: {out}");
+        // Nothing in the plan dir: no plan file, no temporary file.
+        let left = names(&runfs.join("cpuplan"));
+        assert!(left.is_empty(), "{tag}: {left:?}");
+        assert!(
+            log.contains("No space left on device")
+                && log.contains("cannot write the off plan either"),
+            "{tag}: {log}"
+        );
+        if page_left {
+            // plan.json (written first) fitted the page: the all-or-nothing undo removed it.
+            assert!(
+                log.contains("/run/cpuplan/plan.env: cannot write: No space left"),
+                "{tag}: {log}"
+            );
+        }
+        // The cpuset narrowed to the GPU's CPU 1 was put back: the off plan narrows nothing.
+        assert!(log.contains("cpuset put back to"), "{tag}: {log}");
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        assert!(out.contains(&format!("cpus={own}\n")), "{tag}: {out}");
+        // The claim createRuntime took was released by createRuntime itself: poststop found none.
+        assert!(log.contains("released 0 GPU claim(s)"), "{tag}: {log}");
+        let claims: Vec<String> = names(&b.scratch("claims"))
+            .into_iter()
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        assert!(claims.is_empty(), "{tag}: {claims:?}");
+        drop(b);
+        drop(fs);
+    }
+}
+
+/// A pid that ran and is gone (reaped): no process has it, for a while.
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+#[test]
+fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else() {
+    let t = tempfile::tempdir().unwrap();
+    let mut fx = Fx::new();
+    let _fake = claiming(&mut fx, t.path(), 4253);
+    let claims = fx.scratch("claims");
+    fx.hook["claims_dir"] = json!(claims);
+    // What a hook SIGKILLed mid-write leaves: in the container's plan dir and in the claims dir.
+    let plan_dir = t
+        .path()
+        .join("croot")
+        .join(fx.rootfs().strip_prefix("/").unwrap())
+        .join("run/cpuplan");
+    std::fs::create_dir_all(&plan_dir).unwrap();
+    std::fs::create_dir_all(&claims).unwrap();
+    let dead = dead_pid();
+    let stale_plan = [
+        format!(".plan.env.{dead}.123456789.tmp"),
+        format!(".plan.json.{dead}.42.tmp"),
+    ];
+    let keep_plan = [
+        // Another name, another form, or a writer that still runs.
+        format!(".other.{dead}.1.tmp"),
+        ".plan.env.tmp".to_string(),
+        format!(".plan.env.{dead}.1.tmp.bak"),
+        format!(".plan.env.{}.1.tmp", std::process::id()),
+        "notes.txt".to_string(),
+    ];
+    let stale_claims = [".0000:3b:00.0.json.tmp", ".0000:18:00.0.json.tmp"];
+    let keep_claims = [".lock.tmp", ".notes.json.tmp", "README"];
+    for n in stale_plan.iter().chain(&keep_plan) {
+        std::fs::write(plan_dir.join(n), "OMP_NUM_THREADS=999\n").unwrap();
+    }
+    for n in stale_claims.iter().chain(&keep_claims) {
+        std::fs::write(claims.join(n), "{\"container\": \"torn").unwrap();
+    }
+    let r = fx.allow(Some(4253));
+    assert_eq!(r.problem, None, "{r:?}");
+    let mut want_plan: Vec<String> = keep_plan.to_vec();
+    want_plan.extend(["plan.env".into(), "plan.json".into()]);
+    want_plan.sort();
+    assert_eq!(names(&plan_dir), want_plan);
+    let mut want_claims: Vec<String> = keep_claims.iter().map(|s| s.to_string()).collect();
+    want_claims.extend([".lock".into(), "0000:3b:00.0.json".into()]);
+    want_claims.sort();
+    assert_eq!(names(&claims), want_claims);
+    // A poststop (release) removes them from the claims dir too.
+    for n in stale_claims {
+        std::fs::write(claims.join(n), "x").unwrap();
+    }
+    let stopped =
+        json!({"ociVersion": "1.0.2", "id": "h6-ctr", "status": "stopped", "bundle": fx.bundle()});
+    cpuplan_hook::hook::run_hook(
+        Some("poststop"),
+        stopped.to_string().as_bytes(),
+        &fx.hook_path(),
+    )
+    .unwrap();
+    want_claims.retain(|n| n != "0000:3b:00.0.json");
+    assert_eq!(names(&claims), want_claims);
+}
+
+#[test]
+fn a_log_that_is_a_fifo_does_not_block_the_hook() {
+    let mut fx = Fx::new();
+    let fifo = fx.scratch("hook.log.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fx.hook["log"] = json!(fifo);
+    fx.write();
+    let t = Instant::now();
+    let mut child = hookbin::create_runtime(
+        Path::new(env!("CARGO_BIN_EXE_cpuplan-hook")),
+        &fx.hook_path(),
+    )
+    .spawn()
+    .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(fx.state(None).as_bytes())
+        .unwrap();
+    // Bounded: a hook blocked on the FIFO is killed after 10 s, and the test fails.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the hook blocked on a FIFO log file");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = t.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(
+        err.contains("cannot open log file")
+            && err.contains(&fifo.display().to_string())
+            && err.contains("FIFO"),
+        "{err}"
+    );
+    assert!(fx.rootfs().join("run/cpuplan/plan.env").is_file(), "{err}");
 }

@@ -267,7 +267,7 @@ fn other_stages_do_nothing() {
 #[test]
 fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
     let mut h = FakeHost::new();
-    h.env("NVIDIA_VISIBLE_DEVICES=0,1");
+    h.gpus(&[0, 1]);
     h.config["step_thread_core"] = json!("auto");
     let r = report(&h);
     let w: Vec<String> = r
@@ -340,7 +340,7 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
 #[test]
 fn a_stale_holder_is_taken_over() {
     let mut h = FakeHost::new();
-    h.env("NVIDIA_VISIBLE_DEVICES=0");
+    h.gpus(&[0]);
     h.config["step_thread_core"] = json!("auto");
     report(&h);
     // The holder's pid now has another start time: it exited and the pid was reused.
@@ -358,4 +358,92 @@ fn a_stale_holder_is_taken_over() {
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].holder.container, "ctr-new");
     assert_eq!(claims[0].holder.start_time, 999);
+}
+
+#[test]
+fn gpus_the_environment_alone_names_are_planned_for_but_never_claimed() {
+    let mut h = FakeHost::new();
+    h.env("NVIDIA_VISIBLE_DEVICES=all");
+    h.config["step_thread_core"] = json!("auto");
+    let r = report(&h);
+    assert_eq!(r.plan.inputs.gpus.len(), 8, "planned for");
+    assert!(
+        r.plan
+            .plan
+            .why
+            .contains("not claimed, as no source gpu_sources trusts names them"),
+        "{}",
+        r.plan.plan.why
+    );
+    let claims = cpuplan::list_claims(&h.dir.path().join("claims"), &h.root()).unwrap();
+    assert!(claims.is_empty(), "{claims:?}");
+    // An operator who trusts the environment (only the device plugin sets it) gets the claims.
+    h.config["gpu_sources"] = json!(["devices", "nodes", "env"]);
+    report(&h);
+    let claims = cpuplan::list_claims(&h.dir.path().join("claims"), &h.root()).unwrap();
+    assert_eq!(claims.len(), 8);
+}
+
+#[test]
+fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
+    let mut h = FakeHost::new();
+    h.gpus(&[0]);
+    h.config["step_thread_core"] = json!("auto");
+    let (_, cfg) = h.state();
+    let id = "ctr\n1796000000.000 INFO cpuplan-hook[1]: container forged: released";
+    let state = json!({"ociVersion": "1.0.2", "id": id, "status": "creating", "pid": 4242, "bundle": h.bundle()});
+    run_hook(Some("createRuntime"), state.to_string().as_bytes(), &cfg)
+        .unwrap()
+        .unwrap();
+    let log = std::fs::read_to_string(h.dir.path().join("hook.log")).unwrap();
+    assert!(
+        !log.lines().any(|l| l.starts_with("1796000000.000")),
+        "{log}"
+    );
+    assert!(log.contains("ctr\\n1796000000.000"), "{log}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("claims")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("container ctr\\n1796000000.000"), "{text}");
+}
+
+/// A bug that panics in the hook or in precreate fails open under `allow` (the container starts,
+/// precreate passes the config through byte for byte) and fails the stage under `deny`.
+#[test]
+fn a_panic_fails_open_under_allow_and_closed_under_deny() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let mut h = FakeHost::new();
+    let (state, cfg) = h.state();
+    let mut cmd = hookbin::create_runtime(bin, &cfg);
+    cmd.env("HOOK_TEST_PANIC", "1");
+    let out = hookbin::run_fed(&mut cmd, state.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("internal error") && err.contains("starts unplanned"),
+        "{err}"
+    );
+    let config = std::fs::read(h.bundle().join("config.json")).unwrap();
+    let mut pre = std::process::Command::new(bin);
+    pre.arg("--config")
+        .arg(&cfg)
+        .arg("precreate")
+        .env("HOOK_TEST_PANIC", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = hookbin::run_fed(&mut pre, &config);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, config, "passed through byte for byte");
+    h.config["on_error"] = json!("deny");
+    let (state, cfg) = h.state();
+    let mut cmd = hookbin::create_runtime(bin, &cfg);
+    cmd.env("HOOK_TEST_PANIC", "1");
+    let out = hookbin::run_fed(&mut cmd, state.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "deny: the stage fails");
 }

@@ -56,7 +56,7 @@ fn bundle(s: &Shared, tag: &str, cmd: &str, poststop: bool) -> Bundle {
         "source": s.dir.path().join("shared"), "options": ["rbind", "rw"]
     }));
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
-    b.env("NVIDIA_VISIBLE_DEVICES=0");
+    b.gpu(0);
     let ctr = format!("CTR={}", b.id);
     b.env(&ctr);
     let hook = format!("{} --config {}", hook_bin().display(), s.config().display());

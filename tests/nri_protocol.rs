@@ -307,10 +307,15 @@ struct Plugin {
 }
 
 impl Plugin {
-    /// Starts `cpuplan-hook nri ARGS`, logging to `log`.
+    /// Starts `cpuplan-hook --config CONFIG nri ARGS`, logging to `log` (stderr) only: CONFIG,
+    /// beside `log`, says `"log": "stderr"` (never the host's config or its default log).
     fn spawn(args: &[&str], log: PathBuf) -> Plugin {
         let file = std::fs::File::create(&log).unwrap();
+        let config = log.with_extension("config.json");
+        std::fs::write(&config, r#"{"log": "stderr"}"#).unwrap();
         let child = Command::new(BIN)
+            .arg("--config")
+            .arg(&config)
             .arg("nri")
             .args(args)
             .stdin(Stdio::null())

@@ -65,7 +65,9 @@ pub const CLAIMS: Command = Command {
     usage: "\
 usage: cpuplan-hook claims [--config PATH] [--json]
 
-The GPU claims in the hook config's claims_dir, each with its holder and whether it is live.
+The GPU claims in the hook config's claims_dir, each with its holder (container id, its
+scope: the bundle path for the hook's claims; its init pid) and whether it is live. --json
+gives each as {address, holder: {container, scope, pid, start_time}, live}.
 ",
     valued: &[],
     switches: &["json"],
@@ -204,9 +206,10 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
         for c in &list {
             writeln!(
                 out,
-                "{}  container {}  pid {}  {}",
+                "{}  container {}  {}  pid {}  {}",
                 c.address,
                 crate::logging::escape(&c.holder.container),
+                crate::hook::claim::describe_scope(&c.holder.scope),
                 c.holder.pid,
                 if c.live { "live" } else { "stale" }
             )?;

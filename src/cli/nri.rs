@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::{Args, CliError, Command, Context, Exit, UsageError};
+use crate::config::HookConfig;
 use crate::nri::{NriArgs, NriOptions};
 
 /// `nri`.
@@ -29,6 +30,7 @@ fn nri(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError> 
     };
     let opts = NriOptions::new(args, ctx.config.to_path_buf(), |k| std::env::var(k).ok())
         .map_err(CliError::input)?;
-    crate::nri::run(&opts).map_err(|e| CliError::Failed(e.to_string()))?;
+    let config = HookConfig::load_from(ctx.config, ctx.config_given)?;
+    crate::nri::run(&opts, config).map_err(|e| CliError::Failed(e.to_string()))?;
     Ok(Exit::Ok)
 }

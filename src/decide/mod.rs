@@ -11,6 +11,7 @@ use cpuplan::{CpuPlan, CpuSet, Setting};
 
 use crate::config::{CpusetRule, HookConfig};
 use crate::problem::Problem;
+use crate::read::devices::Gpu;
 use crate::read::Inputs;
 
 /// What should be done to one container.
@@ -87,12 +88,21 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
             Err(e) => return Decision::off(inputs, Problem::Plan(e).to_string()),
         },
     };
-    let claims = if inputs.setting == Setting::Auto {
-        inputs.gpus.iter().map(|g| g.address.clone()).collect()
-    } else {
-        Vec::new()
-    };
+    let mut plan = plan;
     let mut notes = inputs.notes.clone();
+    let mut claims = Vec::new();
+    if inputs.setting == Setting::Auto {
+        let (trusted, untrusted): (Vec<&Gpu>, Vec<&Gpu>) = inputs
+            .gpus
+            .iter()
+            .partition(|g| g.sources.iter().any(|s| config.gpu_sources.contains(s)));
+        claims = trusted.iter().map(|g| g.address.clone()).collect();
+        if !untrusted.is_empty() {
+            let why = untrusted_why(&untrusted);
+            plan.why = format!("{}; {why}", plan.why);
+            notes.push(why);
+        }
+    }
     notes.push(cpuset_why.clone());
     Decision {
         cpuset,
@@ -104,7 +114,45 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
     }
 }
 
+/// Why `gpus` are planned for but not claimed: what named them is not among `gpu_sources`.
+fn untrusted_why(gpus: &[&Gpu]) -> String {
+    let list: Vec<String> = gpus
+        .iter()
+        .map(|g| {
+            let by: Vec<String> = g.sources.iter().map(ToString::to_string).collect();
+            format!("{} (named by {})", g.address, by.join(", "))
+        })
+        .collect();
+    format!(
+        "not claimed, as no source gpu_sources trusts names them: {}",
+        list.join(", ")
+    )
+}
+
 impl Decision {
+    /// One line for the log: the container, what was read and what was decided.
+    pub fn summary(&self, inputs: &Inputs) -> String {
+        let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
+        let quota = inputs
+            .quota()
+            .map_or_else(|| "none".to_string(), |q| q.to_string());
+        let pid = inputs
+            .container
+            .pid
+            .map_or_else(|| "none".to_string(), |p| p.to_string());
+        format!(
+            "container {}: pid {pid} gpus [{}] mask {} usable {} quota {quota} setting {} ({}): {}; {}",
+            inputs.container.id,
+            gpus.join(","),
+            self.plan.mask,
+            self.plan.usable,
+            self.plan.setting,
+            inputs.setting_from,
+            self.plan.why,
+            self.cpuset_why
+        )
+    }
+
     /// The `off` plan over the container's mask, carrying `cause`: nothing narrowed, claimed or pinned.
     pub fn off(inputs: &Inputs, cause: String) -> Decision {
         let mut notes = inputs.notes.clone();

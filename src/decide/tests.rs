@@ -3,64 +3,11 @@
 //! The host: 16 CPUs, SMT pairs (c, c+8), node 0 = 0-3,8-11 with GPUs 18 and 2a, node 1 =
 //! 4-7,12-15 with GPU 9a.
 
-use cpuplan::{Cgroups, CpuSet, HostGpu, Setting, StaticTopology};
+use cpuplan::Setting;
 
 use super::*;
-use crate::read::devices::{Gpu, GpuSource};
-use crate::read::spec::ContainerSpec;
-use crate::read::{Container, Inputs};
-
-fn set(s: &str) -> CpuSet {
-    s.parse().unwrap()
-}
-
-fn host_gpu(address: &str, node: u32, local: &str) -> HostGpu {
-    HostGpu {
-        address: address.into(),
-        node: Some(node),
-        local: Some(set(local)),
-    }
-}
-
-fn topology() -> StaticTopology {
-    StaticTopology {
-        siblings: (0..16)
-            .map(|c| [c % 8, c % 8 + 8].into_iter().collect())
-            .collect(),
-        gpus: vec![
-            host_gpu("0000:18:00.0", 0, "0-3,8-11"),
-            host_gpu("0000:2a:00.0", 0, "0-3,8-11"),
-            host_gpu("0000:9a:00.0", 1, "4-7,12-15"),
-        ],
-    }
-}
-
-fn inputs(setting: Setting, gpus: &[&str], mask: &str, usable: usize) -> Inputs {
-    Inputs {
-        container: Container {
-            id: "c1".into(),
-            pid: Some(42),
-            bundle: None,
-        },
-        spec: ContainerSpec::default(),
-        cgroups: Cgroups::default(),
-        cgroup_quota: Some(usable as f64),
-        mask: set(mask),
-        usable,
-        gpus: gpus
-            .iter()
-            .map(|g| Gpu {
-                address: format!("0000:{g}:00.0"),
-                sources: vec![GpuSource::Devices],
-            })
-            .collect(),
-        setting,
-        setting_from: "hook config".into(),
-        topology: topology(),
-        notes: Vec::new(),
-        problem: None,
-    }
-}
+use crate::read::devices::GpuSource;
+use crate::read::testkit::{inputs, set};
 
 fn config() -> HookConfig {
     HookConfig::default()
@@ -210,4 +157,35 @@ fn keeping_the_cpuset_replans_over_the_mask() {
     assert_eq!(d.cpuset_why, "cpuset kept: EPERM");
     assert_eq!(d.notes.last().unwrap(), "cpuset kept: EPERM");
     assert_eq!(workers(&d), vec![Some("0,8".to_string())]);
+}
+
+#[test]
+fn gpus_named_only_by_an_untrusted_source_are_planned_for_but_not_claimed() {
+    let mut i = inputs(Setting::Auto, &["18", "2a"], "0-15", 4);
+    i.gpus[0].sources = vec![GpuSource::Env];
+    i.gpus[1].sources = vec![GpuSource::Nodes, GpuSource::Env];
+    let d = decide(&i, &config());
+    assert_eq!(
+        d.claims,
+        vec!["0000:2a:00.0".to_string()],
+        "only the trusted GPU"
+    );
+    assert_eq!(
+        workers(&d),
+        vec![Some("0,8".to_string()), Some("1,9".to_string())]
+    );
+    assert!(
+        d.plan.why.contains(
+            "not claimed, as no source gpu_sources trusts names them: 0000:18:00.0 (named by NVIDIA_VISIBLE_DEVICES)"
+        ),
+        "{}",
+        d.plan.why
+    );
+    let trusting = HookConfig {
+        gpu_sources: vec![GpuSource::Devices, GpuSource::Nodes, GpuSource::Env],
+        ..config()
+    };
+    let d = decide(&i, &trusting);
+    assert_eq!(d.claims.len(), 2);
+    assert!(!d.plan.why.contains("not claimed"));
 }

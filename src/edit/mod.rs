@@ -82,3 +82,20 @@ impl SpecEdit {
         }
     }
 }
+
+#[cfg(test)]
+pub mod tests_support {
+    //! An edit made in memory, for the front ends' unit tests.
+
+    use super::SpecEdit;
+    use crate::config::HookConfig;
+    use crate::decide::decide;
+    use crate::read::testkit::inputs;
+
+    /// The edit of an `auto` container on GPU 18 of the test host.
+    pub fn edit() -> SpecEdit {
+        let i = inputs(cpuplan::Setting::Auto, &["18"], "0-15", 4);
+        let config = HookConfig::default();
+        SpecEdit::new(&i, &decide(&i, &config), &config)
+    }
+}

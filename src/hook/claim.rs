@@ -1,5 +1,10 @@
 //! Claiming a decision's GPUs for a live container, and releasing them when it stops.
+//!
+//! The hook's claims are scoped by the container's bundle path ([`scope`]): the same id in
+//! another runtime root (another `runc --root`, another containerd namespace) has another
+//! bundle, so neither takes nor releases the other's claims.
 
+use std::path::Path;
 use std::time::Duration;
 
 use cpuplan::{ClaimError, ClaimOutcome};
@@ -16,15 +21,15 @@ pub fn claim(
     inputs: &Inputs,
     decision: &Decision,
 ) -> ClaimResult {
-    let Some(pid) = inputs.container.pid else {
+    let (Some(pid), Some(bundle)) = (inputs.container.pid, &inputs.container.bundle) else {
         return ClaimResult::Skipped;
     };
     if decision.claims.is_empty() {
         return ClaimResult::Skipped;
     }
-    let holder = match host.holder(&inputs.container.id, pid) {
+    let holder = match host.holder(&inputs.container.id, &scope(bundle), pid) {
         Ok(Some(h)) => h,
-        Ok(None) => return ClaimResult::Failed(format!("pid {pid} is gone")),
+        Ok(None) => return ClaimResult::Failed(format!("pid {pid} is gone or a zombie")),
         Err(e) => return ClaimResult::Failed(e.to_string()),
     };
     let result = match cpuplan::claim_gpus(
@@ -35,10 +40,20 @@ pub fn claim(
         Duration::from_millis(config.claim_wait_ms),
     ) {
         Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
-        Ok(ClaimOutcome::Held { address, by }) => ClaimResult::Held(format!(
-            "GPU {address} is held by live container {} (pid {})",
-            by.container, by.pid
-        )),
+        Ok(ClaimOutcome::Held { address, by }) => {
+            // The holder's bundle goes to the host's log only: the plan files are the tenant's.
+            log::info!(
+                "container {}: GPU {address} is held by live container {} (pid {}, {})",
+                inputs.container.id,
+                by.container,
+                by.pid,
+                describe_scope(&by.scope)
+            );
+            ClaimResult::Held(format!(
+                "GPU {address} is held by live container {} (pid {})",
+                by.container, by.pid
+            ))
+        }
         Err(e) => ClaimResult::Failed(e.to_string()),
     };
     if let ClaimResult::Failed(why) = &result {
@@ -47,11 +62,28 @@ pub fn claim(
     result
 }
 
-/// Releases every GPU claim of `container`; how many there were.
-pub fn release(config: &HookConfig, container: &str) -> Result<usize, ClaimError> {
+/// Releases every GPU claim of `container` whose bundle is `bundle`; how many there were.
+pub fn release(config: &HookConfig, container: &str, bundle: &Path) -> Result<usize, ClaimError> {
     cpuplan::release(
         &config.claims_dir,
         container,
+        &scope(bundle),
         Duration::from_millis(config.claim_wait_ms),
     )
+}
+
+/// The hook's claim scope for a container: its bundle path, as the runtime's state names it.
+pub fn scope(bundle: &Path) -> String {
+    bundle.display().to_string()
+}
+
+/// A holder's scope in words: `bundle /path` for the hook's, `scope nri:x` for another claimer's.
+pub fn describe_scope(scope: &str) -> String {
+    if scope.is_empty() {
+        "no scope: claimed before scopes".into()
+    } else if scope.starts_with('/') {
+        format!("bundle {}", crate::logging::escape(scope))
+    } else {
+        format!("scope {}", crate::logging::escape(scope))
+    }
 }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use cpuplan::{CgroupDir, Cgroups, CpuSet};
 
+use crate::hook::identity::own_cgroup;
+
 /// Why the cpuset was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum CpusetError {
@@ -18,7 +20,7 @@ pub enum CpusetError {
         source: cpuplan::Error,
     },
     /// The cgroup found is not the container's own.
-    #[error("refusing to write {}: {why}", dir.display())]
+    #[error("refusing to write {}: it {why}", dir.display())]
     NotOwn {
         /// The directory found.
         dir: PathBuf,
@@ -51,43 +53,37 @@ impl CpusetError {
 /// What happened to the cpuset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpusetWrite {
-    /// Written to this `cpuset.cpus`.
-    Written(PathBuf),
+    /// Written to `path` (a `cpuset.cpus`), which held `was` before: [`restore_cpuset`] puts it back.
+    Written {
+        /// The file written.
+        path: PathBuf,
+        /// Its content before the write.
+        was: String,
+    },
     /// The host has no cpuset controller for the container.
     NoController,
 }
 
-/// Checks that `found` is the container's own cgroup: below its hierarchy's root, and (for a
-/// path-form `linux.cgroupsPath`) ending in that path.
-pub fn check_own(found: &CgroupDir, cgroups_path: Option<&str>) -> Result<(), CpusetError> {
-    let not_own = |why: String| CpusetError::NotOwn {
+/// Checks that `found` is container `id`'s own cgroup: below its hierarchy's root, and where
+/// its `linux.cgroupsPath` (or, without one, its id) says ([`own_cgroup`]).
+pub fn check_own(
+    found: &CgroupDir,
+    cgroups_path: Option<&str>,
+    id: &str,
+) -> Result<(), CpusetError> {
+    own_cgroup(found, cgroups_path, id).map_err(|why| CpusetError::NotOwn {
         dir: found.dir.clone(),
         why,
-    };
-    let rel = found
-        .dir
-        .strip_prefix(&found.mount)
-        .map_err(|_| not_own("not under its hierarchy's mount point".into()))?;
-    if rel.as_os_str().is_empty() {
-        return Err(not_own(
-            "it is the hierarchy's root cgroup, shared by the whole host".into(),
-        ));
-    }
-    if let Some(cg) = cgroups_path.filter(|p| p.starts_with('/')) {
-        let want = Path::new(cg.trim_start_matches('/'));
-        if !rel.ends_with(want) {
-            return Err(not_own(format!("the config's cgroupsPath is {cg:?}")));
-        }
-    }
-    Ok(())
+    })
 }
 
-/// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup, found among its hierarchies `cgroups`.
+/// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup (container `id`'s), found among its hierarchies `cgroups`.
 pub fn write_cpuset(
     cgroups: &Cgroups,
     pid: u32,
     cpus: &CpuSet,
     cgroups_path: Option<&str>,
+    id: &str,
 ) -> Result<CpusetWrite, CpusetError> {
     let found = cgroups
         .controller("cpuset")
@@ -95,19 +91,38 @@ pub fn write_cpuset(
     let Some(found) = found else {
         return Ok(CpusetWrite::NoController);
     };
-    check_own(&found, cgroups_path)?;
+    check_own(&found, cgroups_path, id)?;
     let path = found.dir.join("cpuset.cpus");
-    let err = |source| CpusetError::Write {
+    let was = cpuplan::read_file(&path, MAX_CPUSET_FILE).map_err(|source| CpusetError::Write {
         path: path.clone(),
+        source,
+    })?;
+    let was = String::from_utf8_lossy(&was).trim().to_string();
+    put(&path, &cpus.to_string())?;
+    Ok(CpusetWrite::Written { path, was })
+}
+
+/// Writes `was` (what [`write_cpuset`] found) back to `path`, undoing the narrowing when a
+/// later stage fails; an empty `was` (a v2 cpuset that inherits) is written as an empty line.
+pub fn restore_cpuset(path: &Path, was: &str) -> Result<(), CpusetError> {
+    put(path, if was.is_empty() { "\n" } else { was })
+}
+
+/// The most bytes of a `cpuset.cpus` read (a list of every CPU of a large host fits).
+const MAX_CPUSET_FILE: usize = 64 << 10;
+
+/// Writes `text` to the cgroup file `path`: never through a link, never blocking.
+fn put(path: &Path, text: &str) -> Result<(), CpusetError> {
+    let err = |source| CpusetError::Write {
+        path: path.to_path_buf(),
         source,
     };
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
         .map_err(err)?;
-    f.write_all(cpus.to_string().as_bytes()).map_err(err)?;
-    Ok(CpusetWrite::Written(path))
+    f.write_all(text.as_bytes()).map_err(err)
 }
 
 #[cfg(test)]
@@ -127,18 +142,35 @@ mod tests {
     #[test]
     fn only_the_containers_own_cgroup() {
         let m = "/sys/fs/cgroup/cpuset";
-        assert!(check_own(&dir(m, "/sys/fs/cgroup/cpuset/ctr1"), Some("/ctr1")).is_ok());
-        assert!(check_own(&dir(m, "/sys/fs/cgroup/cpuset/pod/ctr1"), Some("/pod/ctr1")).is_ok());
+        assert!(check_own(&dir(m, "/sys/fs/cgroup/cpuset/ctr1"), Some("/ctr1"), "c").is_ok());
         assert!(check_own(
-            &dir(m, "/sys/fs/cgroup/cpuset/ctr1"),
-            Some("system.slice:cri:ctr1")
+            &dir(m, "/sys/fs/cgroup/cpuset/pod/ctr1"),
+            Some("/pod/ctr1"),
+            "c"
         )
         .is_ok());
-        assert!(check_own(&dir(m, m), None)
+        assert!(check_own(
+            &dir(m, "/sys/fs/cgroup/cpuset/system.slice/cri-ctr1.scope"),
+            Some("system.slice:cri:ctr1"),
+            "ctr1"
+        )
+        .is_ok());
+        let e = check_own(
+            &dir(m, "/sys/fs/cgroup/cpuset/system.slice/foo.service"),
+            Some("system.slice:cri:ctr1"),
+            "ctr1",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("refusing to write") && e.contains("system.slice:cri:ctr1"),
+            "{e}"
+        );
+        assert!(check_own(&dir(m, m), None, "c")
             .unwrap_err()
             .to_string()
             .contains("root cgroup"));
-        assert!(check_own(&dir(m, "/sys/fs/cgroup/cpuset/other"), Some("/ctr1")).is_err());
-        assert!(check_own(&dir(m, "/elsewhere/ctr1"), None).is_err());
+        assert!(check_own(&dir(m, "/sys/fs/cgroup/cpuset/other"), Some("/ctr1"), "c").is_err());
+        assert!(check_own(&dir(m, "/elsewhere/ctr1"), None, "ctr1").is_err());
     }
 }

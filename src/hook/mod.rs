@@ -2,6 +2,7 @@
 
 pub mod claim;
 pub mod cpuset;
+pub mod identity;
 pub mod rootfs;
 pub mod run;
 

@@ -6,7 +6,8 @@
 //! opened one at a time with `O_NOFOLLOW`: a symlink, FIFO or other non-directory planted
 //! by the image is refused, never followed. Files are written to a fresh temporary name
 //! (`O_CREAT|O_EXCL|O_NOFOLLOW`) and renamed over the final name, so a planted
-//! `plan.env` symlink or FIFO is replaced, never opened.
+//! `plan.env` symlink or FIFO is replaced, never opened. Temporary files of that naming left
+//! by a hook killed mid-write (its pid gone) are removed by the next write; nothing else is.
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -21,10 +22,12 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 #[derive(Debug, thiserror::Error)]
 pub enum RootfsError {
     /// The container's init is gone, or `/proc/<pid>` cannot be opened.
-    #[error("container pid {pid}: {what}: {errno}")]
+    #[error("container pid {pid}: {}: {what}: {errno}", dir.display())]
     Process {
         /// The pid.
         pid: u32,
+        /// Its `/proc` directory.
+        dir: PathBuf,
         /// What was being opened.
         what: &'static str,
         /// The error.
@@ -74,10 +77,15 @@ pub fn open_rootfs(
             })?;
         return Ok(own(fd));
     };
-    let proc_err = |what, errno| RootfsError::Process { pid, what, errno };
     let proc_dir = cpuplan::Process::Pid(pid).proc_dir(proc_root);
+    let proc_err = |what, errno| RootfsError::Process {
+        pid,
+        dir: proc_dir.clone(),
+        what,
+        errno,
+    };
     let procfd = own(openat(None, &proc_dir, dir_flags, Mode::empty())
-        .map_err(|e| proc_err("cannot open /proc/<pid>", e))?);
+        .map_err(|e| proc_err("cannot open it", e))?);
     let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
         .map_err(|e| proc_err("cannot read its mount namespace", e))?;
     let ours =
@@ -220,6 +228,64 @@ fn unlink(dirfd: &OwnedFd, name: &str) {
     let _ = unlinkat(Some(dirfd.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir);
 }
 
+/// The most entries of the plan directory looked at for stale temporary files (an image may
+/// fill the directory; the rest wait for a later run).
+const MAX_SCAN: usize = 4096;
+
+/// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name in `names`
+/// whose writer's pid no longer runs (a hook killed mid-write); never any other file.
+fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(mut d) = nix::dir::Dir::openat(Some(dirfd.as_raw_fd()), ".", flags, Mode::empty())
+    else {
+        return;
+    };
+    let stale: Vec<String> = d
+        .iter()
+        .take(MAX_SCAN)
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
+        .filter(|n| temp_pid(n, names).is_some_and(|pid| !runs(pid)))
+        .collect();
+    for name in stale {
+        match unlinkat(
+            Some(dirfd.as_raw_fd()),
+            name.as_str(),
+            UnlinkatFlags::NoRemoveDir,
+        ) {
+            Ok(()) => log::info!("removed stale temporary file {}", dir.join(&name).display()),
+            Err(e) => log::warn!("cannot remove stale {}: {e}", dir.join(&name).display()),
+        }
+    }
+}
+
+/// The writer's pid in `file` when it is named `.<name>.<pid>.<nanos>.tmp` for a name of `names`.
+fn temp_pid(file: &str, names: &[&str]) -> Option<u32> {
+    let rest = file.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    names.iter().find_map(|n| {
+        let (pid, nanos) = rest.strip_prefix(n)?.strip_prefix('.')?.split_once('.')?;
+        if digits(pid) && digits(nanos) {
+            pid.parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// Whether `pid` is this process or another that runs (one beyond any pid's range runs not).
+fn runs(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    match i32::try_from(pid) {
+        Ok(p) if p > 0 => {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None) != Err(Errno::ESRCH)
+        }
+        _ => false,
+    }
+}
+
 /// Writes each `(name, contents)` into `dir` inside the container's rootfs.
 pub fn write_plan_files(
     proc_root: &Path,
@@ -231,8 +297,8 @@ pub fn write_plan_files(
     write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
 }
 
-/// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`],
-/// all or nothing: every file is written whole under a temporary name first, and only then
+/// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`]
+/// (first removing stale temporary files of a killed writer), all or nothing: every file is written whole under a temporary name first, and only then
 /// renamed into place; on any failure no temporary file stays and no file of `files` is left
 /// (one already renamed is removed, so no file pins CPUs the hook did not keep).
 pub fn write_plan_files_in(
@@ -241,6 +307,8 @@ pub fn write_plan_files_in(
     files: &[(&str, &[u8])],
 ) -> Result<(), RootfsError> {
     let dirfd = open_dir_in(root, dir)?;
+    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+    remove_stale_temps(&dirfd, dir, &names);
     let mut temps: Vec<(String, &str)> = Vec::with_capacity(files.len());
     for (name, contents) in files {
         match write_temp(&dirfd, dir, name, contents) {
@@ -370,6 +438,31 @@ mod tests {
             1,
             "temp file removed"
         );
+    }
+
+    #[test]
+    fn temporary_names_are_recognised_exactly() {
+        let names = ["plan.env", "plan.json"];
+        assert_eq!(temp_pid(".plan.env.42.123.tmp", &names), Some(42));
+        assert_eq!(temp_pid(".plan.json.7.0.tmp", &names), Some(7));
+        let ours = temp_name("plan.env");
+        assert_eq!(temp_pid(&ours, &names), Some(std::process::id()));
+        for other in [
+            "plan.env",
+            ".plan.env.tmp",
+            ".plan.env.42.tmp",
+            ".plan.env.42.x.tmp",
+            ".plan.env.-1.2.tmp",
+            ".plan.env.42.1.tmp.bak",
+            "plan.env.42.1.tmp",
+            ".other.42.1.tmp",
+            ".plan.envx.42.1.tmp",
+        ] {
+            assert_eq!(temp_pid(other, &names), None, "{other}");
+        }
+        assert!(runs(std::process::id()));
+        assert!(!runs(u32::MAX));
+        assert!(!runs(0));
     }
 
     #[test]

@@ -1,23 +1,27 @@
 //! The hook's stages: `createRuntime` reads, decides and applies; `poststop` releases the GPU claims.
 //!
 //! createRuntime applies a decision in one fixed order: claim → cpuset → files. A failure after
-//! the claim releases it, and the files are written all or nothing, so no file is left that pins
-//! CPUs the hook did not keep.
+//! the claim releases it, a failure of the files puts the cpuset back as it was, and the files
+//! are written all or nothing, so no file is left that pins CPUs the hook did not keep, and the
+//! `off` plan it falls back to is what is really in force.
 
 use std::io::Read;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use crate::config::{HookConfig, OnError};
 use crate::decide::{decide, Decision};
 use crate::edit::{PlanDoc, SpecEdit};
 use crate::hook::claim::{claim, release};
-use crate::hook::cpuset::{write_cpuset, CpusetError, CpusetWrite};
+use crate::hook::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
+use crate::hook::identity::check_pid;
 use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
 use crate::problem::Problem;
 use crate::read::bundle::load_bundle;
 use crate::read::host::Host;
+use crate::read::nodes::gpu_nodes;
 use crate::read::state::{read_state, HookState, StateError};
-use crate::read::{read, Container, Inputs};
+use crate::read::{read, Container, Inputs, Live};
 
 /// An OCI hook stage, as the registration names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +90,11 @@ pub fn run_hook(
     input: impl Read,
     config_path: &Path,
 ) -> Result<Option<Report>, HookError> {
+    // A debug build can be made to panic here, for the test that the binary fails open.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("HOOK_TEST_PANIC").is_some() {
+        panic!("HOOK_TEST_PANIC is set");
+    }
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
@@ -117,7 +126,7 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id()) {
+            match release(&config, state.id(), state.bundle()) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
@@ -156,15 +165,21 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         bundle: Some(state.bundle().clone()),
     };
     let rootfs_path = spec.rootfs.clone().unwrap_or_default();
-    let inputs = read(&host, config, container, spec, state.annotations());
-    let decision = decide(&inputs, config);
-    if let Some(p) = &decision.problem {
-        refuse(config, state, p.clone())?;
-    }
     // Before any write: a pid in the hook's own mount namespace (an exited container's pid
     // reused by a host process) must get neither a cpuset nor a claim, only the refusal. The
-    // rootfs opened here is the one the plan files are written into.
-    let rootfs = match open_rootfs(&config.root, state.pid(), &rootfs_path) {
+    // rootfs opened here is the one the GPU device nodes are read from and the plan files are
+    // written into.
+    let rootfs = open_rootfs(&config.root, state.pid(), &rootfs_path);
+    let live = Live {
+        annotations: state.annotations().clone(),
+        nodes: rootfs
+            .as_ref()
+            .map(|fd| gpu_nodes(fd.as_fd()))
+            .unwrap_or_default(),
+    };
+    let inputs = read(&host, config, container, spec, &live);
+    let decision = decide(&inputs, config);
+    let rootfs = match rootfs {
         Ok(fd) => fd,
         Err(e) => {
             let cause = Problem::Write(e).to_string();
@@ -174,6 +189,20 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             return Ok(Some(report(&inputs, off, None)));
         }
     };
+    if let Some(p) = &decision.problem {
+        refuse(config, state, p.clone())?;
+    }
+    // Also before any write: a pid outside the container's own cgroup (a host process with a
+    // private mount namespace passes the check above) gets nothing either.
+    if let Some(pid) = state.pid() {
+        let cgroups_path = inputs.spec.cgroups_path.as_deref();
+        if let Err(e) = check_pid(&inputs.cgroups, pid, cgroups_path, &inputs.container.id) {
+            let cause = Problem::Identity(e).to_string();
+            refuse(config, state, cause.clone())?;
+            let off = Decision::off(&inputs, cause);
+            return Ok(Some(report(&inputs, off, None)));
+        }
+    }
     log::debug!(
         "container {}: rootfs {} opened; cpuset {} planned",
         state.id(),
@@ -192,14 +221,16 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             pid,
             set,
             inputs.spec.cgroups_path.as_deref(),
+            &inputs.container.id,
         ) {
-            Ok(CpusetWrite::Written(path)) => {
+            Ok(CpusetWrite::Written { path, was }) => {
                 log::debug!(
-                    "container {}: wrote {set} to {}",
+                    "container {}: wrote {set} to {} (it was {})",
                     state.id(),
-                    path.display()
+                    path.display(),
+                    was.trim()
                 );
-                cpuset_file = Some(path)
+                cpuset_file = Some((path, was))
             }
             Ok(CpusetWrite::NoController) => {
                 let why = "cpuset kept: the host has no cpuset controller for the container";
@@ -231,6 +262,17 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
     }
     if let Err(e) = written {
         release_logged(config, &inputs);
+        if let Some((path, was)) = cpuset_file.take() {
+            match restore_cpuset(&path, &was) {
+                Ok(()) => log::info!(
+                    "container {}: cpuset put back to {} ({})",
+                    state.id(),
+                    was.trim(),
+                    path.display()
+                ),
+                Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
+            }
+        }
         let cause = Problem::Write(e).to_string();
         refuse(config, state, cause.clone())?;
         if decision.problem.is_none() {
@@ -245,6 +287,7 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         }
     }
     log_decision(&inputs, &decision);
+    let cpuset_file = cpuset_file.map(|(path, _)| path);
     Ok(Some(report(&inputs, decision, cpuset_file)))
 }
 
@@ -257,7 +300,10 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
 }
 
 fn release_logged(config: &HookConfig, inputs: &Inputs) {
-    if let Err(e) = release(config, &inputs.container.id) {
+    let Some(bundle) = &inputs.container.bundle else {
+        return;
+    };
+    if let Err(e) = release(config, &inputs.container.id, bundle) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id
@@ -277,25 +323,10 @@ fn write_files(
     write_plan_files_in(rootfs, &edit.dir, &files)
 }
 
-/// One line per container: what was read and what was decided.
+/// One line per container (and one per note of the read).
 fn log_decision(inputs: &Inputs, decision: &Decision) {
-    let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
-    let quota = inputs
-        .quota()
-        .map_or_else(|| "none".to_string(), |q| q.to_string());
-    let pid = inputs
-        .container
-        .pid
-        .map_or_else(|| "none".to_string(), |p| p.to_string());
-    log::info!(
-        "container {}: pid {pid} gpus [{}] mask {} usable {} quota {quota} setting {} ({}): {}; {}",
-        inputs.container.id,
-        gpus.join(","),
-        decision.plan.mask,
-        decision.plan.usable,
-        decision.plan.setting,
-        inputs.setting_from,
-        decision.plan.why,
-        decision.cpuset_why
-    );
+    for note in &inputs.notes {
+        log::info!("container {}: {note}", inputs.container.id);
+    }
+    log::info!("{}", decision.summary(inputs));
 }

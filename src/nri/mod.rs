@@ -11,33 +11,40 @@
 pub mod adjust;
 pub mod error;
 pub mod events;
+pub mod from_edit;
 pub mod handler;
 pub mod mux;
 pub mod options;
+pub mod plandir;
+pub mod planner;
 pub mod plugin;
 pub mod proto;
 pub mod service;
+pub mod spec;
 pub mod transport;
 
 use std::sync::Arc;
+
+use crate::config::HookConfig;
 
 pub use error::NriError;
 pub use events::EventMask;
 pub use handler::{Handler, PassHandler, TestHandler};
 pub use options::{launched_by_runtime, NriArgs, NriOptions, HELP};
+pub use planner::PlanHandler;
 pub use plugin::run_with;
 pub use proto::{Container, ContainerAdjustment, ContainerUpdate, Mount, PodSandbox};
 
 /// Runs the plugin as `opts` say: logging to stderr (and `--log`), with the test handler under
 /// `--test-handler` and otherwise [`PassHandler`], until SIGTERM/SIGINT or, for a plugin the
 /// runtime launched, until the runtime closes its socket.
-pub fn run(opts: &NriOptions) -> Result<(), NriError> {
-    crate::logging::init(opts.log.as_deref());
-    // The planner's handler (mapping cpuplan's SpecEdit to a ContainerAdjustment) goes here.
+pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
+    crate::logging::init(opts.log.as_deref().or(config.log.as_deref()));
+    crate::logging::set_level(config.log_level);
     let handler: Arc<dyn Handler> = if opts.test_handler {
         Arc::new(TestHandler::default())
     } else {
-        Arc::new(PassHandler)
+        Arc::new(PlanHandler::new(config, &opts.full_name()))
     };
     run_with(opts, handler)
 }

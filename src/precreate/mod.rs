@@ -9,7 +9,6 @@
 
 pub mod rawjson;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::config::{HookConfig, OnError};
@@ -17,7 +16,7 @@ use crate::decide::decide;
 use crate::edit::SpecEdit;
 use crate::read::bundle::parse_spec;
 use crate::read::host::Host;
-use crate::read::{read, Container};
+use crate::read::{read, Container, Live};
 use rawjson::{MemberError, RawObject};
 
 /// Why precreate refuses a config (only under `on_error: deny`).
@@ -35,6 +34,11 @@ pub enum PrecreateError {
 /// byte, and one that cannot be planned for gets the `off` plan's environment, so the container's
 /// environment and its `plan.env` agree.
 pub fn precreate(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, PrecreateError> {
+    // A debug build can be made to panic here, for the test that the binary fails open.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("HOOK_TEST_PANIC").is_some() {
+        panic!("HOOK_TEST_PANIC is set");
+    }
     match plan_into(config, input, cwd) {
         Ok(out) => Ok(out),
         Err(problem) => {
@@ -56,7 +60,7 @@ fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, S
         pid: None,
         bundle: Some(cwd.to_path_buf()),
     };
-    let inputs = read(&Host::of(config), config, container, spec, &BTreeMap::new());
+    let inputs = read(&Host::of(config), config, container, spec, &Live::default());
     let decision = decide(&inputs, config);
     if let (Some(p), OnError::Deny) = (&decision.problem, config.on_error) {
         return Err(p.clone());

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use cpuplan::{Cgroups, CpuSet, Holder, Process, Setting, StaticTopology};
 
-use super::devices::{container_gpus, DeviceError, Gpu};
+use super::devices::{container_gpus, DeviceError, Found};
 use super::spec::CharDevice;
 
 /// The host's roots: `/` on a real host.
@@ -47,18 +47,35 @@ impl Host {
         cpuplan::process_mask(&self.root, Process::Pid(pid))
     }
 
-    /// The host's online CPUs.
+    /// The host's online CPUs as the topology shows them (what a plan is drawn over).
     pub fn online_cpus(&self) -> cpuplan::Result<CpuSet> {
         cpuplan::online_cpus(&self.topology_root)
     }
 
-    /// The container's GPUs named by its `devices` and its `NVIDIA_VISIBLE_DEVICES` (`visible`).
+    /// The CPUs that are really online on the host the containers run on (under `root`; a root
+    /// without sysfs, as a test's fake root, defers to the topology's).
+    pub fn running_cpus(&self) -> cpuplan::Result<CpuSet> {
+        let cpus = cpuplan::online_cpus(&self.root)?;
+        if cpus.is_empty() {
+            return self.online_cpus();
+        }
+        Ok(cpus)
+    }
+
+    /// The cgroups a container whose spec names `cgroups_path` has or will have, on every hierarchy.
+    pub fn cgroups_at(&self, cgroups_path: &str) -> cpuplan::Result<Cgroups> {
+        Cgroups::at_path(&self.root, cgroups_path)
+    }
+
+    /// The container's GPUs named by its spec's `devices`, its device `nodes` and its
+    /// `NVIDIA_VISIBLE_DEVICES` (`visible`), and the devices left out.
     pub fn gpus(
         &self,
         devices: &[CharDevice],
+        nodes: &[CharDevice],
         visible: Option<&str>,
-    ) -> Result<Vec<Gpu>, DeviceError> {
-        container_gpus(&self.topology_root, devices, visible)
+    ) -> Result<Found, DeviceError> {
+        container_gpus(&self.topology_root, devices, nodes, visible)
     }
 
     /// What a plan with `setting` for workers on `addresses` consults over `mask`, read now.
@@ -71,9 +88,14 @@ impl Host {
         StaticTopology::for_plan(&self.topology_root, setting, addresses, mask)
     }
 
-    /// A claim holder for `container` whose init is `pid`, or `None` if the pid is gone.
-    pub fn holder(&self, container: &str, pid: u32) -> Result<Option<Holder>, cpuplan::ClaimError> {
-        Holder::of_pid(&self.root, container, pid)
+    /// A claim holder for `container` of `scope` whose init is `pid`, or `None` if the pid is gone or a zombie.
+    pub fn holder(
+        &self,
+        container: &str,
+        scope: &str,
+        pid: u32,
+    ) -> Result<Option<Holder>, cpuplan::ClaimError> {
+        Holder::of_pid(&self.root, container, scope, pid)
     }
 
     /// The host's NUMA nodes (and the online CPUs on none) with their cores, for the drawing.

@@ -9,8 +9,11 @@
 pub mod bundle;
 pub mod devices;
 pub mod host;
+pub mod nodes;
 pub mod spec;
 pub mod state;
+#[cfg(test)]
+pub mod testkit;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -36,6 +39,16 @@ pub struct Container {
     pub pid: Option<u32>,
     /// The bundle directory, where there is one.
     pub bundle: Option<PathBuf>,
+}
+
+/// What the runtime shows of the live container besides its spec: the state's annotations
+/// and the GPU device nodes in its `/dev` (both empty where there is no live container yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Live {
+    /// The OCI state's annotations (they take precedence over the spec's).
+    pub annotations: BTreeMap<String, String>,
+    /// The `/dev/nvidiaN` char devices present in its `/dev`.
+    pub nodes: Vec<spec::CharDevice>,
 }
 
 /// Everything a decision is made from, read once.
@@ -124,7 +137,7 @@ pub fn resolve_setting(
     Ok((setting, from))
 }
 
-/// Reads the inputs of `container`, whose spec is `spec`, on `host` with `config`.
+/// Reads the inputs of `container`, whose spec is `spec` and whose live view is `live`, on `host` with `config`.
 ///
 /// Never fails: the first read that does is kept as [`Inputs::problem`], and what could not
 /// be read is left at its fallback (the mask falls back to the spec's `cpus`, else the online CPUs).
@@ -133,10 +146,10 @@ pub fn read(
     config: &HookConfig,
     container: Container,
     spec: ContainerSpec,
-    state_annotations: &BTreeMap<String, String>,
+    live: &Live,
 ) -> Inputs {
     let mut inputs = Inputs::start(container, spec);
-    if let Err(p) = read_into(&mut inputs, host, config, state_annotations) {
+    if let Err(p) = read_into(&mut inputs, host, config, live) {
         if inputs.mask.is_empty() {
             inputs.mask = inputs
                 .spec
@@ -155,25 +168,39 @@ fn read_into(
     inputs: &mut Inputs,
     host: &Host,
     config: &HookConfig,
-    state_annotations: &BTreeMap<String, String>,
+    live: &Live,
 ) -> Result<(), Problem> {
-    let live = match inputs.container.pid {
+    let allowed = match inputs.container.pid {
         Some(pid) => {
-            let cgroups = host.cgroups(pid)?;
-            inputs.cgroup_quota = cgroups.quota()?;
-            inputs.cgroups = cgroups;
+            // Kept before the quota is read: a bad quota file still leaves the pid's cgroups
+            // known, for the check that the pid is the container's.
+            inputs.cgroups = host.cgroups(pid)?;
+            inputs.cgroup_quota = inputs.cgroups.quota()?;
             host.mask_of(pid)?
         }
         None => {
-            inputs
-                .notes
-                .push("no pid: the live cgroup's quota and mask were not read".into());
-            host.online_cpus()?
+            // Before the container runs: the cgroup its spec names (its pod's, its parent's) says
+            // the quota over the ancestors and the CPUs the cpuset allows.
+            inputs.notes.push(
+                "no pid: the quota and cpuset come from the cgroups linux.cgroupsPath names".into(),
+            );
+            let cgroups = match &inputs.spec.cgroups_path {
+                Some(p) => host.cgroups_at(p)?,
+                None => Cgroups::default(),
+            };
+            inputs.cgroup_quota = cgroups.quota()?;
+            let online = host.running_cpus()?;
+            let allowed = match cgroups.effective_cpus()? {
+                Some(effective) => online.intersection(&effective),
+                None => online,
+            };
+            inputs.cgroups = cgroups;
+            allowed
         }
     };
     let mask = match &inputs.spec.cpus {
-        Some(cpus) => cpus.intersection(&live),
-        None => live,
+        Some(cpus) => cpus.intersection(&allowed),
+        None => allowed,
     };
     if mask.is_empty() {
         return Err(Problem::EmptyMask);
@@ -181,9 +208,11 @@ fn read_into(
     inputs.usable = cpuplan::usable_cpus(&mask, inputs.quota());
     inputs.mask = mask;
     (inputs.setting, inputs.setting_from) =
-        resolve_setting(config, &inputs.spec, state_annotations)?;
+        resolve_setting(config, &inputs.spec, &live.annotations)?;
     let visible = inputs.spec.env.get(VISIBLE_DEVICES).map(String::as_str);
-    inputs.gpus = host.gpus(&inputs.spec.devices, visible)?;
+    let found = host.gpus(&inputs.spec.devices, &live.nodes, visible)?;
+    inputs.gpus = found.gpus;
+    inputs.notes.extend(found.notes);
     inputs.topology = host.topology(inputs.setting, &inputs.addresses(), &inputs.mask)?;
     Ok(())
 }

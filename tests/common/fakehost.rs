@@ -102,6 +102,15 @@ impl FakeHost {
             .push(json!(kv));
     }
 
+    /// Gives the container the GPUs `195:minor` in `linux.devices`, as NVIDIA's toolkit does.
+    pub fn gpus(&mut self, minors: &[u32]) {
+        let devices: Vec<Value> = minors
+            .iter()
+            .map(|m| json!({"path": format!("/dev/nvidia{m}"), "type": "c", "major": 195, "minor": m}))
+            .collect();
+        self.spec["linux"]["devices"] = json!(devices);
+    }
+
     /// Writes the bundle config and the hook config; returns (state JSON, hook config path).
     pub fn state(&self) -> (String, PathBuf) {
         std::fs::write(

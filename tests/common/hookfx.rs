@@ -23,7 +23,8 @@ pub struct Fx {
 }
 
 impl Fx {
-    /// A bundle with an empty `rootfs`, a minimal spec, and a hook config logging into the tempdir, reading the e2e fake GPU host.
+    /// A bundle with an empty `rootfs`, a minimal spec (its cgroup `/ctr`, as [`FakeRoot`]s place
+    /// their pid), and a hook config logging into the tempdir, reading the e2e fake GPU host.
     pub fn new() -> Fx {
         let dir = tempfile::Builder::new()
             .prefix("cpuplan-h6-")
@@ -34,7 +35,7 @@ impl Fx {
             "ociVersion": "1.0.2",
             "root": {"path": "rootfs"},
             "process": {"cwd": "/", "args": ["sh"], "user": {"uid": 0, "gid": 0}, "env": ["PATH=/bin"]},
-            "linux": {}
+            "linux": {"cgroupsPath": "/ctr"}
         });
         let hook = json!({
             "topology_root": fixtures().join("e2e-host"),
@@ -71,6 +72,14 @@ impl Fx {
             .as_array_mut()
             .unwrap()
             .push(json!(kv));
+        self
+    }
+
+    /// Gives the container GPU `195:minor` in `linux.devices`, as NVIDIA's toolkit does.
+    pub fn gpu(&mut self, minor: u32) -> &mut Self {
+        self.config["linux"]["devices"] = json!([{
+            "path": format!("/dev/nvidia{minor}"), "type": "c", "major": 195, "minor": minor
+        }]);
         self
     }
 

@@ -360,3 +360,29 @@ pub fn pid_free(plan: &Value) -> Value {
         "pools": plan["pools"],
     })
 }
+
+/// A char device node `195:minor` (an NVIDIA GPU's numbers) in the temp dir, made once, for
+/// `--device NODE:/dev/nvidiaN`: podman copies its numbers into `linux.devices`; nothing opens it.
+pub fn gpu_node(minor: u64) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("cpuplan-e2e-nvidia{minor}"));
+    let want = nix::sys::stat::makedev(195, minor);
+    let ok = nix::sys::stat::stat(&path).is_ok_and(|st| st.st_rdev == want);
+    if !ok {
+        let _ = std::fs::remove_file(&path);
+        nix::sys::stat::mknod(
+            &path,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+            want,
+        )
+        .or_else(|e| {
+            if e == nix::errno::Errno::EEXIST {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .expect("mknod the test's GPU node");
+    }
+    path
+}

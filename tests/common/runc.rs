@@ -119,6 +119,21 @@ impl Bundle {
         self
     }
 
+    /// Gives the container GPU `/dev/nvidia{minor}` (char 195:minor) in `linux.devices`, as
+    /// NVIDIA's runtime and the Kubernetes device plugin do (runc creates the node; nothing
+    /// opens it).
+    pub fn gpu(&mut self, minor: u32) -> &mut Self {
+        let linux = &mut self.config["linux"];
+        if !linux["devices"].is_array() {
+            linux["devices"] = json!([]);
+        }
+        linux["devices"].as_array_mut().unwrap().push(json!({
+            "path": format!("/dev/nvidia{minor}"), "type": "c", "major": 195, "minor": minor,
+            "fileMode": 0o666, "uid": 0, "gid": 0
+        }));
+        self
+    }
+
     /// Registers `hook_args` (argv, the binary first) at each of `stages`.
     pub fn hook(&mut self, stages: &[&str], args: &[String]) -> &mut Self {
         let mut hooks = self.config.get("hooks").cloned().unwrap_or(json!({}));
@@ -147,13 +162,39 @@ impl Bundle {
         self.dir.path().join(name)
     }
 
-    /// Runs the container in the foreground: (runc exit status, stdout, stderr).
-    pub fn run(&self) -> (i32, String, String) {
+    /// Writes the patched config.json into the bundle.
+    pub fn write_config(&self) {
         std::fs::write(
             self.path().join("config.json"),
             serde_json::to_vec_pretty(&self.config).unwrap(),
         )
         .unwrap();
+    }
+
+    /// Starts the container in the background (`runc run`, its output discarded); the returned
+    /// guard kills runc if it still runs when dropped (the bundle's drop deletes the container).
+    pub fn spawn(&self) -> Running {
+        self.write_config();
+        let child = Command::new("timeout")
+            .arg("120")
+            .arg("runc")
+            .arg("--root")
+            .arg(self.dir.path().join("state"))
+            .arg("run")
+            .arg("--bundle")
+            .arg(self.path())
+            .arg(&self.id)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("runc run");
+        Running(Some(child))
+    }
+
+    /// Runs the container in the foreground: (runc exit status, stdout, stderr).
+    pub fn run(&self) -> (i32, String, String) {
+        self.write_config();
         let out = Command::new("timeout")
             .arg("120")
             .arg("runc")
@@ -185,6 +226,42 @@ impl Drop for Bundle {
             for e in entries.flatten() {
                 let _ = std::fs::remove_dir(e.path().join(self.cgroup.trim_start_matches('/')));
             }
+        }
+    }
+}
+
+/// A container started by [`Bundle::spawn`], its `runc run` killed on drop if still running.
+pub struct Running(Option<std::process::Child>);
+
+impl Running {
+    /// Waits (at most `limit`) for `runc run` to exit: its status code and stderr.
+    pub fn wait(&mut self, limit: std::time::Duration) -> (i32, String) {
+        let mut child = self.0.take().expect("waited once");
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (status.code().unwrap_or(-1), err);
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("runc run still running after {limit:?}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use crate::fsutil::{self, under, Process};
 use crate::mountinfo::{parse_mountinfo_line, MountInfo};
@@ -92,7 +93,71 @@ impl Cgroups {
     pub fn controller(&self, controller: &str) -> Result<Option<CgroupDir>> {
         controller_dir_in(&self.dirs, controller)
     }
+
+    /// The directories a cgroup at `path` (a spec's `linux.cgroupsPath`, in path form, or in
+    /// systemd form `slice:prefix:name`) has or will have on every hierarchy mounted under
+    /// `root` (`<root>/proc/self/mountinfo`): the leaf need not exist yet (a container not
+    /// created yet), its ancestors are read as they are.
+    pub fn at_path(root: &Path, path: &str) -> Result<Cgroups> {
+        let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
+            return Ok(Cgroups::default());
+        };
+        let mountinfo = under(root, "/proc/self/mountinfo");
+        if !mountinfo.exists() {
+            return Ok(Cgroups::default());
+        }
+        let mounts = read_mountinfo(&mountinfo)?;
+        let mut lines: Vec<CgroupLine> = Vec::new();
+        for m in &mounts {
+            let line = match m.fs_type.as_str() {
+                "cgroup2" => CgroupLine {
+                    id: 0,
+                    controllers: Vec::new(),
+                    path: path.clone(),
+                },
+                "cgroup" => CgroupLine {
+                    id: 1,
+                    controllers: m
+                        .super_option_list()
+                        .filter(|o| V1_CONTROLLERS.contains(o))
+                        .map(String::from)
+                        .collect(),
+                    path: path.clone(),
+                },
+                _ => continue,
+            };
+            if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        Ok(Cgroups {
+            dirs: locate(root, &lines, &mounts),
+        })
+    }
+
+    /// The CPUs the cpuset controller lets these cgroups use: the effective cpuset of the
+    /// nearest level that has one (v1 `cpuset.effective_cpus`, v2 `cpuset.cpus.effective`),
+    /// walking up from the leaf; `None` where no level says.
+    pub fn effective_cpus(&self) -> Result<Option<CpuSet>> {
+        let (dirs, file) = match self.controller("cpuset")? {
+            Some(d) if d.version == CgroupVersion::V1 => (d, "cpuset.effective_cpus"),
+            Some(d) => (d, "cpuset.cpus.effective"),
+            None => match self.dirs.iter().find(|d| d.version == CgroupVersion::V2) {
+                Some(d) => (d.clone(), "cpuset.cpus.effective"),
+                None => return Ok(None),
+            },
+        };
+        for level in dirs.levels() {
+            if let Some(set) = fsutil::read_cpu_list_optional(&level.join(file))? {
+                return Ok(Some(set));
+            }
+        }
+        Ok(None)
+    }
 }
+
+/// The v1 controllers cpuplan reads: the CPU quota's and the cpuset's.
+const V1_CONTROLLERS: [&str; 3] = ["cpu", "cpuacct", "cpuset"];
 
 /// Every hierarchy of `proc` that can be translated to a directory under `root`.
 pub fn cgroup_dirs(root: &Path, proc: Process) -> Result<Vec<CgroupDir>> {
@@ -225,6 +290,53 @@ fn read_proc_cgroup(path: &Path) -> Result<Vec<CgroupLine>> {
 /// mountinfo read and parsed.
 fn read_mountinfo(path: &Path) -> Result<Vec<MountInfo>> {
     read_lines(path, parse_mountinfo_line)
+}
+
+#[cfg(test)]
+mod at_path_tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_not_made_yet_reads_its_nearest_effective_cpuset_and_its_ancestors_quota() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let w = |p: &str, s: &str| {
+            let p = r.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, s).unwrap();
+        };
+        w(
+            "proc/self/mountinfo",
+            "30 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+             31 25 0:27 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n\
+             32 25 0:28 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+             33 25 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n",
+        );
+        w("sys/fs/cgroup/cpuset/cpuset.effective_cpus", "0-7\n");
+        w("sys/fs/cgroup/cpuset/parent/cpuset.effective_cpus", "0\n");
+        w(
+            "sys/fs/cgroup/cpu,cpuacct/parent/cpu.cfs_quota_us",
+            "50000\n",
+        );
+        w(
+            "sys/fs/cgroup/cpu,cpuacct/parent/cpu.cfs_period_us",
+            "100000\n",
+        );
+        let c = Cgroups::at_path(r, "/parent/ctr").unwrap();
+        assert_eq!(c.dirs().len(), 3, "{:?}", c.dirs());
+        assert_eq!(c.effective_cpus().unwrap().unwrap().to_string(), "0");
+        assert_eq!(c.quota().unwrap(), Some(0.5));
+        let elsewhere = Cgroups::at_path(r, "/other/ctr").unwrap();
+        assert_eq!(
+            elsewhere.effective_cpus().unwrap().unwrap().to_string(),
+            "0-7"
+        );
+        assert_eq!(elsewhere.quota().unwrap(), None);
+        assert!(
+            Cgroups::at_path(r, "/").unwrap().dirs().is_empty(),
+            "names no cgroup"
+        );
+    }
 }
 
 #[cfg(test)]

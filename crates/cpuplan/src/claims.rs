@@ -6,8 +6,14 @@
 //! `.lock`. Every change happens under an exclusive flock of `.lock`, so two concurrent
 //! takers never both win. The lock file is never unlinked: another process may already
 //! hold an fd on its inode, and removing it would let a third lock a different one.
-//! A claim whose holder pid is gone, or runs with another start time, is stale and may
-//! be taken over; claim files are written to a temporary name and renamed, never torn.
+//! A claim whose holder pid is gone, is a zombie, or runs with another start time, is stale
+//! and may be taken over; claim files are written to a temporary name and renamed, never torn.
+//!
+//! A holder is a container id within a scope: the same id may run in two runtime roots
+//! (two `runc --root`s, two containerd namespaces), so an id alone names no container. The
+//! hook's scope is the container's bundle path; other claimers name theirs (`nri:<plugin>`,
+//! `python`). Claim files written before scopes existed have none (an empty scope): they
+//! are released by nobody, and are taken over once their pid no longer runs.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -20,7 +26,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::fsutil::{read_optional, under};
+use crate::fsutil::{read_file, read_optional, under};
 pub use crate::pci::is_pci_address;
 
 /// The lock file's name in a claims directory.
@@ -32,11 +38,22 @@ pub const LIST_WAIT: Duration = Duration::from_secs(2);
 /// How long to sleep between two tries of a busy lock.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Who holds a claim: a container, its init pid, and that pid's start time.
+/// The most bytes of one claim file read (a holder is a few hundred).
+const MAX_CLAIM: usize = 64 << 10;
+
+/// Who holds a claim: a container id within its scope, its init pid, and that pid's start time.
+///
+/// A claimer holds a claim again only as the very same holder (all four fields); a live
+/// holder that differs in any field, even one with the same id and scope, holds it against
+/// the claimer. [`release`] drops the claims of an id within a scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     /// Container id.
     pub container: String,
+    /// Where the id is unique: the bundle path for the hook, `nri:<plugin>` for the NRI
+    /// plugin; empty in a claim file written before scopes (released by nobody).
+    #[serde(default)]
+    pub scope: String,
     /// Host pid of the container's init.
     pub pid: u32,
     /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot).
@@ -44,18 +61,29 @@ pub struct Holder {
 }
 
 impl Holder {
-    /// The holder for `container` whose init is `pid`, its start time read under `root`; `None` if the pid is gone.
-    pub fn of_pid(root: &Path, container: &str, pid: u32) -> Result<Option<Holder>, ClaimError> {
-        Ok(process_start_time(root, pid)?.map(|start_time| Holder {
+    /// The holder for `container` in `scope` whose init is `pid`, its start time read under `root`; `None` if the pid is gone or a zombie.
+    pub fn of_pid(
+        root: &Path,
+        container: &str,
+        scope: &str,
+        pid: u32,
+    ) -> Result<Option<Holder>, ClaimError> {
+        Ok(live_start_time(root, pid)?.map(|start_time| Holder {
             container: container.to_string(),
+            scope: scope.to_string(),
             pid,
             start_time,
         }))
     }
 
-    /// Whether the holder's pid still runs with the recorded start time (read under `root`).
+    /// Whether the holder's pid still runs, not a zombie, with the recorded start time (read under `root`).
     pub fn is_live(&self, root: &Path) -> Result<bool, ClaimError> {
-        Ok(process_start_time(root, self.pid)? == Some(self.start_time))
+        Ok(live_start_time(root, self.pid)? == Some(self.start_time))
+    }
+
+    /// Whether this holder is container `container` of `scope` (a holder without a scope is nobody's).
+    pub fn is(&self, container: &str, scope: &str) -> bool {
+        !self.scope.is_empty() && self.scope == scope && self.container == container
     }
 }
 
@@ -106,30 +134,46 @@ pub enum ClaimError {
     },
 }
 
-/// The start time (field 22 of `<root>/proc/<pid>/stat`, ticks since boot), or `None` if the process is gone.
-pub fn process_start_time(root: &Path, pid: u32) -> Result<Option<u64>, Error> {
+/// The start time (field 22 of `<root>/proc/<pid>/stat`, ticks since boot) of a process that
+/// still runs; `None` if it is gone, or is a zombie (state `Z`) or dead (`X`) awaiting its reaper.
+pub fn live_start_time(root: &Path, pid: u32) -> Result<Option<u64>, Error> {
     let path = under(root, format!("/proc/{pid}/stat"));
     match read_optional(&path)? {
         None => Ok(None),
-        Some(text) => parse_start_time(&text).map(Some).ok_or_else(|| {
-            Error::malformed(&path, "no start time (field 22) after the last ')'", text)
-        }),
+        Some(text) => match parse_stat(&text) {
+            Some(('Z' | 'X' | 'x', _)) => Ok(None),
+            Some((_, start)) => Ok(Some(start)),
+            None => Err(Error::malformed(
+                &path,
+                "no state (field 3) and start time (field 22) after the last ')'",
+                text,
+            )),
+        },
     }
 }
 
-/// Field 22 of a `/proc/<pid>/stat` line; the comm field may hold spaces and `)`, so fields count from the last `)`.
-pub fn parse_start_time(stat: &str) -> Option<u64> {
+/// Field 3 (the state, `R`, `S`, `Z`…) and field 22 (the start time) of a `/proc/<pid>/stat`
+/// line; the comm field may hold spaces and `)`, so fields count from the last `)`.
+pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
     let (_, after_comm) = stat.rsplit_once(')')?;
+    let mut fields = after_comm.split_whitespace();
     // After the comm come field 3 (state) onwards: field 22 is the 20th.
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    let state = fields.next()?;
+    let mut chars = state.chars();
+    let (Some(state), None) = (chars.next(), chars.next()) else {
+        return None;
+    };
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
 }
 
 /// Claim every address for `holder`, all or nothing, under an flock of `dir` waited on at most `wait`.
 ///
-/// An address already held by the same container is taken again (its holder rewritten);
-/// one held by a live other holder makes the call take nothing and return
-/// [`ClaimOutcome::Held`]; one held by a dead or restarted pid (or a claim file that does
-/// not parse) is stale and taken over. Pids are read under `root`.
+/// An address already held by the very same holder is kept; one held by any other live holder
+/// (another id, the same id in another scope, or the same id and scope under another live pid)
+/// makes the call take nothing and return [`ClaimOutcome::Held`]; one held by a gone, zombie
+/// or restarted pid (or a claim file that does not parse) is stale and taken over. Pids are
+/// read under `root`. Temporary files a killed claimer left (`.<address>.json.tmp`) are removed.
 pub fn claim_gpus(
     dir: &Path,
     root: &Path,
@@ -150,6 +194,7 @@ pub fn claim_gpus(
     }
     create_dir(dir)?;
     let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    remove_stale_temps(dir);
 
     // Decide for every address before writing any, so a held one leaves all untouched.
     let mut to_write: Vec<(&str, bool)> = Vec::with_capacity(wanted.len());
@@ -157,7 +202,7 @@ pub fn claim_gpus(
         let path = claim_path(dir, address);
         let mine = match read_holder(&path) {
             Ok(None) => false,
-            Ok(Some(h)) if h.container == holder.container => true,
+            Ok(Some(h)) if h == *holder => true,
             Ok(Some(h)) => {
                 if h.is_live(root)? {
                     return Ok(ClaimOutcome::Held {
@@ -166,9 +211,10 @@ pub fn claim_gpus(
                     });
                 }
                 log::info!(
-                    "taking over stale claim {}: {} (pid {}) no longer runs",
+                    "taking over stale claim {}: {} (scope {:?}, pid {}) no longer runs",
                     path.display(),
                     h.container,
+                    h.scope,
                     h.pid
                 );
                 false
@@ -199,16 +245,25 @@ pub fn claim_gpus(
     Ok(ClaimOutcome::Claimed)
 }
 
-/// Drop every claim held by `container`; returns how many.
-pub fn release(dir: &Path, container: &str, wait: Duration) -> Result<usize, ClaimError> {
+/// Drop every claim held by `container` of `scope` (see [`Holder::is`]); returns how many.
+///
+/// Claims of the same id in another scope (a container of another runtime root) are kept,
+/// and so are claims without a scope. Stale temporary files are removed, as by [`claim_gpus`].
+pub fn release(
+    dir: &Path,
+    container: &str,
+    scope: &str,
+    wait: Duration,
+) -> Result<usize, ClaimError> {
     if !dir.is_dir() {
         return Ok(0);
     }
     let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    remove_stale_temps(dir);
     let mut dropped = 0;
     for (address, path) in claim_files(dir)? {
         match read_holder(&path) {
-            Ok(Some(h)) if h.container == container => {
+            Ok(Some(h)) if h.is(container, scope) => {
                 remove(&path)?;
                 dropped += 1;
             }
@@ -268,20 +323,65 @@ fn claim_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
     Ok(files)
 }
 
-/// The holder recorded in a claim file, `None` if there is none.
+/// The holder recorded in a claim file, `None` if there is none; read bounded and without
+/// blocking: a FIFO, device, directory or oversized file there is malformed (so taken over).
 fn read_holder(path: &Path) -> Result<Option<Holder>, ClaimError> {
-    match read_optional(path)? {
-        None => Ok(None),
-        Some(text) => match serde_json::from_str(&text) {
-            Ok(h) => Ok(Some(h)),
-            Err(e) => Err(Error::malformed(path, format!("not a claim holder ({e})"), text).into()),
-        },
+    let bytes = match read_file(path, MAX_CLAIM) {
+        Ok(bytes) => bytes,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None)
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::InvalidData) => {
+            return Err(Error::malformed(path, e.to_string(), "").into())
+        }
+        Err(source) => {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+            .into())
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    match serde_json::from_str(&text) {
+        Ok(h) => Ok(Some(h)),
+        Err(e) => Err(Error::malformed(path, format!("not a claim holder ({e})"), text).into()),
+    }
+}
+
+/// `.<address>.json.tmp`: where a claim file is written before its rename.
+fn temp_name(address: &str) -> String {
+    format!(".{address}.json.tmp")
+}
+
+/// Removes the temporary files of [`temp_name`]'s form from `dir` (and nothing else): called
+/// under the exclusive lock, so no live claimer is writing one, and any found is a killed
+/// claimer's leftover.
+fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let is_ours = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".json.tmp"))
+            .is_some_and(is_pci_address);
+        if is_ours {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => log::info!("removed a stale claim temporary file {name}"),
+                Err(e) => log::warn!("cannot remove stale {}: {e}", entry.path().display()),
+            }
+        }
     }
 }
 
 /// Write `text` to `<dir>/.<address>.json.tmp`, sync it, and rename it over the claim file.
 fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> {
-    let tmp = dir.join(format!(".{address}.json.tmp"));
+    let tmp = dir.join(temp_name(address));
     let path = claim_path(dir, address);
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -292,6 +392,7 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         .create(true)
         .truncate(true)
         .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(&tmp)
         .map_err(io(&tmp))?;
     file.write_all(text.as_bytes())
@@ -359,23 +460,36 @@ fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimE
     }
 }
 
-/// The lock file opened for flock: read-write (created 0600), or read-only where that is all we may.
+/// The lock file opened for flock: read-write (created 0600), or read-only where that is all we
+/// may; never through a link, never blocking, and only a regular file.
 fn open_lock(path: &Path) -> Result<File, Error> {
+    let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC;
     let opened = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(flags)
         .open(path);
-    match opened {
-        Err(e) if e.kind() == ErrorKind::PermissionDenied => File::open(path),
-        other => other,
-    }
-    .map_err(|source| Error::Io {
+    let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let file = match opened {
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+            OpenOptions::new().read(true).custom_flags(flags).open(path)
+        }
+        other => other,
+    }
+    .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(io(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -406,35 +520,58 @@ mod tests {
     }
 
     #[test]
-    fn start_time_after_the_last_paren() {
+    fn state_and_start_time_after_the_last_paren() {
         let stat =
             "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_stat(stat), Some(('S', 987654)));
         let plain = "1 (systemd) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 17 2 3";
-        assert_eq!(parse_start_time(plain), Some(17));
-        assert_eq!(parse_start_time("1 (x) S 0 1"), None);
-        assert_eq!(parse_start_time("no paren at all 1 2 3"), None);
+        assert_eq!(parse_stat(plain), Some(('S', 17)));
+        let zombie = "7 (sh) Z 1 7 7 0 -1 4227084 1 2 3 4 5 6 7 8 20 0 1 0 99 0 0";
+        assert_eq!(parse_stat(zombie), Some(('Z', 99)));
+        assert_eq!(parse_stat("1 (x) S 0 1"), None);
+        assert_eq!(parse_stat("no paren at all 1 2 3"), None);
         let junk = "1 (x) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 abc 2 3";
-        assert_eq!(parse_start_time(junk), None);
+        assert_eq!(parse_stat(junk), None);
+        let long_state = "1 (x) SS 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 17 2 3";
+        assert_eq!(parse_stat(long_state), None);
+    }
+
+    #[test]
+    fn a_zombie_or_dead_state_is_no_live_start_time() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("proc/7");
+        std::fs::create_dir_all(&d).unwrap();
+        for (state, live) in [
+            ("S", true),
+            ("R", true),
+            ("D", true),
+            ("Z", false),
+            ("X", false),
+        ] {
+            let stat = format!("7 (sh) {state} 1 7 7 0 -1 0 1 2 3 4 5 6 7 8 20 0 1 0 99 0 0\n");
+            std::fs::write(d.join("stat"), stat).unwrap();
+            let want = live.then_some(99);
+            assert_eq!(live_start_time(root.path(), 7).unwrap(), want, "{state}");
+        }
     }
 
     proptest::proptest! {
         #[test]
         fn any_text_parses_without_panic(s in "\\PC*") {
-            let _ = parse_start_time(&s);
+            let _ = parse_stat(&s);
             let _ = is_pci_address(&s);
         }
 
         #[test]
         fn the_start_time_survives_any_comm(comm in "\\PC*", start in 0u64..u64::MAX) {
             let stat = format!("9 ({comm}) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1 2");
-            proptest::prop_assert_eq!(parse_start_time(&stat), Some(start));
+            proptest::prop_assert_eq!(parse_stat(&stat), Some(('S', start)));
         }
     }
 
     #[test]
     fn own_start_time_is_read() {
-        let t = process_start_time(Path::new("/"), std::process::id()).unwrap();
+        let t = live_start_time(Path::new("/"), std::process::id()).unwrap();
         assert!(t.is_some_and(|t| t > 0), "{t:?}");
     }
 }

@@ -43,8 +43,13 @@ fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// The error of a file over `max` bytes (the caller names the file).
+fn over_limit(max: usize) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, format!("over the {max}-byte limit"))
+}
+
 /// Reads `f` to its end, at most `max` bytes: more is an error (a device that never ends).
-fn read_at_most(f: &mut std::fs::File, path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
+fn read_at_most(f: &mut std::fs::File, max: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     // Not `read_to_end`: on a `File` it first asks for the size (statx) and the position
     // (lseek), two syscalls more per file.
@@ -53,10 +58,7 @@ fn read_at_most(f: &mut std::fs::File, path: &Path, max: usize) -> std::io::Resu
     loop {
         if len == buf.len() {
             if len > max {
-                return Err(std::io::Error::new(
-                    ErrorKind::InvalidData,
-                    format!("{} is over the {max}-byte limit", path.display()),
-                ));
+                return Err(over_limit(max));
             }
             buf.resize((buf.len() * 2).min(max + 1), 0);
         }
@@ -69,10 +71,7 @@ fn read_at_most(f: &mut std::fs::File, path: &Path, max: usize) -> std::io::Resu
         }
     }
     if len > max {
-        return Err(std::io::Error::new(
-            ErrorKind::InvalidData,
-            format!("over the {max}-byte limit"),
-        ));
+        return Err(over_limit(max));
     }
     buf.truncate(len);
     Ok(buf)
@@ -82,7 +81,7 @@ fn read_at_most(f: &mut std::fs::File, path: &Path, max: usize) -> std::io::Resu
 /// that grows as needed (at most [`MAX_KERNEL_FILE`]), without the `statx` that
 /// `std::fs::read` makes to size its buffer (sysfs reports 4096 for every file).
 fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_at_most(&mut open_nonblocking(path)?, path, MAX_KERNEL_FILE)
+    read_at_most(&mut open_nonblocking(path)?, MAX_KERNEL_FILE)
 }
 
 /// The bytes of the regular file at `path` (a link to one is followed), at most `max` of them,
@@ -110,7 +109,7 @@ pub fn read_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
             format!("{what}, not a regular file"),
         ));
     }
-    read_at_most(&mut f, path, max)
+    read_at_most(&mut f, max)
 }
 
 /// The whole file as text (lossy UTF-8); any error, absence included, names the file.

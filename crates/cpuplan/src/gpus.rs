@@ -171,10 +171,10 @@ pub fn nvidia_host_gpus(root: &Path) -> Result<Vec<HostGpu>> {
     })
 }
 
-/// The base class of the PCI function at `address` (`0x03` display, `0x12` processing
-/// accelerator, `0x02` network…), or `None` where sysfs has no such function or class.
-pub fn pci_base_class(root: &Path, address: &str) -> Result<Option<u8>> {
-    let path = pci_devices_dir(root).join(address).join("class");
+/// The base class of the PCI function whose sysfs directory is `dir` (`0x03` display, `0x12`
+/// processing accelerator, `0x02` network…), or `None` where it has no `class` file.
+pub fn pci_base_class(dir: &Path) -> Result<Option<u8>> {
+    let path = dir.join("class");
     match read_optional(&path)? {
         Some(text) => Ok(Some((parse_hex_id(&path, &text)? >> 16) as u8)),
         None => Ok(None),

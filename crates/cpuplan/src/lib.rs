@@ -9,6 +9,7 @@
 //! point the planner at a fixture tree.
 
 mod cgroup;
+mod cgroup_path;
 mod claims;
 mod cpuset;
 mod error;
@@ -29,6 +30,7 @@ mod topology;
 pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupVersion, Cgroups};
+pub use cgroup_path::{cgroups_path_names, expand_cgroups_path};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};

@@ -33,9 +33,17 @@ fn set_start(root: &Path, pid: u32, start: u64) {
     .unwrap();
 }
 
+/// The bundle scope the tests' holders are in.
+const SCOPE: &str = "/run/bundles/one";
+
 fn holder(container: &str, pid: u32, start_time: u64) -> Holder {
+    scoped(container, SCOPE, pid, start_time)
+}
+
+fn scoped(container: &str, scope: &str, pid: u32, start_time: u64) -> Holder {
     Holder {
         container: container.into(),
+        scope: scope.into(),
         pid,
         start_time,
     }
@@ -181,8 +189,15 @@ fn the_same_container_claims_again() {
         claim_gpus(&dir, root.path(), &a, &gpus, WAIT).unwrap(),
         ClaimOutcome::Claimed
     );
-    // The same container restarted under a new pid takes its claims again, with the new pid.
+    // The same id and scope under another pid while the first still lives is another
+    // container (the same bundle in two runtime roots): it is held against it.
     let again = holder("ctr-a", 101, 7000);
+    assert!(matches!(
+        claim_gpus(&dir, root.path(), &again, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Held { by, .. } if by == a
+    ));
+    // The same container restarted under a new pid, the old one gone, takes its claims again.
+    std::fs::remove_dir_all(root.path().join("proc/100")).unwrap();
     assert_eq!(
         claim_gpus(&dir, root.path(), &again, &gpus, WAIT).unwrap(),
         ClaimOutcome::Claimed
@@ -216,9 +231,9 @@ fn release_drops_only_that_containers_claims_and_keeps_the_lock_file() {
     claim_gpus(&dir, root.path(), &b, &addrs(&["0000:3a:00.0"]), WAIT).unwrap();
     let lock_inode = std::fs::metadata(dir.join(".lock")).unwrap().ino();
 
-    assert_eq!(release(&dir, "ctr-a", WAIT).unwrap(), 2);
-    assert_eq!(release(&dir, "ctr-a", WAIT).unwrap(), 0);
-    assert_eq!(release(&dir, "no-such", WAIT).unwrap(), 0);
+    assert_eq!(release(&dir, "ctr-a", SCOPE, WAIT).unwrap(), 2);
+    assert_eq!(release(&dir, "ctr-a", SCOPE, WAIT).unwrap(), 0);
+    assert_eq!(release(&dir, "no-such", SCOPE, WAIT).unwrap(), 0);
     assert_eq!(names(&dir), [".lock", "0000:3a:00.0.json"]);
     assert_eq!(
         std::fs::metadata(dir.join(".lock")).unwrap().ino(),
@@ -238,7 +253,7 @@ fn release_drops_only_that_containers_claims_and_keeps_the_lock_file() {
     );
     // Releasing in a directory that does not exist drops nothing and creates nothing.
     let missing = tmp.path().join("missing");
-    assert_eq!(release(&missing, "ctr-a", WAIT).unwrap(), 0);
+    assert_eq!(release(&missing, "ctr-a", SCOPE, WAIT).unwrap(), 0);
     assert!(!missing.exists());
 }
 
@@ -363,19 +378,19 @@ fn a_malformed_stat_file_is_an_error_naming_it() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("proc/77")).unwrap();
     std::fs::write(root.path().join("proc/77/stat"), "77 (x) S 1 2").unwrap();
-    let err = Holder::of_pid(root.path(), "c", 77)
+    let err = Holder::of_pid(root.path(), "c", SCOPE, 77)
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("proc/77/stat") && err.contains("\"77 (x) S 1 2\""),
         "{err}"
     );
-    assert_eq!(Holder::of_pid(root.path(), "c", 78).unwrap(), None);
+    assert_eq!(Holder::of_pid(root.path(), "c", SCOPE, 78).unwrap(), None);
 }
 
 /// The test process itself as a live holder under the real `/proc`.
 fn live_holder(container: &str) -> Holder {
-    Holder::of_pid(Path::new("/"), container, std::process::id())
+    Holder::of_pid(Path::new("/"), container, SCOPE, std::process::id())
         .unwrap()
         .expect("own pid runs")
 }
@@ -515,7 +530,7 @@ fn a_held_lock_is_waited_on_only_as_long_as_asked() {
     assert!(took >= Duration::from_millis(200), "{took:?}");
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert!(matches!(
-        release(&dir, "ctr-a", Duration::from_millis(50)),
+        release(&dir, "ctr-a", SCOPE, Duration::from_millis(50)),
         Err(ClaimError::Busy { .. })
     ));
     // A shared holder blocks changes but not listing.
@@ -532,4 +547,236 @@ fn a_held_lock_is_waited_on_only_as_long_as_asked() {
         claim_gpus(&dir, root.path(), &me, &gpus, Duration::ZERO).unwrap(),
         ClaimOutcome::Claimed
     );
+}
+
+#[test]
+fn the_same_id_in_another_scope_neither_takes_nor_releases_the_claim() {
+    // Two runtime roots each run a container "web": the bundles differ.
+    let root = proc_root(&[(100, 5000), (200, 6000)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    let first = scoped("web", "/run/root-a/web", 100, 5000);
+    let second = scoped("web", "/run/root-b/web", 200, 6000);
+    let gpus = addrs(&["0000:2a:00.0"]);
+    assert_eq!(
+        claim_gpus(&dir, root.path(), &first, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        claim_gpus(&dir, root.path(), &second, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Held {
+            address: "0000:2a:00.0".into(),
+            by: first.clone()
+        }
+    );
+    // The second one's poststop releases nothing of the first's.
+    assert_eq!(release(&dir, "web", "/run/root-b/web", WAIT).unwrap(), 0);
+    assert_eq!(list_claims(&dir, root.path()).unwrap()[0].holder, first);
+    // The claim file records the scope.
+    let text = std::fs::read_to_string(dir.join("0000:2a:00.0.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["scope"], "/run/root-a/web", "{text}");
+    assert_eq!(release(&dir, "web", "/run/root-a/web", WAIT).unwrap(), 1);
+    assert!(list_claims(&dir, root.path()).unwrap().is_empty());
+}
+
+#[test]
+fn a_claim_file_without_a_scope_parses_is_released_by_nobody_and_taken_over_when_stale() {
+    let root = proc_root(&[(100, 5000), (200, 6000)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    std::fs::create_dir_all(&dir).unwrap();
+    // As the hook wrote claims before scopes.
+    std::fs::write(
+        dir.join("0000:2a:00.0.json"),
+        "{\n  \"container\": \"web\",\n  \"pid\": 100,\n  \"start_time\": 5000\n}\n",
+    )
+    .unwrap();
+    let listed = list_claims(&dir, root.path()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].holder, scoped("web", "", 100, 5000));
+    assert!(listed[0].live);
+    // No scope matches it, not even an empty one.
+    assert_eq!(release(&dir, "web", SCOPE, WAIT).unwrap(), 0);
+    assert_eq!(release(&dir, "web", "", WAIT).unwrap(), 0);
+    // While its pid lives it holds the GPU, even against the same id.
+    let gpus = addrs(&["0000:2a:00.0"]);
+    let me = holder("web", 200, 6000);
+    assert!(matches!(
+        claim_gpus(&dir, root.path(), &me, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Held { .. }
+    ));
+    std::fs::remove_dir_all(root.path().join("proc/100")).unwrap();
+    assert_eq!(
+        claim_gpus(&dir, root.path(), &me, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(list_claims(&dir, root.path()).unwrap()[0].holder, me);
+}
+
+/// A child that has exited and is not reaped until dropped: a zombie.
+struct Zombie(std::process::Child);
+
+impl Drop for Zombie {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_zombie_holder_is_stale() {
+    let child = Command::new("true").spawn().unwrap();
+    let zombie = Zombie(child);
+    let pid = zombie.0.id();
+    // Wait until it has exited (state Z), without reaping it.
+    let stat = format!("/proc/{pid}/stat");
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&stat).unwrap();
+        if text
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .trim_start()
+            .starts_with('Z')
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "never a zombie: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let text = std::fs::read_to_string(&stat).unwrap();
+    let start: u64 = text
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dead = holder("ctr-z", pid, start);
+    assert!(!dead.is_live(Path::new("/")).unwrap());
+    assert_eq!(
+        Holder::of_pid(Path::new("/"), "ctr-z", SCOPE, pid).unwrap(),
+        None
+    );
+
+    // A claim the zombie holds is listed stale and taken over.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("0000:2a:00.0.json"),
+        serde_json::to_string(&dead).unwrap(),
+    )
+    .unwrap();
+    let listed = list_claims(&dir, Path::new("/")).unwrap();
+    assert!(!listed[0].live, "{listed:?}");
+    let me = live_holder("ctr-live");
+    assert_eq!(
+        claim_gpus(&dir, Path::new("/"), &me, &addrs(&["0000:2a:00.0"]), WAIT).unwrap(),
+        ClaimOutcome::Claimed
+    );
+    drop(zombie);
+}
+
+#[test]
+fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
+    let root = proc_root(&[(100, 5000)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ours = [".0000:2a:00.0.json.tmp", ".0000:18:00.0.json.tmp"];
+    let others = [
+        ".0000:2a:00.0.json.tmp.bak",
+        ".notes.json.tmp",
+        "0000:2a:00.0.json.tmp",
+        ".0000:2A:00.0.json.tmp",
+        "README",
+    ];
+    let plant = || {
+        for n in ours.iter().chain(&others) {
+            std::fs::write(dir.join(n), "left by a killed claimer").unwrap();
+        }
+    };
+    plant();
+    // A claim (of another GPU) removes them.
+    claim_gpus(
+        &dir,
+        root.path(),
+        &holder("ctr-a", 100, 5000),
+        &addrs(&["0000:3a:00.0"]),
+        WAIT,
+    )
+    .unwrap();
+    let mut want: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+    want.extend([".lock".to_string(), "0000:3a:00.0.json".to_string()]);
+    want.sort();
+    assert_eq!(names(&dir), want);
+    // So does a release.
+    plant();
+    assert_eq!(release(&dir, "ctr-a", SCOPE, WAIT).unwrap(), 1);
+    want.retain(|n| n != "0000:3a:00.0.json");
+    assert_eq!(names(&dir), want);
+    // A temporary planted as a symlink is removed, never followed.
+    let target = tmp.path().join("elsewhere");
+    std::fs::write(&target, "keep").unwrap();
+    std::os::unix::fs::symlink(&target, dir.join(".0000:2a:00.0.json.tmp")).unwrap();
+    claim_gpus(
+        &dir,
+        root.path(),
+        &holder("ctr-a", 100, 5000),
+        &addrs(&["0000:2a:00.0"]),
+        WAIT,
+    )
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(dir.join("0000:2a:00.0.json"))
+        .unwrap()
+        .is_file());
+}
+
+#[test]
+fn a_fifo_claim_file_or_lock_does_not_block() {
+    let root = proc_root(&[(100, 5000)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    nix::unistd::mkfifo(&dir.join("0000:2a:00.0.json"), mode).unwrap();
+    let t = Instant::now();
+    let err = list_claims(&dir, root.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("0000:2a:00.0.json") && err.contains("FIFO"),
+        "{err}"
+    );
+    // Taken over: the FIFO is replaced by the claim file.
+    assert_eq!(
+        claim_gpus(
+            &dir,
+            root.path(),
+            &holder("ctr-a", 100, 5000),
+            &addrs(&["0000:2a:00.0"]),
+            WAIT
+        )
+        .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert!(std::fs::metadata(dir.join("0000:2a:00.0.json"))
+        .unwrap()
+        .is_file());
+    // A FIFO as the lock file is refused, at once.
+    std::fs::remove_file(dir.join(".lock")).unwrap();
+    nix::unistd::mkfifo(&dir.join(".lock"), mode).unwrap();
+    let err = release(&dir, "ctr-a", SCOPE, WAIT).unwrap_err().to_string();
+    assert!(
+        err.contains(".lock") && err.contains("not a regular file"),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }

@@ -296,7 +296,7 @@ fn derived<'py>(
 
 /// Claim every address (canonical PCI form) in the claims directory `dir` for this process, all or none; `None`, or why not.
 ///
-/// The holder is this process: `pid-<pid>`, its pid and start time, so a claim lasts while
+/// The holder is this process: `pid-<pid>` in scope `python`, its pid and start time, so a claim lasts while
 /// the process runs (a dead holder's claims are stale and taken over). The lock is waited
 /// on for at most `wait` seconds, without holding the GIL.
 #[pyfunction]
@@ -309,8 +309,8 @@ fn claim_gpus(
     let pid = std::process::id();
     let wait = Duration::try_from_secs_f64(wait.max(0.0)).unwrap_or(Duration::MAX);
     let outcome = py.detach(|| {
-        let holder =
-            Holder::of_pid(Path::new("/"), &format!("pid-{pid}"), pid)?.ok_or_else(|| {
+        let holder = Holder::of_pid(Path::new("/"), &format!("pid-{pid}"), "python", pid)?
+            .ok_or_else(|| {
                 ClaimError::Host(cpuplan::Error::malformed(
                     format!("/proc/{pid}/stat"),
                     "this process's own stat is missing",

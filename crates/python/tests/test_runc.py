@@ -79,6 +79,8 @@ def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, ho
     config["process"].update(terminal=False, args=["/bin/sh", "-c", script])
     config["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=0", "PYTHONDONTWRITEBYTECODE=1"]
     config["root"]["readonly"] = False
+    # The GPU's device node, as NVIDIA's toolkit gives it (the variable alone is never claimed).
+    config["linux"]["devices"] = [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 0o666, "uid": 0, "gid": 0}]
     config["linux"]["cgroupsPath"] = f"/{tag}"
     config["linux"].setdefault("resources", {})["cpu"] = {"quota": 100000, "period": 100000}
     config["mounts"] += [

@@ -1,17 +1,22 @@
 //! The shim's errors: each names the file or variable and quotes the value.
+//!
+//! Paths and texts from the container are displayed with their control characters escaped
+//! ([`crate::text`]): a message is one line whatever the plan files hold.
 
 use std::path::PathBuf;
 
 use cpuplan::CpuSet;
 
+use crate::text::Escaped;
+
 /// Why a plan could not be loaded or a thread could not be moved.
 #[derive(Debug, thiserror::Error)]
 pub enum ShimError {
     /// No plan was found where one was looked for; callers run unpinned.
-    #[error("no plan: {0}")]
+    #[error("no plan: {}", Escaped(.0))]
     NoPlan(String),
     /// A plan file exists but could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {source}", Escaped(path.display()))]
     Io {
         /// The file.
         path: PathBuf,
@@ -20,7 +25,7 @@ pub enum ShimError {
         source: std::io::Error,
     },
     /// A plan file that is not a plan's JSON.
-    #[error("{}: not a cpuplan plan: {source}", path.display())]
+    #[error("{}: not a cpuplan plan: {}", Escaped(path.display()), Escaped(source))]
     Json {
         /// The file.
         path: PathBuf,
@@ -29,7 +34,7 @@ pub enum ShimError {
         source: serde_json::Error,
     },
     /// A plan file of a layout version this shim does not read.
-    #[error("{}: plan version {found}, this shim reads version {expected}", path.display())]
+    #[error("{}: plan version {found}, this shim reads version {expected}", Escaped(path.display()))]
     Version {
         /// The file.
         path: PathBuf,
@@ -39,7 +44,7 @@ pub enum ShimError {
         expected: u32,
     },
     /// A line of an env file that is not `KEY=value` in the accepted quoting.
-    #[error("{}:{line}: {what}: {content:?}", path.display())]
+    #[error("{}:{line}: {}: {content:?}", Escaped(path.display()), Escaped(what))]
     EnvLine {
         /// The file.
         path: PathBuf,
@@ -51,7 +56,12 @@ pub enum ShimError {
         content: String,
     },
     /// A `CPUPLAN_*` variable whose value does not parse.
-    #[error("{source_name}: {name}={value:?}: {what}")]
+    #[error(
+        "{}: {}={value:?}: {}",
+        Escaped(source_name),
+        Escaped(name),
+        Escaped(what)
+    )]
     Var {
         /// Where the variables came from (a file, or "the environment").
         source_name: String,
@@ -61,6 +71,16 @@ pub enum ShimError {
         value: String,
         /// What was expected.
         what: String,
+    },
+    /// A variable from an env file that no environment can hold: a key that is not a name, or a NUL in the value.
+    #[error("{}: {name:?}: {what}", Escaped(path.display()))]
+    EnvVar {
+        /// The file.
+        path: PathBuf,
+        /// The variable.
+        name: String,
+        /// What is wrong.
+        what: &'static str,
     },
     /// Asked to pin to no CPU at all.
     #[error("cannot pin a thread to an empty cpu set")]
@@ -112,10 +132,59 @@ impl ShimError {
             ShimError::Json { .. }
             | ShimError::Version { .. }
             | ShimError::EnvLine { .. }
+            | ShimError::EnvVar { .. }
             | ShimError::Var { .. }
             | ShimError::EmptyCpus
             | ShimError::OutsideMask { .. }
             | ShimError::Narrowed { .. } => libc::EINVAL,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_text_in_a_message_stays_on_one_line() {
+        let path = || PathBuf::from("/run/a\nforged: line");
+        let errors = [
+            ShimError::NoPlan("/x\ny does not exist".into()),
+            ShimError::Io {
+                path: path(),
+                source: std::io::Error::from_raw_os_error(nix::libc::EACCES),
+            },
+            ShimError::Json {
+                path: path(),
+                source: serde_json::from_str::<u8>("\"x\"").unwrap_err(),
+            },
+            ShimError::Version {
+                path: path(),
+                found: 9,
+                expected: 1,
+            },
+            ShimError::EnvLine {
+                path: path(),
+                line: 2,
+                what: "w\nx".into(),
+                content: "c\nd".into(),
+            },
+            ShimError::Var {
+                source_name: "/s\nt".into(),
+                name: "N\r".into(),
+                value: "v\n".into(),
+                what: "w\u{1b}[2K".into(),
+            },
+            ShimError::EnvVar {
+                path: path(),
+                name: "K\n".into(),
+                what: "a NUL byte in the value",
+            },
+        ];
+        for e in errors {
+            let m = e.to_string();
+            assert!(!m.chars().any(char::is_control), "{m:?}");
+            assert!(m.contains("\\n") || m.contains("\\r"), "{m:?}");
         }
     }
 }

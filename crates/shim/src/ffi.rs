@@ -155,6 +155,13 @@ pub extern "C" fn cpuplan_workers() -> c_int {
     guard(|| Ok(count(the_plan()?.workers())))
 }
 
+/// Panics inside the guard: returns `-EIO` where panics unwind (test builds only, feature `panic-test`).
+#[cfg(feature = "panic-test")]
+#[no_mangle]
+pub extern "C" fn cpuplan_test_panic() -> c_int {
+    guard(|| panic!("cpuplan_test_panic: a panic injected by the panic-test feature"))
+}
+
 /// The message of this thread's last failed call, or NULL if its last call succeeded; valid until this thread's next call.
 #[no_mangle]
 pub extern "C" fn cpuplan_last_error() -> *const c_char {

@@ -3,8 +3,11 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use cpuplan::planenv::shell::is_name;
+use cpuplan::planenv::{is_plan_var, CUDA_DEVICE_ORDER, GOMAXPROCS, PLAN_PATH, POOL_VARS, PREFIX};
+
 use crate::error::{Result, ShimError};
-use crate::plan::{Plan, ENV_FILE};
+use crate::plan::{Plan, DEFAULT_PLAN, ENV_FILE};
 
 /// Exit status for a command line `cpuplan-exec` does not understand.
 pub const EXIT_USAGE: i32 = 2;
@@ -15,22 +18,51 @@ pub const EXIT_NOEXEC: i32 = 126;
 /// Exit status when CMD is not found.
 pub const EXIT_NOTFOUND: i32 = 127;
 
-/// `cpuplan-exec --help`.
-pub const USAGE: &str = "\
+/// `cpuplan-exec --help`: the usage text, naming the variables it imports from `plan.env`.
+pub fn usage() -> String {
+    let mut thread_vars: Vec<&str> = POOL_VARS.to_vec();
+    thread_vars.extend([GOMAXPROCS, CUDA_DEVICE_ORDER]);
+    let mut list = String::new();
+    let mut width = 0;
+    for (i, v) in thread_vars.iter().enumerate() {
+        let item = if i + 1 < thread_vars.len() {
+            format!("{v},")
+        } else {
+            format!("{v}.")
+        };
+        if width > 0 && width + 1 + item.len() > 72 {
+            list.push_str("\n  ");
+            width = 0;
+        } else if width > 0 {
+            list.push(' ');
+            width += 1;
+        } else {
+            list.push_str("  ");
+        }
+        width += item.len();
+        list.push_str(&item);
+    }
+    format!(
+        "\
 usage: cpuplan-exec [--plan PATH] [--worker N | --result] [--optional] [-v] -- CMD [ARGS...]
 
-Loads plan.env (next to the plan) into the environment, without overriding
-variables already set, pins itself as asked, then execs CMD.
+Loads the plan's variables from plan.env (next to the plan) into the environment,
+without overriding variables already set, pins itself as asked, then execs CMD.
+The plan's variables are its {PREFIX}* ones and the thread variables
+{list}
+Any other key in plan.env (LD_PRELOAD, PATH, ...) is ignored.
 
-  --plan PATH   the plan JSON (default: $CPUPLAN_PLAN, else /run/cpuplan/plan.json);
+  --plan PATH   the plan JSON (default: ${PLAN_PATH}, else {DEFAULT_PLAN});
                 plan.env is read from the same directory
   --worker N    pin to worker N's CPUs (nothing if the plan leaves it unpinned)
   --result      pin to the API server's result CPUs
   --optional    with no plan at all, run CMD unpinned instead of failing
-  -v            say what was set and pinned, on stderr
+  -v            say what was set, kept, ignored and pinned, on stderr
 
 exit status: CMD's; 2 usage; 3 plan missing, malformed or not pinnable;
-126 CMD not executable; 127 CMD not found";
+126 CMD not executable; 127 CMD not found"
+    )
+}
 
 /// Which CPUs the launcher pins itself (and so CMD) to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,22 +164,58 @@ pub fn env_file_for(plan: &Path) -> PathBuf {
     plan.parent().unwrap_or(Path::new("/")).join(ENV_FILE)
 }
 
-/// The variables of `file_vars` to set: the last value of each key that `is_set` says is not already set.
-pub fn vars_to_set(
+/// What `cpuplan-exec` takes from `plan.env`: the plan's variables to set, and what it leaves alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Import {
+    /// The plan's variables not already set, in file order, each with its last value in the file.
+    pub set: Vec<(String, String)>,
+    /// The plan's variables already set in the environment: kept as they are.
+    pub kept: Vec<String>,
+    /// The file's other keys (not [`is_plan_var`]): never set.
+    pub ignored: Vec<String>,
+}
+
+fn push_once(list: &mut Vec<String>, key: &str) {
+    if !list.iter().any(|k| k == key) {
+        list.push(key.to_string());
+    }
+}
+
+/// Sorts the variables of the env file at `path` into [`Import`]; `is_set` says whether a key is already set.
+///
+/// Only the plan's variables ([`is_plan_var`]: its `CPUPLAN_*` ones and the thread variables)
+/// are imported. A key that is not a variable name or a value holding a NUL, which no
+/// environment can hold, is an error naming the file and the key.
+pub fn import_vars(
     file_vars: &[(String, String)],
+    path: &Path,
     is_set: impl Fn(&str) -> bool,
-) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+) -> Result<Import> {
+    let mut out = Import::default();
     for (k, v) in file_vars {
-        if is_set(k) {
-            continue;
+        let bad = |what| ShimError::EnvVar {
+            path: path.to_path_buf(),
+            name: k.clone(),
+            what,
+        };
+        if !is_name(k) {
+            return Err(bad("not a variable name"));
         }
-        match out.iter_mut().find(|(n, _)| n == k) {
-            Some(slot) => slot.1 = v.clone(),
-            None => out.push((k.clone(), v.clone())),
+        if v.contains('\0') {
+            return Err(bad("a NUL byte in the value"));
+        }
+        if !is_plan_var(k) {
+            push_once(&mut out.ignored, k);
+        } else if is_set(k) {
+            push_once(&mut out.kept, k);
+        } else {
+            match out.set.iter_mut().find(|(n, _)| n == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => out.set.push((k.clone(), v.clone())),
+            }
         }
     }
-    out
+    Ok(out)
 }
 
 /// What the launcher found next to the plan.
@@ -283,14 +351,95 @@ mod tests {
         assert_eq!(env_file_for(Path::new("plan.json")), Path::new("plan.env"));
     }
 
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn set_variables_are_kept_and_the_last_value_wins() {
-        let vars = vec![
-            ("A".to_string(), "1".to_string()),
-            ("KEEP".to_string(), "file".to_string()),
-            ("A".to_string(), "2".to_string()),
-        ];
-        let out = vars_to_set(&vars, |k| k == "KEEP");
-        assert_eq!(out, vec![("A".to_string(), "2".to_string())]);
+        let vars = pairs(&[
+            ("OMP_NUM_THREADS", "1"),
+            ("GOMAXPROCS", "file"),
+            ("OMP_NUM_THREADS", "2"),
+        ]);
+        let out = import_vars(&vars, Path::new("plan.env"), |k| k == "GOMAXPROCS").unwrap();
+        assert_eq!(out.set, pairs(&[("OMP_NUM_THREADS", "2")]));
+        assert_eq!(out.kept, ["GOMAXPROCS"]);
+        assert!(out.ignored.is_empty());
+    }
+
+    #[test]
+    fn only_the_plans_variables_are_imported() {
+        let vars = pairs(&[
+            ("CPUPLAN_MASK", "0-3"),
+            ("LD_PRELOAD", "/tmp/x.so"),
+            ("BASH_ENV", "/tmp/x.sh"),
+            ("PYTHONPATH", "/tmp"),
+            ("CPUPLAN_PLAN", "/tmp/other.json"),
+            ("CPUPLAN_STEP_THREAD_CORE", "9"),
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+            ("LD_PRELOAD", "/tmp/y.so"),
+            ("RAYON_NUM_THREADS", "3"),
+        ]);
+        let out = import_vars(&vars, Path::new("plan.env"), |_| false).unwrap();
+        assert_eq!(
+            out.set,
+            pairs(&[
+                ("CPUPLAN_MASK", "0-3"),
+                ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+                ("RAYON_NUM_THREADS", "3"),
+            ])
+        );
+        assert_eq!(
+            out.ignored,
+            [
+                "LD_PRELOAD",
+                "BASH_ENV",
+                "PYTHONPATH",
+                "CPUPLAN_PLAN",
+                "CPUPLAN_STEP_THREAD_CORE"
+            ]
+        );
+    }
+
+    #[test]
+    fn what_no_environment_can_hold_is_an_error_naming_the_file() {
+        let path = Path::new("/run/cpuplan/plan.env");
+        for (vars, needle) in [
+            (
+                pairs(&[("CPUPLAN_WHY", "a\0b")]),
+                "/run/cpuplan/plan.env: \"CPUPLAN_WHY\": a NUL byte in the value",
+            ),
+            (
+                pairs(&[("IGNORED", "a\0b")]),
+                "\"IGNORED\": a NUL byte in the value",
+            ),
+            (
+                pairs(&[("CPUPLAN_A=B", "1")]),
+                "\"CPUPLAN_A=B\": not a variable name",
+            ),
+            (pairs(&[("", "1")]), "\"\": not a variable name"),
+            (
+                pairs(&[("CPUPLAN_\0", "1")]),
+                "\"CPUPLAN_\\0\": not a variable name",
+            ),
+        ] {
+            let e = import_vars(&vars, path, |_| false).unwrap_err();
+            assert!(e.to_string().contains(needle), "{vars:?}: {e}");
+            assert!(matches!(e, ShimError::EnvVar { .. }), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn usage_names_the_imported_variables() {
+        let u = usage();
+        for v in POOL_VARS.iter().chain([&GOMAXPROCS, &CUDA_DEVICE_ORDER]) {
+            assert!(u.contains(v), "{v} missing from {u}");
+        }
+        assert!(u.contains("CPUPLAN_* ones"), "{u}");
+        assert!(u.contains("LD_PRELOAD, PATH, ...) is ignored"), "{u}");
+        assert!(u.lines().all(|l| l.len() <= 92), "{u}");
     }
 }

@@ -17,6 +17,7 @@ pub mod launcher;
 pub mod pin;
 pub mod plan;
 pub mod state;
+pub mod text;
 pub mod thread;
 
 pub use affinity::{task_cpus, thread_affinity, thread_id};

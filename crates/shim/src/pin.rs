@@ -8,8 +8,11 @@ use crate::affinity::{set_thread_affinity, thread_affinity};
 use crate::error::{Result, ShimError};
 use crate::plan::Plan;
 use crate::state::first_use_mask;
+use crate::text::Escaped;
 
 /// What a pin call did: pinned the thread, or left it where it was and why.
+///
+/// Displayed as one line: `why`, the plan's text, with its control characters escaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pinning {
     /// The calling thread now runs on `cpus`.
@@ -29,8 +32,8 @@ pub enum Pinning {
 impl fmt::Display for Pinning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Pinning::Pinned { cpus, why } => write!(f, "pinned to cpus {cpus} ({why})"),
-            Pinning::Unpinned { why } => write!(f, "left unpinned: {why}"),
+            Pinning::Pinned { cpus, why } => write!(f, "pinned to cpus {cpus} ({})", Escaped(why)),
+            Pinning::Unpinned { why } => write!(f, "left unpinned: {}", Escaped(why)),
         }
     }
 }
@@ -123,7 +126,7 @@ fn pin_to(
 ) -> Result<Pinning> {
     match pin_thread(cpus, &plan.file.mask, warm) {
         Ok(()) => {
-            log::info!("cpuplan: {what} pinned to cpus {cpus}: {why}");
+            log::info!("cpuplan: {what} pinned to cpus {cpus}: {}", Escaped(why));
             Ok(Pinning::Pinned {
                 cpus: cpus.clone(),
                 why: why.to_string(),
@@ -137,6 +140,24 @@ fn pin_to(
 }
 
 fn unpinned(what: &str, why: String) -> Result<Pinning> {
-    log::info!("cpuplan: {what} left unpinned: {why}");
+    log::info!("cpuplan: {what} left unpinned: {}", Escaped(&why));
     Ok(Pinning::Unpinned { why })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plans_why_is_displayed_on_one_line() {
+        let p = Pinning::Pinned {
+            cpus: "1".parse().unwrap(),
+            why: "w\nforged".into(),
+        };
+        assert_eq!(p.to_string(), "pinned to cpus 1 (w\\nforged)");
+        let u = Pinning::Unpinned {
+            why: "u\r\u{1b}[2K".into(),
+        };
+        assert_eq!(u.to_string(), "left unpinned: u\\r\\u{1b}[2K");
+    }
 }

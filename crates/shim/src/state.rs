@@ -11,6 +11,7 @@ use cpuplan::{CpuSet, MAX_CPU};
 
 use crate::affinity::thread_affinity;
 use crate::plan::Plan;
+use crate::text::Escaped;
 
 static FIRST_USE_MASK: OnceLock<CpuSet> = OnceLock::new();
 static INSTALLED: RwLock<Option<Arc<Plan>>> = RwLock::new(None);
@@ -34,11 +35,11 @@ pub fn install(plan: Option<Plan>) -> Option<Arc<Plan>> {
     if let Some(p) = &plan {
         log::info!(
             "cpuplan: installed the plan from {} (mask {}, usable {}, left {}): {}",
-            p.source,
+            Escaped(&p.source),
             p.file.mask,
             p.file.usable,
             p.file.left,
-            p.file.why
+            Escaped(&p.file.why)
         );
     }
     plan

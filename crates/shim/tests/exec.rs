@@ -311,3 +311,169 @@ fn the_static_build_has_no_interpreter_and_runs() {
         .unwrap();
     assert_eq!(o.status.code(), Some(5));
 }
+
+/// The lines of `stderr`, which must not report a panic.
+fn no_panic_lines(o: &Output) -> Vec<String> {
+    let err = text(o).1;
+    assert!(!err.contains("panicked"), "{err}");
+    err.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_nul_in_a_plan_env_value_is_one_line_and_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    std::fs::remove_file(&plan).unwrap();
+    let env = dir.path().join("plan.env");
+    // Quoted, escaped with a backslash, escaped inside double quotes: none may reach set_var.
+    for value in ["'a\0b'", "a\\\0b", "\"a\\\0b\""] {
+        std::fs::write(
+            &env,
+            format!("CPUPLAN_MASK='0-1'\nCPUPLAN_USABLE='2'\nCPUPLAN_WHY={value}\n"),
+        )
+        .unwrap();
+        for args in [
+            &["--plan", plan.to_str().unwrap(), "--", "true"][..],
+            &[
+                "--plan",
+                plan.to_str().unwrap(),
+                "--optional",
+                "-v",
+                "--worker",
+                "0",
+                "--",
+                "true",
+            ],
+        ] {
+            let o = exec(args);
+            assert_eq!(o.status.code(), Some(3), "{value:?} {args:?}: {o:?}");
+            let lines = no_panic_lines(&o);
+            assert_eq!(lines.len(), 1, "{value:?}: {lines:?}");
+            assert!(
+                lines[0].starts_with(&format!("cpuplan-exec: {}:3: a NUL byte: ", env.display())),
+                "{value:?}: {lines:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn only_the_plans_variables_reach_cmd_and_v_lists_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), &sample_plan());
+    let env = dir.path().join("plan.env");
+    let mut text_env = common::hook_env(&sample_plan());
+    text_env.push_str(
+        "LD_PRELOAD=/tmp/x.so\nBASH_ENV=/tmp/x.sh\nPYTHONPATH=/tmp\nCPUPLAN_PLAN=/tmp/other.json\n",
+    );
+    std::fs::write(&env, text_env).unwrap();
+    let run = |verbose: bool| {
+        let mut args = vec!["--plan", plan.to_str().unwrap()];
+        if verbose {
+            args.push("-v");
+        }
+        args.extend(["--", "env"]);
+        Command::new(EXEC)
+            .args(&args)
+            .env_remove("CPUPLAN_PLAN")
+            .env_remove("OMP_NUM_THREADS")
+            .env_remove("LD_PRELOAD")
+            .env_remove("BASH_ENV")
+            .env_remove("PYTHONPATH")
+            .env("GOMAXPROCS", "kept-by-the-test")
+            .output()
+            .unwrap()
+    };
+    for verbose in [false, true] {
+        let o = run(verbose);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}{err}");
+        for key in ["LD_PRELOAD", "BASH_ENV", "PYTHONPATH"] {
+            assert_eq!(var(&out, key), None, "{key} reached CMD: {out}");
+        }
+        assert_eq!(var(&out, "CPUPLAN_PLAN"), plan.to_str(), "not the file's");
+        assert_eq!(var(&out, "OMP_NUM_THREADS"), Some("1"));
+        assert_eq!(var(&out, "CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"));
+        assert_eq!(var(&out, "GOMAXPROCS"), Some("kept-by-the-test"));
+        if verbose {
+            let lines: Vec<&str> = err.lines().collect();
+            assert!(
+                lines.contains(
+                    &"cpuplan-exec: ignored LD_PRELOAD BASH_ENV PYTHONPATH CPUPLAN_PLAN (not plan variables)"
+                ),
+                "{err}"
+            );
+            assert!(
+                lines.contains(&"cpuplan-exec: kept GOMAXPROCS (already set)"),
+                "{err}"
+            );
+            let set = lines
+                .iter()
+                .find_map(|l| l.strip_prefix("cpuplan-exec: set "))
+                .unwrap_or_else(|| panic!("no set line: {err}"));
+            assert!(
+                set.contains("OMP_NUM_THREADS") && set.ends_with(" CPUPLAN_PLAN"),
+                "{set}"
+            );
+            assert!(!set.contains("LD_PRELOAD"), "{set}");
+        } else {
+            assert_eq!(err, "", "ignored keys are listed only under -v");
+        }
+    }
+    let o = exec(&["--help"]);
+    assert!(
+        text(&o)
+            .0
+            .contains("Any other key in plan.env (LD_PRELOAD, PATH, ...) is ignored."),
+        "{}",
+        text(&o).0
+    );
+}
+
+#[test]
+fn container_text_cannot_forge_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = sample_plan();
+    plan.why = "x\ncpuplan-exec: forged line\r\u{1b}[2K".into();
+    plan.workers[0].as_mut().unwrap().why = "w\nforged: too".into();
+    let p = write_plan(dir.path(), &plan);
+    let p = p.to_str().unwrap();
+    // An unpinned worker is reported without -v, with the plan's why.
+    let o = exec(&["--plan", p, "--worker", "1", "--", "true"]);
+    assert!(o.status.success());
+    let lines = no_panic_lines(&o);
+    assert_eq!(
+        lines,
+        [
+            "cpuplan-exec: worker 1 left unpinned: the plan leaves it unpinned (x\\ncpuplan-exec: forged line\\r\\u{1b}[2K)"
+        ]
+    );
+    let o = exec(&["--plan", p, "--worker", "0", "-v", "--", "true"]);
+    assert!(o.status.success());
+    let lines = no_panic_lines(&o);
+    assert!(
+        lines.iter().any(|l| l.ends_with("(w\\nforged: too)")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("forged")), "{lines:?}");
+
+    // A plan directory whose name holds a newline: its errors stay one line.
+    let odd = dir.path().join("a\nb");
+    std::fs::create_dir(&odd).unwrap();
+    let missing = odd.join("plan.json");
+    let o = exec(&["--plan", missing.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(no_panic_lines(&o).len(), 1, "{o:?}");
+    std::fs::write(odd.join("plan.env"), "CPUPLAN_MASK=$(x)\n").unwrap();
+    let o = exec(&["--plan", missing.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(3));
+    let lines = no_panic_lines(&o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("a\\nb/plan.env:1: "), "{lines:?}");
+    let o = exec(&["--plan", p, "--", "no\nsuch-command"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert_eq!(
+        no_panic_lines(&o),
+        ["cpuplan-exec: cannot run no\\nsuch-command: ENOENT: No such file or directory"]
+    );
+}

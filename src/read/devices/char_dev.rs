@@ -17,6 +17,24 @@ pub fn char_device_pci(
     major: i64,
     minor: i64,
 ) -> Result<Option<String>, DeviceError> {
+    Ok(char_device_function(topology_root, major, minor)?.map(|f| f.address))
+}
+
+/// A PCI function as sysfs shows it: its canonical address and its directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciFunction {
+    /// Its address, `0000:0a:00.0`.
+    pub address: String,
+    /// Its sysfs directory (where `class` and `vendor` are).
+    pub dir: std::path::PathBuf,
+}
+
+/// The PCI function behind char device `major:minor` ([`char_device_pci`]), with its directory.
+pub fn char_device_function(
+    topology_root: &Path,
+    major: i64,
+    minor: i64,
+) -> Result<Option<PciFunction>, DeviceError> {
     if major < 0 || minor < 0 || major > u32::MAX.into() || minor > u32::MAX.into() {
         return Err(DeviceError::Device {
             major,
@@ -32,10 +50,14 @@ pub fn char_device_pci(
         }
         Err(e) => return Err(DeviceError::io(&link)(e)),
     };
-    Ok(target
+    let address = target
         .file_name()
         .and_then(|name| name.to_str())
         // sysfs names PCI functions in full (`0000:0a:00.0`), never in the short form.
         .filter(|name| name.matches(':').count() == 2)
-        .and_then(PciAddress::canonical))
+        .and_then(PciAddress::canonical);
+    Ok(address.map(|address| PciFunction {
+        address,
+        dir: target,
+    }))
 }

@@ -12,12 +12,12 @@ mod nvidia_info;
 mod resolve;
 mod visible;
 
-pub use char_dev::char_device_pci;
+pub use char_dev::{char_device_function, char_device_pci, PciFunction};
 pub use error::DeviceError;
 pub use nvidia_info::{
     nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
 };
-pub use resolve::{container_gpus, NVIDIA_MAJOR};
+pub use resolve::{container_gpus, Found, NVIDIA_MAJOR};
 pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
 
 /// What names a GPU as the container's: the operator's spec, the runtime's device nodes, or the container's own environment.
@@ -38,7 +38,7 @@ impl std::fmt::Display for GpuSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             GpuSource::Devices => "linux.devices",
-            GpuSource::Nodes => "a /dev/nvidiaN node",
+            GpuSource::Nodes => "device node",
             GpuSource::Env => VISIBLE_DEVICES,
         })
     }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::char_dev::char_device_pci;
+use super::char_dev::char_device_function;
 use super::nvidia_info::{nvidia_gpu_addresses, nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
 use super::visible::{entries, parse_visible_devices, DeviceId, VisibleDevices};
 use super::{DeviceError, Gpu, GpuSource};
@@ -15,26 +15,59 @@ pub const NVIDIA_MAJOR: i64 = 195;
 /// The minor of `/dev/nvidia-modeset`, which names no GPU unless the driver lists a GPU with it.
 const MODESET_MINOR: i64 = 254;
 
+/// The PCI base classes of GPUs: display controllers and processing accelerators.
+const GPU_CLASSES: [u8; 2] = [0x03, 0x12];
+
+/// The container's GPUs and what was left out, with why.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Its GPUs in PCI address order, each counted once with every source that names it.
+    pub gpus: Vec<Gpu>,
+    /// Devices that name no GPU (a NIC's RDMA device, a node the driver does not list), and why.
+    pub notes: Vec<String>,
+}
+
 /// The container's GPUs in PCI address order, each counted once with every source that names it.
 ///
-/// `devices` are the char devices of `linux.devices`; `visible` is `NVIDIA_VISIBLE_DEVICES`
-/// from `process.env` (`None` when unset). Host files are read under `topology_root`.
+/// `devices` are the char devices of `linux.devices`, `nodes` the GPU device nodes present in
+/// its `/dev`; `visible` is `NVIDIA_VISIBLE_DEVICES` from `process.env` (`None` when unset).
+/// A device of another PCI class than display or processing accelerator is no GPU (an RDMA
+/// device of a NIC beside a GPU): it is left out with a note. Host files are read under
+/// `topology_root`.
 pub fn container_gpus(
     topology_root: &Path,
     devices: &[CharDevice],
+    nodes: &[CharDevice],
     visible: Option<&str>,
-) -> Result<Vec<Gpu>, DeviceError> {
+) -> Result<Found, DeviceError> {
     let mut host: Option<Vec<NvidiaGpu>> = None;
     // Indices and PCI ids need only the driver's directory names; UUIDs and minors its files.
     let mut addresses: Option<Vec<String>> = None;
     let mut found: Vec<(String, GpuSource)> = Vec::new();
+    let mut notes = Vec::new();
     let mut nvidia_in_devices = false;
 
-    for d in devices {
+    let tagged = devices
+        .iter()
+        .map(|d| (d, GpuSource::Devices))
+        .chain(nodes.iter().map(|d| (d, GpuSource::Nodes)));
+    for (d, source) in tagged {
         if d.major != NVIDIA_MAJOR {
-            found.extend(
-                char_device_pci(topology_root, d.major, d.minor)?.map(|a| (a, GpuSource::Devices)),
-            );
+            let Some(function) = char_device_function(topology_root, d.major, d.minor)? else {
+                continue;
+            };
+            let address = function.address;
+            match cpuplan::pci_base_class(&function.dir)? {
+                Some(class) if GPU_CLASSES.contains(&class) => found.push((address, source)),
+                class => notes.push(format!(
+                    "{} {}:{} ({}) is PCI function {address} of class {}, not a GPU: ignored",
+                    source,
+                    d.major,
+                    d.minor,
+                    crate::logging::escape(&d.path),
+                    class.map_or_else(|| "unknown".into(), |c| format!("0x{c:02x}"))
+                )),
+            }
             continue;
         }
         if !(0..MODESET_MINOR + 1).contains(&d.minor) {
@@ -53,10 +86,15 @@ pub fn container_gpus(
             .find(|g| g.minor.map(i64::from) == Some(d.minor))
         {
             Some(g) => {
-                found.push((g.address.clone(), GpuSource::Devices));
+                found.push((g.address.clone(), source));
                 nvidia_in_devices = true;
             }
             None if d.minor == MODESET_MINOR => {} // /dev/nvidia-modeset
+            None if source == GpuSource::Nodes => notes.push(format!(
+                "{} is 195:{}, which no GPU of the driver has: ignored",
+                crate::logging::escape(&d.path),
+                d.minor
+            )),
             None => {
                 return Err(DeviceError::Device {
                     major: d.major,
@@ -118,7 +156,10 @@ pub fn container_gpus(
             }
         }
     }
-    Ok(merge(found))
+    Ok(Found {
+        gpus: merge(found),
+        notes,
+    })
 }
 
 /// `found` in PCI address order, one [`Gpu`] per address with its sources in order.

@@ -191,6 +191,7 @@ impl Parser<'_> {
                             Some('"') => break,
                             Some('\\') => match self.bump() {
                                 None => return Err(self.error(line, "unterminated quote")),
+                                Some('\0') => return Err(self.error(line, "a NUL byte")),
                                 Some(e @ ('"' | '\\' | '$' | '`')) => out.push(e),
                                 Some('\n') => {}
                                 Some(e) => {
@@ -215,6 +216,7 @@ impl Parser<'_> {
                     self.bump();
                     match self.bump() {
                         None | Some('\n') => return Err(self.error(line, "unterminated quote")),
+                        Some('\0') => return Err(self.error(line, "a NUL byte")),
                         Some(e) => out.push(e),
                     }
                 }
@@ -301,10 +303,27 @@ mod tests {
             ("A-B=2", 1, "not a variable name"),
             ("A=x\\", 1, "unterminated quote"),
             ("A='a\0b'", 1, "NUL"),
+            ("A=a\\\0b", 1, "NUL"),
+            ("A=\"a\\\0b\"", 1, "NUL"),
+            ("A=\"\0\"", 1, "NUL"),
+            ("A=\0", 1, "NUL"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!(e.line, line, "{text:?}: {e}");
             assert!(e.to_string().contains(what), "{text:?}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever parses can be put in an environment: `set_var` panics on a NUL or an `=` in a key.
+        #[test]
+        fn whatever_parses_can_be_set_in_an_environment(text in "(export )?[AB]=[' \"\\\\\\x00x=]{0,8}(\n[AB]=[' \"\\\\\\x00x]{0,8}){0,2}") {
+            if let Ok(vars) = parse(&text) {
+                for (k, v) in vars {
+                    proptest::prop_assert!(is_name(&k), "{text:?}: key {k:?}");
+                    proptest::prop_assert!(!v.contains('\0'), "{text:?}: {k}={v:?}");
+                }
+            }
         }
     }
 

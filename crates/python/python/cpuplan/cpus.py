@@ -364,7 +364,7 @@ def claim_gpus(
     auto depends only on the PCI address and the mask, so two servers on one GPU (two MIG
     instances report one address) would take the same CPUs. A claim is a file per GPU in the
     claims directory (``claims_dir``, else ``$CPUPLAN_CLAIMS_DIR``, else the hook's
-    ``/run/cpuplan/claims``), naming this process (``pid-<pid>``, its pid and start time) and
+    ``/run/cpuplan/claims``), naming this process (``pid-<pid>`` in scope ``python``, its pid and start time) and
     changed only under an flock of the directory's lock file, waited on for at most ``wait``
     seconds. A claim whose process is gone (or whose pid now runs another process) is stale
     and taken over, so a dead server leaves nothing to clean up; claiming again from the same

@@ -6,9 +6,10 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use cpuplan_shim::launcher::{
-    find_plan, parse_args, plan_path, vars_to_set, Args, Target, EXIT_NOEXEC, EXIT_NOTFOUND,
-    EXIT_PLAN, EXIT_USAGE, USAGE,
+    find_plan, import_vars, parse_args, plan_path, usage, Args, Target, EXIT_NOEXEC, EXIT_NOTFOUND,
+    EXIT_PLAN, EXIT_USAGE,
 };
+use cpuplan_shim::text::Escaped;
 use cpuplan_shim::{pin_result, pin_worker, Pinning, PLAN_VAR};
 
 fn main() {
@@ -19,7 +20,7 @@ fn run(args: Vec<OsString>) -> i32 {
     let inv = match parse_args(args) {
         Ok(Args::Run(inv)) => inv,
         Ok(Args::Help) => {
-            println!("{USAGE}");
+            println!("{}", usage());
             return 0;
         }
         Err(e) => {
@@ -38,8 +39,8 @@ fn run(args: Vec<OsString>) -> i32 {
     if found.plan.is_none() && found.env_vars.is_none() {
         let msg = format!(
             "no plan: neither {} nor {} exists",
-            found.plan_path.display(),
-            found.env_path.display()
+            Escaped(found.plan_path.display()),
+            Escaped(found.env_path.display())
         );
         if !inv.optional {
             eprintln!("cpuplan-exec: {msg}");
@@ -48,19 +49,44 @@ fn run(args: Vec<OsString>) -> i32 {
         eprintln!("cpuplan-exec: {msg}; running unpinned (--optional)");
     }
 
-    let mut set = vars_to_set(found.env_vars.as_deref().unwrap_or(&[]), |k| {
-        std::env::var_os(k).is_some()
-    });
-    if found.plan_path.exists() && std::env::var_os(PLAN_VAR).is_none() {
-        set.push((PLAN_VAR.to_string(), found.plan_path.display().to_string()));
-    }
-    for (k, v) in &set {
+    // Only the plan's variables, each a name with a value free of NUL (checked here, so that
+    // set_var cannot panic whatever the file holds).
+    let import = match import_vars(
+        found.env_vars.as_deref().unwrap_or(&[]),
+        &found.env_path,
+        |k| std::env::var_os(k).is_some(),
+    ) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("cpuplan-exec: {e}");
+            return EXIT_PLAN;
+        }
+    };
+    let mut set: Vec<&str> = Vec::new();
+    for (k, v) in &import.set {
         // The launcher is single-threaded: nothing else reads the environment meanwhile.
         std::env::set_var(k, v);
+        set.push(k);
+    }
+    // The plan path came from argv or the environment, so it holds no NUL.
+    if found.plan_path.exists() && std::env::var_os(PLAN_VAR).is_none() {
+        std::env::set_var(PLAN_VAR, found.plan_path.as_os_str());
+        set.push(PLAN_VAR);
     }
     if inv.verbose {
-        let keys: Vec<&str> = set.iter().map(|(k, _)| k.as_str()).collect();
-        eprintln!("cpuplan-exec: set {}", keys.join(" "));
+        eprintln!("cpuplan-exec: set {}", Escaped(set.join(" ")));
+        if !import.kept.is_empty() {
+            eprintln!(
+                "cpuplan-exec: kept {} (already set)",
+                Escaped(import.kept.join(" "))
+            );
+        }
+        if !import.ignored.is_empty() {
+            eprintln!(
+                "cpuplan-exec: ignored {} (not plan variables)",
+                Escaped(import.ignored.join(" "))
+            );
+        }
     }
 
     if let Some(plan) = &found.plan {
@@ -92,7 +118,7 @@ fn run(args: Vec<OsString>) -> i32 {
     };
     eprintln!(
         "cpuplan-exec: cannot run {}: {err}",
-        inv.cmd[0].to_string_lossy()
+        Escaped(inv.cmd[0].to_string_lossy())
     );
     if err == nix::errno::Errno::ENOENT || err == nix::errno::Errno::ENOTDIR {
         EXIT_NOTFOUND

@@ -77,12 +77,17 @@ pub fn target_dir() -> PathBuf {
 /// Runs `cargo build ARGS --target-dir <this test's target dir>` in the workspace root (cargo
 /// releases its lock before tests run), with `env` set; fails the test naming `what` otherwise.
 fn cargo_build(what: &str, args: &[&str], env: &[(&str, &str)]) {
+    cargo_build_in(&target_dir(), what, args, env)
+}
+
+/// [`cargo_build`] into the target directory `dir`.
+fn cargo_build_in(dir: &Path, what: &str, args: &[&str], env: &[(&str, &str)]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .arg("build")
         .args(args)
         .arg("--target-dir")
-        .arg(target_dir())
+        .arg(dir)
         .envs(env.iter().copied())
         .current_dir(workspace_root())
         .env_remove("CARGO_TARGET_DIR")
@@ -103,6 +108,32 @@ pub fn profile_dir() -> PathBuf {
         .get_or_init(|| {
             cargo_build("libcpuplan_shim", &["-p", "cpuplan-shim-capi"], &[]);
             target_dir().join("debug")
+        })
+        .clone()
+}
+
+/// The release profile's output dir of a build of the library with the test-only `panic-test`
+/// feature (`cpuplan_test_panic()` in the C ABI): built once per test binary, in its own target
+/// dir (`<target>/panic-test`) so that no library with that symbol lands in `target/release`.
+pub fn release_panic_test_dir() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = target_dir().join("panic-test");
+            cargo_build_in(
+                &dir,
+                "libcpuplan_shim (release, panic-test)",
+                &[
+                    "--release",
+                    "-p",
+                    "cpuplan-shim",
+                    "--lib",
+                    "--features",
+                    "panic-test",
+                ],
+                &[],
+            );
+            dir.join("release")
         })
         .clone()
 }

@@ -1,0 +1,202 @@
+//! The NRI front end of the pipeline: at CreateContainer the container is read (its pod's
+//! cgroups, its devices, its env and annotations), decided on, its GPUs claimed, its plan files
+//! written on the host, and the [`SpecEdit`] answered as a container adjustment. Stop and
+//! remove release the claims and the files; Synchronize drops what belongs to containers that
+//! are gone and claims again for those that run.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use cpuplan::{ClaimOutcome, Holder};
+
+use crate::config::{HookConfig, OnError};
+use crate::decide::{decide, ClaimResult, Decision};
+use crate::edit::SpecEdit;
+use crate::read::host::Host;
+use crate::read::{read, Container as Ctr, Live};
+
+use super::from_edit::adjustment;
+use super::handler::Handler;
+use super::plandir::{safe_id, PlanDirs, Record};
+use super::proto::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use super::spec::container_spec;
+
+/// The longest the plugin waits for the claims lock: well below the runtime's 2 s plugin timeout.
+pub const MAX_CLAIM_WAIT: Duration = Duration::from_millis(500);
+
+/// The handler that plans containers as the hook does.
+#[derive(Debug)]
+pub struct PlanHandler {
+    config: HookConfig,
+    host: Host,
+    dirs: PlanDirs,
+    /// The claims' scope: `nri:<plugin>`.
+    scope: String,
+}
+
+impl PlanHandler {
+    /// A handler planning with `config` as the plugin named `plugin` (`10-cpuplan`).
+    pub fn new(config: HookConfig, plugin: &str) -> PlanHandler {
+        PlanHandler {
+            host: Host::of(&config),
+            dirs: PlanDirs::new(&config.nri_dir),
+            config,
+            scope: format!("nri:{plugin}"),
+        }
+    }
+
+    fn wait(&self) -> Duration {
+        Duration::from_millis(self.config.claim_wait_ms).min(MAX_CLAIM_WAIT)
+    }
+
+    /// This plugin as the holder of container `id`'s claims: they last while the plugin runs,
+    /// and are taken again at every Synchronize.
+    fn holder(&self, id: &str) -> Result<Holder, String> {
+        match self.host.holder(id, &self.scope, std::process::id()) {
+            Ok(Some(h)) => Ok(h),
+            Ok(None) => Err("the plugin's own /proc entry is missing".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn claim(&self, id: &str, gpus: &[String]) -> ClaimResult {
+        if gpus.is_empty() {
+            return ClaimResult::Skipped;
+        }
+        let holder = match self.holder(id) {
+            Ok(h) => h,
+            Err(e) => return ClaimResult::Failed(e),
+        };
+        match cpuplan::claim_gpus(
+            &self.config.claims_dir,
+            &self.host.root,
+            &holder,
+            gpus,
+            self.wait(),
+        ) {
+            Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
+            Ok(ClaimOutcome::Held { address, by }) => ClaimResult::Held(format!(
+                "GPU {address} is held by live container {} (pid {})",
+                crate::logging::escape(&by.container),
+                by.pid
+            )),
+            Err(e) => ClaimResult::Failed(e.to_string()),
+        }
+    }
+
+    /// Releases container `id`'s claims and removes its plan files.
+    fn forget(&self, id: &str) {
+        if let Err(e) = cpuplan::release(&self.config.claims_dir, id, &self.scope, self.wait()) {
+            log::warn!("container {id}: cannot release GPU claims: {e}");
+        }
+        if self.dirs.remove(id) {
+            log::info!("container {id}: gone, its plan and claims released");
+        }
+    }
+
+    /// A planning problem: under `allow` the container is created unchanged, under `deny` not at all.
+    fn problem(&self, id: &str, problem: &str) -> Result<ContainerAdjustment, String> {
+        log::warn!("container {id}: planning problem: {problem}");
+        match self.config.on_error {
+            OnError::Allow => Ok(ContainerAdjustment::default()),
+            OnError::Deny => Err(format!("cpuplan: container {id}: {problem}")),
+        }
+    }
+
+    fn plan(&self, pod: &PodSandbox, c: &Container) -> Result<ContainerAdjustment, String> {
+        let id = crate::logging::escape(&c.id).into_owned();
+        if !safe_id(&c.id) {
+            return self.problem(&id, "the container id is not a file name");
+        }
+        let spec = match container_spec(pod, c) {
+            Ok(s) => s,
+            Err(e) => return self.problem(&id, &e),
+        };
+        let container = Ctr {
+            id: c.id.clone(),
+            pid: None,
+            bundle: None,
+        };
+        let inputs = read(&self.host, &self.config, container, spec, &Live::default());
+        let decision = decide(&inputs, &self.config);
+        if let Some(p) = &decision.problem {
+            return self.problem(&id, p);
+        }
+        let claimed = self.claim(&c.id, &decision.claims);
+        if let ClaimResult::Failed(why) = &claimed {
+            log::warn!("container {id}: no GPU claim: {why}");
+        }
+        let record = Record {
+            claims: match claimed {
+                ClaimResult::Claimed => decision.claims.clone(),
+                _ => Vec::new(),
+            },
+        };
+        let decision: Decision = decision.after_claim(&claimed);
+        let edit = SpecEdit::new(&inputs, &decision, &self.config);
+        match self.dirs.write(&c.id, &edit, &record) {
+            Ok(dir) => {
+                for note in &inputs.notes {
+                    log::info!("container {id}: {note}");
+                }
+                log::info!("{}", decision.summary(&inputs));
+                Ok(adjustment(&edit, &dir))
+            }
+            Err(e) => {
+                self.forget(&c.id);
+                self.problem(&id, &e.to_string())
+            }
+        }
+    }
+}
+
+impl Handler for PlanHandler {
+    fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> Result<Vec<ContainerUpdate>, String> {
+        let running: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        let (mut kept, mut dropped) = (0, 0);
+        for id in self.dirs.ids() {
+            if !running.contains(id.as_str()) {
+                self.forget(&id);
+                dropped += 1;
+                continue;
+            }
+            kept += 1;
+            let Some(record) = self.dirs.record(&id) else {
+                continue;
+            };
+            match self.claim(&id, &record.claims) {
+                ClaimResult::Held(why) | ClaimResult::Failed(why) => {
+                    log::warn!("container {id}: its GPU claim could not be taken again: {why}")
+                }
+                ClaimResult::Claimed | ClaimResult::Skipped => {}
+            }
+        }
+        log::info!(
+            "synchronized with {} pods and {} containers: kept the plans of {kept}, dropped {dropped}",
+            pods.len(),
+            containers.len()
+        );
+        Ok(Vec::new())
+    }
+
+    fn create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<ContainerAdjustment, String> {
+        self.plan(pod, container)
+    }
+
+    fn stop_container(&self, _pod: &PodSandbox, container: &Container) -> Vec<ContainerUpdate> {
+        self.forget(&container.id);
+        Vec::new()
+    }
+
+    fn remove_container(&self, _pod: &PodSandbox, container: &Container) {
+        self.forget(&container.id);
+    }
+}

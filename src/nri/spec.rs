@@ -1,0 +1,185 @@
+//! A container as NRI describes it at CreateContainer, read into the runtime-neutral
+//! [`ContainerSpec`] the planner takes (the same fields a bundle's `config.json` gives the hook).
+
+use std::collections::BTreeMap;
+
+use crate::read::spec::{env_of_interest, CharDevice, ContainerSpec, ANNOTATION_PREFIX};
+
+use super::proto::{Container, PodSandbox};
+
+/// The spec of `container` in `pod`: its env (the variables of interest), its CPU quota,
+/// period and cpus, its char devices, its cgroups path, and the `cpuplan.*` annotations of the
+/// pod and the container (the container's win). NRI passes a pod's annotations whatever
+/// containerd's `pod_annotations` says. A quota that is not positive (`-1`, `0`) is no quota;
+/// a cpu list that does not parse is an error quoting it.
+pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<ContainerSpec, String> {
+    let source = format!(
+        "NRI container {} ({}/{})",
+        container.id, pod.namespace, container.name
+    );
+    let mut env = BTreeMap::new();
+    for kv in &container.env {
+        if let Some((k, v)) = kv.split_once('=') {
+            if env_of_interest(k) {
+                env.insert(k.to_string(), v.to_string());
+            }
+        }
+    }
+    let annotations: BTreeMap<String, String> = pod
+        .annotations
+        .iter()
+        .chain(&container.annotations)
+        .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let linux = container.linux.clone().unwrap_or_default();
+    let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
+    let quota = match (cpu.quota.map(|q| q.value), cpu.period.map(|p| p.value)) {
+        (Some(q), p) if q > 0 => Some(q as f64 / p.filter(|p| *p > 0).unwrap_or(100_000) as f64),
+        _ => None,
+    };
+    let cpus = match cpu.cpus.trim() {
+        "" => None,
+        text => Some(
+            cpuplan::parse_cpu_list(text)
+                .map_err(|e| format!("{source}: linux.resources.cpu.cpus: {e}"))?,
+        ),
+    };
+    let devices = linux
+        .devices
+        .iter()
+        .filter(|d| matches!(d.r#type.as_str(), "c" | "u"))
+        .map(|d| CharDevice {
+            major: d.major,
+            minor: d.minor,
+            path: d.path.clone(),
+        })
+        .collect();
+    Ok(ContainerSpec {
+        source,
+        rootfs: None,
+        quota,
+        cpus,
+        devices,
+        env,
+        annotations,
+        cgroups_path: Some(linux.cgroups_path).filter(|p| !p.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nri::proto::{
+        LinuxContainer, LinuxCpu, LinuxDevice, LinuxResources, OptionalInt64, OptionalUInt64,
+    };
+
+    fn container() -> Container {
+        Container {
+            id: "c1".into(),
+            name: "srv".into(),
+            env: vec![
+                "PATH=/bin".into(),
+                "OMP_NUM_THREADS=3".into(),
+                "NVIDIA_VISIBLE_DEVICES=0".into(),
+            ],
+            annotations: BTreeMap::from([("cpuplan.step-thread-core".into(), "off".into())]),
+            linux: Some(LinuxContainer {
+                cgroups_path: "/kubepods/burstable/pod1/c1".into(),
+                devices: vec![
+                    LinuxDevice {
+                        path: "/dev/nvidia0".into(),
+                        r#type: "c".into(),
+                        major: 195,
+                        minor: 0,
+                        ..LinuxDevice::default()
+                    },
+                    LinuxDevice {
+                        path: "/dev/sda".into(),
+                        r#type: "b".into(),
+                        major: 8,
+                        minor: 0,
+                        ..LinuxDevice::default()
+                    },
+                ],
+                resources: Some(LinuxResources {
+                    cpu: Some(LinuxCpu {
+                        quota: Some(OptionalInt64 { value: 150_000 }),
+                        period: Some(OptionalUInt64 { value: 100_000 }),
+                        cpus: "0-3".into(),
+                        ..LinuxCpu::default()
+                    }),
+                    ..LinuxResources::default()
+                }),
+                ..LinuxContainer::default()
+            }),
+            ..Container::default()
+        }
+    }
+
+    #[test]
+    fn the_fields_the_planner_reads() {
+        let pod = PodSandbox {
+            namespace: "default".into(),
+            annotations: BTreeMap::from([
+                ("cpuplan.step-thread-core".into(), "auto".into()),
+                ("cpuplan.other".into(), "x".into()),
+                ("unrelated".into(), "y".into()),
+            ]),
+            ..PodSandbox::default()
+        };
+        let s = container_spec(&pod, &container()).unwrap();
+        assert_eq!(s.quota, Some(1.5));
+        assert_eq!(s.cpus.unwrap().to_string(), "0-3");
+        assert_eq!(s.devices.len(), 1);
+        assert_eq!(s.devices[0].path, "/dev/nvidia0");
+        assert_eq!(s.env.get("OMP_NUM_THREADS").map(String::as_str), Some("3"));
+        assert!(!s.env.contains_key("PATH"));
+        assert_eq!(
+            s.annotations["cpuplan.step-thread-core"], "off",
+            "the container's wins"
+        );
+        assert_eq!(s.annotations["cpuplan.other"], "x");
+        assert!(!s.annotations.contains_key("unrelated"));
+        assert_eq!(
+            s.cgroups_path.as_deref(),
+            Some("/kubepods/burstable/pod1/c1")
+        );
+        assert!(s.source.contains("c1") && s.source.contains("default/srv"));
+    }
+
+    #[test]
+    fn no_quota_and_bad_cpus() {
+        let mut c = container();
+        let cpu = c
+            .linux
+            .as_mut()
+            .unwrap()
+            .resources
+            .as_mut()
+            .unwrap()
+            .cpu
+            .as_mut()
+            .unwrap();
+        cpu.quota = Some(OptionalInt64 { value: -1 });
+        cpu.cpus = String::new();
+        let s = container_spec(&PodSandbox::default(), &c).unwrap();
+        assert_eq!((s.quota, s.cpus), (None, None));
+        let cpu = c
+            .linux
+            .as_mut()
+            .unwrap()
+            .resources
+            .as_mut()
+            .unwrap()
+            .cpu
+            .as_mut()
+            .unwrap();
+        cpu.cpus = "3-1".into();
+        let e = container_spec(&PodSandbox::default(), &c).unwrap_err();
+        assert!(
+            e.contains("linux.resources.cpu.cpus") && e.contains("3-1"),
+            "{e}"
+        );
+    }
+}

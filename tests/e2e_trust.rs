@@ -1,0 +1,268 @@
+//! Who may name a container's GPUs, with real runc: the container's own environment is the
+//! tenant's and never takes a claim (unless `gpu_sources` trusts it); the spec's devices and the
+//! runtime's device nodes are the operator's; a NIC beside a GPU is no GPU.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::runc::{fixtures, hook_bin, line_value, Bundle};
+use serde_json::{json, Value};
+
+/// The operator's side shared by every container of a test: a hook config, its claims and log.
+struct Node {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Node {
+    fn new(topology_root: &Path) -> Node {
+        let dir = tempfile::Builder::new()
+            .prefix("cpuplan-trust-")
+            .tempdir()
+            .unwrap();
+        let config = dir.path().join("hook.json");
+        let cfg = json!({
+            "topology_root": topology_root,
+            "claims_dir": dir.path().join("claims"),
+            "log": dir.path().join("hook.log"),
+        });
+        std::fs::write(&config, serde_json::to_vec(&cfg).unwrap()).unwrap();
+        Node { dir, config }
+    }
+
+    /// A bundle running `cmd` with the hook registered at createRuntime and poststop.
+    fn bundle(&self, tag: &str, cmd: &str) -> Bundle {
+        let mut b = Bundle::new(tag, cmd);
+        let args = vec![
+            hook_bin().display().to_string(),
+            "--config".into(),
+            self.config.display().to_string(),
+            "hook".into(),
+        ];
+        b.hook(&["createRuntime", "poststop"], &args);
+        b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+        b
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("hook.log")).unwrap_or_default()
+    }
+
+    fn claims(&self) -> Value {
+        let out = Command::new(hook_bin())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["claims", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// Runs `b` in a thread (runc in the foreground there) and waits until its init wrote `ready`
+/// into its rootfs (its `/tmp` is the host's bundle dir).
+fn start(b: &Bundle) -> std::thread::JoinHandle<(i32, String, String)> {
+    let ready = b.rootfs().join("tmp/ready");
+    let path = b.path();
+    let (id, state) = (b.id.clone(), b.dir.path().join("state"));
+    std::fs::write(
+        path.join("config.json"),
+        serde_json::to_vec_pretty(&b.config).unwrap(),
+    )
+    .unwrap();
+    let t = std::thread::spawn(move || {
+        let out = Command::new("timeout")
+            .args(["60", "runc", "--root"])
+            .arg(state)
+            .args(["run", "--bundle"])
+            .arg(path)
+            .arg(id)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    });
+    let t0 = Instant::now();
+    while !ready.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{} did not start",
+            b.id
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t
+}
+
+/// Stops a container started with [`start`] and returns its output.
+fn stop(b: &Bundle, t: std::thread::JoinHandle<(i32, String, String)>) -> String {
+    std::fs::write(b.rootfs().join("tmp/stop"), "").unwrap();
+    let (_, out, err) = t.join().unwrap();
+    format!("{out}{err}")
+}
+
+/// Copies the plan into the rootfs' /tmp (host-visible), says ready, and waits for /tmp/stop.
+const HOLD: &str =
+    "cp /run/cpuplan/plan.env /run/cpuplan/plan.json /tmp/ 2>/dev/null; touch /tmp/ready; \
+                    while ! test -e /tmp/stop; do sleep 0.1; done";
+
+fn plan_json(b: &Bundle) -> Value {
+    serde_json::from_slice(&std::fs::read(b.rootfs().join("tmp/plan.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_tenants_environment_cannot_take_every_gpu_from_the_next_container() {
+    let node = Node::new(&fixtures().join("e2e-host"));
+    // The attacker: runc's default devices, NVIDIA_VISIBLE_DEVICES=all.
+    let mut attacker = node.bundle("attacker", HOLD);
+    attacker.env("NVIDIA_VISIBLE_DEVICES=all");
+    let a = start(&attacker);
+    let attacker_plan = plan_json(&attacker);
+    assert_eq!(
+        attacker_plan["inputs"]["gpus"],
+        json!(["0000:3b:00.0"]),
+        "planned for"
+    );
+    assert!(
+        attacker_plan["why"]
+            .as_str()
+            .unwrap()
+            .contains("not claimed, as no source gpu_sources trusts names them"),
+        "{attacker_plan}"
+    );
+    assert_eq!(node.claims(), json!([]), "the environment took no claim");
+    // The victim: GPU 0 given by the operator's spec, started while the attacker runs.
+    let mut victim = node.bundle("victim", HOLD);
+    victim.gpu(0);
+    let v = start(&victim);
+    let victim_plan = plan_json(&victim);
+    let why = victim_plan["why"].as_str().unwrap();
+    assert!(!why.contains("held by"), "{why}");
+    assert!(!why.contains("without a GPU claim"), "{why}");
+    assert_eq!(
+        victim_plan["inputs"]["cpuset"], "1",
+        "narrowed to its GPU's CPU"
+    );
+    let claims = node.claims();
+    let holders: Vec<&str> = claims
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["holder"]["container"].as_str().unwrap())
+        .collect();
+    assert_eq!(holders, [victim.id.as_str()], "{claims}");
+    stop(&victim, v);
+    stop(&attacker, a);
+    assert!(node
+        .log()
+        .contains(&format!("container {}: stopped, released 1", victim.id)));
+}
+
+#[test]
+fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
+    // NVIDIA's legacy hook injects /dev/nvidiaN without touching config.json: here a bind mount
+    // of a host char device 195:0 (made by the test; nothing opens it).
+    let node = Node::new(&fixtures().join("e2e-host"));
+    let dev = node.dir.path().join("nvidia0");
+    nix::sys::stat::mknod(
+        &dev,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+        nix::sys::stat::makedev(195, 0),
+    )
+    .unwrap();
+    let mut b = node.bundle("node", HOLD);
+    b.config["mounts"].as_array_mut().unwrap().push(
+        json!({"destination": "/dev/nvidia0", "type": "bind", "source": dev, "options": ["bind"]}),
+    );
+    let t = start(&b);
+    let plan = plan_json(&b);
+    assert_eq!(plan["inputs"]["gpus"], json!(["0000:3b:00.0"]), "{plan}");
+    let claims = node.claims();
+    assert_eq!(claims[0]["holder"]["container"], b.id.as_str(), "{claims}");
+    stop(&b, t);
+}
+
+/// The e2e host with a Mellanox NIC (class 0x020000) at 0000:3c:00.0, whose RDMA device
+/// `uverbs0` is char 231:192: a typical GPUDirect layout beside GPU 0000:3b:00.0.
+fn host_with_nic(dir: &Path) -> PathBuf {
+    let root = dir.join("host");
+    let copy = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join("e2e-host"))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let nic = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3c:00.0");
+    std::fs::create_dir_all(nic.join("infiniband_verbs/uverbs0")).unwrap();
+    std::fs::write(nic.join("class"), "0x020000\n").unwrap();
+    std::fs::write(nic.join("vendor"), "0x15b3\n").unwrap();
+    std::os::unix::fs::symlink(
+        "../../../0000:3c:00.0",
+        nic.join("infiniband_verbs/uverbs0/device"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("sys/dev/char")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../devices/pci0000:3a/0000:3a:00.0/0000:3c:00.0/infiniband_verbs/uverbs0",
+        root.join("sys/dev/char/231:192"),
+    )
+    .unwrap();
+    root
+}
+
+#[test]
+fn a_nics_rdma_device_beside_the_gpu_is_no_worker() {
+    let scratch = tempfile::tempdir().unwrap();
+    let node = Node::new(&host_with_nic(scratch.path()));
+    let mut b = node.bundle("nic", "cat /run/cpuplan/plan.env");
+    b.gpu(0);
+    b.config["linux"]["devices"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({
+            "path": "/dev/infiniband/uverbs0", "type": "c", "major": 231, "minor": 192,
+            "fileMode": 0o666, "uid": 0, "gid": 0
+        }));
+    let (rc, out, err) = b.run();
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(
+        line_value(&out, "CPUPLAN_DEVICES"),
+        Some("'0000:3b:00.0'"),
+        "{out}"
+    );
+    assert_eq!(
+        line_value(&out, "CPUPLAN_WORKERS"),
+        Some("'-'"),
+        "one worker: {out}"
+    );
+    let why = line_value(&out, "CPUPLAN_WHY").unwrap();
+    assert!(
+        !why.contains("held by") && !why.contains("workers 0 and 1"),
+        "{why}"
+    );
+    let log = node.log();
+    assert!(
+        log.contains("231:192")
+            && log.contains("0000:3c:00.0")
+            && log.contains("not a GPU: ignored"),
+        "{log}"
+    );
+    assert!(
+        log.contains("released 1 GPU claim"),
+        "only the GPU was claimed: {log}"
+    );
+}
