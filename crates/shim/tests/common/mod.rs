@@ -126,8 +126,7 @@ pub fn release_panic_test_dir() -> PathBuf {
                 &[
                     "--release",
                     "-p",
-                    "cpuplan-shim",
-                    "--lib",
+                    "cpuplan-shim-capi",
                     "--features",
                     "panic-test",
                 ],
