@@ -390,17 +390,24 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
     h.gpus(&[0]);
     h.config["step_thread_core"] = json!("auto");
     let (_, cfg) = h.state();
-    let id = "ctr\n1796000000.000 INFO cpuplan-hook[1]: container forged: released";
+    let forged = "2026-11-30T10:00:00.000Z INFO cpuplan-hook[1]: container forged: released";
+    let id = format!("ctr\n{forged}");
     let state = json!({"ociVersion": "1.0.2", "id": id, "status": "creating", "pid": 4242, "bundle": h.bundle()});
-    run_hook(Some("createRuntime"), state.to_string().as_bytes(), &cfg)
-        .unwrap()
-        .unwrap();
-    let log = std::fs::read_to_string(h.dir.path().join("hook.log")).unwrap();
-    assert!(
-        !log.lines().any(|l| l.starts_with("1796000000.000")),
-        "{log}"
+    // The binary, not run_hook: the log file is the process's, and this test's lines must not
+    // go to another test's file through the shared in-process logger.
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let out = hookbin::run_fed(
+        &mut hookbin::create_runtime(bin, &cfg),
+        state.to_string().as_bytes(),
     );
-    assert!(log.contains("ctr\\n1796000000.000"), "{log}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(h.dir.path().join("hook.log")).unwrap();
+    assert!(!log.lines().any(|l| l.starts_with(forged)), "{log}");
+    assert!(log.contains(&format!("ctr\\n{forged}")), "{log}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
         .arg("--config")
         .arg(&cfg)
@@ -409,7 +416,10 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 1, "{text}");
-    assert!(text.contains("container ctr\\n1796000000.000"), "{text}");
+    assert!(
+        text.contains(&format!("container ctr\\n{forged}")),
+        "{text}"
+    );
 }
 
 /// A bug that panics in the hook or in precreate fails open under `allow` (the container starts,

@@ -10,6 +10,10 @@
 #[path = "common/log_guard.rs"]
 mod log_guard;
 
+/// The host lock and the default config the runtime-launched plugin reads.
+#[path = "common/hostlock.rs"]
+mod hostlock;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -468,6 +472,9 @@ fn external_plugin_reconnects_and_resynchronizes_after_containerd_restarts() {
 
 #[test]
 fn prelaunched_plugin_is_started_by_containerd_and_exits_with_it() {
+    // containerd starts the plugin without arguments: it reads the default config, which here
+    // logs to stderr (containerd's log), never to the host's default log.
+    let _config = hostlock::stderr_default_config();
     let mut node = Node::start(true);
     let plugin = node.path("nri-plugins/10-cpuplan");
     wait_for(

@@ -42,3 +42,45 @@ pub fn shared() -> HostLock {
 pub fn exclusive() -> HostLock {
     lock(FlockArg::LockExclusive)
 }
+
+/// The host's default hook config (`/etc/cpuplan/hook.json`), made to say `"log": "stderr"` for a
+/// hook run that cannot be given `--config` (an NRI plugin containerd launches itself), while
+/// this holds the lock exclusively. Dropped, it removes what it created.
+pub struct StderrDefaultConfig {
+    created: Vec<std::path::PathBuf>,
+    _lock: HostLock,
+}
+
+/// The default config's path (`cpuplan_hook::config::DEFAULT_CONFIG`).
+pub const DEFAULT_CONFIG: &str = "/etc/cpuplan/hook.json";
+
+/// Writes `{"log": "stderr"}` to [`DEFAULT_CONFIG`] unless a config is there already (the
+/// machine's own, left alone: its `log` then holds).
+pub fn stderr_default_config() -> StderrDefaultConfig {
+    let lock = exclusive();
+    let path = std::path::Path::new(DEFAULT_CONFIG);
+    let mut created = Vec::new();
+    if path.symlink_metadata().is_err() {
+        let dir = path.parent().unwrap();
+        if dir.symlink_metadata().is_err() {
+            std::fs::create_dir_all(dir).unwrap();
+            created.push(dir.to_path_buf());
+        }
+        std::fs::write(path, "{\"log\": \"stderr\"}\n").unwrap();
+        created.push(path.to_path_buf());
+    } else {
+        eprintln!("{DEFAULT_CONFIG} exists: the runtime-launched plugin logs where it says");
+    }
+    StderrDefaultConfig {
+        created,
+        _lock: lock,
+    }
+}
+
+impl Drop for StderrDefaultConfig {
+    fn drop(&mut self) {
+        for p in self.created.iter().rev() {
+            let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
+        }
+    }
+}
