@@ -6,7 +6,8 @@
 //! the file's size and mtime when the binary starts (an ELF constructor, before any test thread)
 //! and compares at exit (`atexit`), printing the new lines and exiting 1 when it changed. Another
 //! process on the machine that runs the hook with the default log while the tests run (a real
-//! runtime, another checkout's tests) trips it as well: the lines it prints say whose they are.
+//! runtime, another checkout's tests) trips it as well, unless its lines lack this build's
+//! RFC 3339 time (an older build's): the lines it prints say whose they are.
 #![allow(dead_code)]
 
 use std::os::unix::fs::MetadataExt;
@@ -40,6 +41,13 @@ extern "C" fn check() {
     }
     let text = std::fs::read(REAL_LOG).unwrap_or_default();
     let from = before.map_or(0, |b| b.0 as usize).min(text.len());
+    let new = String::from_utf8_lossy(&text[from..]).into_owned();
+    // A line that does not start with this build's RFC 3339 time was written by another build
+    // of the hook (another checkout's tests on this machine): not this binary's doing.
+    let ours: Vec<&str> = new.lines().filter(|l| rfc3339_prefix(l)).collect();
+    if ours.is_empty() && before.is_some_and(|b| after.is_some_and(|a| a.0 > b.0)) {
+        return;
+    }
     let size =
         |s: Option<(u64, i64, i64)>| s.map_or("absent".to_string(), |s| format!("{} bytes", s.0));
     eprintln!(
@@ -49,10 +57,22 @@ extern "C" fn check() {
          New lines:\n{}",
         size(before),
         size(after),
-        String::from_utf8_lossy(&text[from..])
+        ours.join("\n")
     );
     // SAFETY: ends the process now with status 1; the test harness has printed its results.
     unsafe { nix::libc::_exit(1) }
+}
+
+/// Whether `line` starts with a time as this build's hook writes it (`2026-11-30T10:00:00.123Z `).
+fn rfc3339_prefix(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 24
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && b[23] == b'Z'
+        && b[24] == b' '
+        && b[..4].iter().all(u8::is_ascii_digit)
 }
 
 /// Runs [`start`] when the test binary is loaded, before `main` and any test thread.
