@@ -1,7 +1,7 @@
 //! GPU claims that outlive the claiming process.
 //!
 //! The hook exits while its container runs, so a claim cannot be an flock held for the
-//! life of a process (the seed's `claim_gpus`). Instead a claims directory holds one
+//! life of a process (an in-process `claim_gpus` would). Instead a claims directory holds one
 //! file per claimed GPU (`0000:2a:00.0.json`, holding its [`Holder`]) and one lock file
 //! `.lock`. Every change happens under an exclusive flock of `.lock`, so two concurrent
 //! takers never both win. The lock file is never unlinked: another process may already
