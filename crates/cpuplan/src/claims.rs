@@ -483,12 +483,7 @@ fn open_lock(path: &Path) -> Result<File, Error> {
         other => other,
     }
     .map_err(io)?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(io(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
-    }
+    crate::fsutil::require_regular(&file).map_err(io)?;
     Ok(file)
 }
 
