@@ -106,7 +106,6 @@ pub fn init(file: Option<&Path>) {
 /// The log file opened for appending: `O_NONBLOCK` (a FIFO with no reader fails at once instead
 /// of waiting for one), `O_NOFOLLOW`, and then refused unless it is a regular file.
 fn open_log(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::FileTypeExt;
     let f = OpenOptions::new()
         .create(true)
         .append(true)
@@ -121,22 +120,7 @@ fn open_log(path: &Path) -> std::io::Result<File> {
             ),
             _ => e,
         })?;
-    let kind = f.metadata()?.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{what}, not a regular file"),
-        ));
-    }
+    cpuplan::require_regular(&f)?;
     Ok(f)
 }
 

@@ -605,23 +605,27 @@ fn drop_in_ours_or_absent(path: &Path) -> Result<bool, InstallError> {
     Ok(read_opt(path)?.is_none_or(|t| t.starts_with(DROP_IN_MARK)))
 }
 
+/// The drop-in and base spec paths of `c`, if each is absent or was written by install for `layout`.
+fn ours_or_absent(layout: &Layout, c: &Containerd) -> Result<(PathBuf, PathBuf), InstallError> {
+    let (drop_in, spec_path) = (c.drop_in(), c.base_spec());
+    let not_ours = |path: PathBuf| InstallError::NotOurs {
+        path,
+        ours: layout.binary(),
+    };
+    if !drop_in_ours_or_absent(&drop_in)? {
+        return Err(not_ours(drop_in));
+    }
+    if !spec_ours_or_absent(layout, &spec_path)? {
+        return Err(not_ours(spec_path));
+    }
+    Ok((drop_in, spec_path))
+}
+
 /// Registers the hook with containerd: the base spec, the drop-in, the import; returns what it did.
 /// Paths are as the node sees them and are read and written as they are (a relocated node's
 /// paths carry its root); only `ctr` runs under [`Containerd::ctr_root`].
 pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
-    let (drop_in, spec_path) = (c.drop_in(), c.base_spec());
-    if !drop_in_ours_or_absent(&drop_in)? {
-        return Err(InstallError::NotOurs {
-            path: drop_in,
-            ours: layout.binary(),
-        });
-    }
-    if !spec_ours_or_absent(layout, &spec_path)? {
-        return Err(InstallError::NotOurs {
-            path: spec_path,
-            ours: layout.binary(),
-        });
-    }
+    let (drop_in, spec_path) = ours_or_absent(layout, c)?;
     let main_text = read_opt(&c.config)?;
     let main_doc = match &main_text {
         Some(t) => Some(parse(&c.config, t)?),
@@ -678,19 +682,7 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
 /// Removes what [`install`] wrote for containerd (refusing files it did not write); returns what it did.
 pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
-    let (drop_in, spec_path) = (c.drop_in(), c.base_spec());
-    if !drop_in_ours_or_absent(&drop_in)? {
-        return Err(InstallError::NotOurs {
-            path: drop_in,
-            ours: layout.binary(),
-        });
-    }
-    if !spec_ours_or_absent(layout, &spec_path)? {
-        return Err(InstallError::NotOurs {
-            path: spec_path,
-            ours: layout.binary(),
-        });
-    }
+    let (drop_in, spec_path) = ours_or_absent(layout, c)?;
     if let Some(text) = read_opt(&c.config)? {
         let entry = import_entry(&c.config, &drop_in);
         if text == created_config(&entry) {

@@ -41,13 +41,14 @@ pub fn precreate(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8
     }
     match plan_into(config, input, cwd) {
         Ok(out) => Ok(out),
-        Err(problem) => {
-            log::warn!("precreate: config left unchanged: {problem}");
-            match config.on_error {
-                OnError::Allow => Ok(input.to_vec()),
-                OnError::Deny => Err(PrecreateError::Denied(problem)),
+        Err(problem) => match config.on_error {
+            OnError::Allow => {
+                log::warn!("precreate: config left unchanged: {problem}");
+                Ok(input.to_vec())
             }
-        }
+            // The stage's error is the one line the runtime shows.
+            OnError::Deny => Err(PrecreateError::Denied(problem)),
+        },
     }
 }
 
