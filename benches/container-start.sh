@@ -6,7 +6,8 @@
 #   (a) no hook
 #   (b) /bin/true registered at createRuntime and poststop   (what any hook costs runc)
 #   (c) cpuplan-hook registered at createRuntime and poststop, topology_root = examples/host
-#       (224 CPUs, 8 GPUs), the container given GPU 0 (NVIDIA_VISIBLE_DEVICES=0), a 1-CPU
+#       (224 CPUs, 8 GPUs), the container given GPU 0 (/dev/nvidia0 in linux.devices, and
+#       NVIDIA_VISIBLE_DEVICES=0, as NVIDIA's toolkit gives a GPU), a 1-CPU
 #       quota, step_thread_core auto: it reads the inputs, narrows the cpuset, claims the GPU,
 #       plans, writes plan.env/plan.json, and poststop releases the claim.
 # All three containers have the same config.json apart from the hooks.
@@ -80,6 +81,7 @@ mkbundle() { # NAME HOOKS_JSON
     .process.terminal = false
     | .process.args = ["/bin/true"]
     | .process.env += ["NVIDIA_VISIBLE_DEVICES=0"]
+    | .linux.devices += [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 438, "uid": 0, "gid": 0}]
     | .root = {"path": $root, "readonly": false}
     | .mounts += [{"destination": "/run", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid","nodev","mode=755"]}]
     | .linux.resources.cpu = {"quota": 100000, "period": 100000}

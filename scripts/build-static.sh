@@ -3,17 +3,30 @@
 #
 # Builds the hook (cpuplan-hook) and the in-container launcher (cpuplan-exec) linked statically
 # against glibc (crt-static): no dynamic loader runs, so an LD_PRELOAD or LD_LIBRARY_PATH that
-# reaches their environment loads nothing. Release profile unless --debug. Prints the two paths.
+# reaches their environment loads nothing. It runs `cargo build-static` (the alias in
+# .cargo/config.toml, which a person can run as well), release unless --debug, then checks
+# that neither binary asks for a dynamic loader (no ELF PT_INTERP, with readelf) and prints the
+# two paths. A RUSTFLAGS in the environment would replace the alias's rustflags: crt-static is
+# then added to it. The shim's C libraries are a separate, normal build:
+# `cargo build -p cpuplan-shim-capi --release`.
 # Honours CARGO_TARGET_DIR and CARGO (the cargo to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
 if [ "${1:-}" = --debug ]; then profile=debug; shift; fi
-flags=(--target x86_64-unknown-linux-gnu -p cpuplan-hook -p cpuplan-shim --bins)
+flags=()
 [ "$profile" = release ] && flags+=(--release)
-RUSTFLAGS='-C target-feature=+crt-static' "${CARGO:-cargo}" build "${flags[@]}" "$@"
+command -v readelf >/dev/null || { echo "build-static.sh: readelf (binutils) is needed to check the result" >&2; exit 1; }
+if [ -n "${RUSTFLAGS:-}" ]; then
+  export RUSTFLAGS="$RUSTFLAGS -C target-feature=+crt-static"
+fi
+"${CARGO:-cargo}" build-static "${flags[@]}" "$@"
 out=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/$profile
 for bin in cpuplan-hook cpuplan-exec; do
   [ -x "$out/$bin" ] || { echo "build-static.sh: $out/$bin was not built" >&2; exit 1; }
+  if readelf -lW "$out/$bin" | grep -q 'Requesting program interpreter'; then
+    echo "build-static.sh: $out/$bin is dynamically linked (it has a PT_INTERP)" >&2
+    exit 1
+  fi
   echo "$out/$bin"
 done

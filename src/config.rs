@@ -7,8 +7,13 @@ use cpuplan::Setting;
 pub use crate::read::devices::GpuSource;
 use serde::Deserialize;
 
+pub use crate::logging::LogLevel;
+
 /// Where the hook reads its configuration unless `--config` says otherwise.
 pub const DEFAULT_CONFIG: &str = "/etc/cpuplan/hook.json";
+
+/// The log file unless the config's `log` says otherwise.
+pub const DEFAULT_LOG: &str = "/var/log/cpuplan-hook.log";
 
 /// Whether the hook narrows the container's cpuset to its GPUs' NUMA CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -47,6 +52,8 @@ pub struct HookConfig {
     pub on_error: OnError,
     /// Log file, or `None` for stderr only.
     pub log: Option<PathBuf>,
+    /// The most detailed log lines kept (`log_level`: `warn`, `info` or `debug`).
+    pub log_level: LogLevel,
     /// Host root for /proc, /sys and cgroup mounts.
     pub root: PathBuf,
     /// Where sysfs topology, `/sys/dev/char` and `/proc/driver/nvidia` are read.
@@ -71,7 +78,8 @@ impl Default for HookConfig {
             dir: PathBuf::from("/run/cpuplan"),
             claims_dir: PathBuf::from("/run/cpuplan/claims"),
             on_error: OnError::Allow,
-            log: Some(PathBuf::from("/var/log/cpuplan-hook.log")),
+            log: Some(PathBuf::from(DEFAULT_LOG)),
+            log_level: LogLevel::Info,
             root: PathBuf::from("/"),
             topology_root: PathBuf::from("/"),
             claim_wait_ms: 2000,
@@ -91,6 +99,7 @@ struct RawConfig {
     claims_dir: Option<PathBuf>,
     on_error: Option<OnError>,
     log: Option<String>,
+    log_level: Option<serde_json::Value>,
     root: Option<PathBuf>,
     topology_root: Option<PathBuf>,
     claim_wait_ms: Option<u64>,
@@ -156,12 +165,33 @@ impl HookConfig {
     /// What a config that failed to load still says of `on_error`: its own value where the file
     /// is JSON with a valid `on_error` (so `deny` holds whatever else is wrong), else the default.
     pub fn on_error_of_unusable(path: &Path) -> OnError {
-        cpuplan::read_file(path, MAX_HOOK_CONFIG)
+        Self::of_unusable(path).on_error
+    }
+
+    /// The config a run uses when the file at `path` failed to load: the defaults, except
+    /// `on_error`, `log` and `log_level` where the file is JSON and each of them is valid on its
+    /// own (so `deny` holds, and the problem is logged where the operator looks, whatever else
+    /// is wrong).
+    pub fn of_unusable(path: &Path) -> HookConfig {
+        let v = cpuplan::read_file(path, MAX_HOOK_CONFIG)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|v| v.get("on_error").cloned())
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let one = |key: &str| {
+            let mut only = serde_json::Map::new();
+            if let Some(value) = v.get(key) {
+                only.insert(key.to_string(), value.clone());
+            }
+            let bytes = serde_json::to_vec(&only).unwrap_or_default();
+            Self::parse(path, &bytes).unwrap_or_default()
+        };
+        let d = HookConfig::default();
+        HookConfig {
+            on_error: one("on_error").on_error,
+            log: one("log").log,
+            log_level: one("log_level").log_level,
+            ..d
+        }
     }
 
     /// The configuration in `bytes`, read from `path` (named in errors).
@@ -238,6 +268,14 @@ impl HookConfig {
                 }
             };
         }
+        if let Some(v) = raw.log_level {
+            c.log_level = v.as_str().and_then(LogLevel::parse).ok_or_else(|| {
+                value_err(
+                    "log_level",
+                    format!("{v} is not \"warn\", \"info\" or \"debug\""),
+                )
+            })?;
+        }
         if let Some(v) = raw.gpu_sources {
             let list = v.as_array().ok_or_else(|| {
                 value_err(
@@ -310,7 +348,8 @@ mod tests {
     fn every_key() {
         let c = parse(
             r#"{"step_thread_core": 3, "cpuset": "keep", "dir": "/run/x", "claims_dir": "/tmp/c",
-                "on_error": "deny", "log": "stderr", "root": "/r", "claim_wait_ms": 10}"#,
+                "on_error": "deny", "log": "stderr", "root": "/r", "claim_wait_ms": 10,
+                "log_level": "debug"}"#,
         )
         .unwrap();
         assert_eq!(c.step_thread_core, Setting::Cpu(3));
@@ -318,6 +357,12 @@ mod tests {
         assert_eq!(c.dir, PathBuf::from("/run/x"));
         assert_eq!(c.on_error, OnError::Deny);
         assert_eq!(c.log, None);
+        assert_eq!(c.log_level, LogLevel::Debug);
+        assert_eq!(
+            parse(r#"{"log_level": "warn"}"#).unwrap().log_level,
+            LogLevel::Warn
+        );
+        assert_eq!(parse("{}").unwrap().log_level, LogLevel::Info);
         assert_eq!(
             c.topology_root,
             PathBuf::from("/r"),
@@ -356,6 +401,8 @@ mod tests {
             (r#"{"log": "relative.log"}"#, "log"),
             (r#"{"root": "r"}"#, "root"),
             (r#"{"on_error": "maybe"}"#, "maybe"),
+            (r#"{"log_level": "trace"}"#, "key \"log_level\": \"trace\""),
+            (r#"{"log_level": 3}"#, "log_level"),
             (
                 r#"{"gpu_sources": ["devices", "bios"]}"#,
                 "\"bios\" is not devices, nodes or env",
@@ -369,5 +416,34 @@ mod tests {
                 "{text}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn an_unusable_config_keeps_its_valid_on_error_log_and_log_level() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("hook.json");
+        std::fs::write(
+            &path,
+            r#"{"cpuset": "everything", "on_error": "deny", "log": "/tmp/x.log", "log_level": "debug"}"#,
+        )
+        .unwrap();
+        assert!(HookConfig::load(&path).is_err());
+        let c = HookConfig::of_unusable(&path);
+        assert_eq!(c.on_error, OnError::Deny);
+        assert_eq!(c.log, Some(PathBuf::from("/tmp/x.log")));
+        assert_eq!(c.log_level, LogLevel::Debug);
+        assert_eq!(c.cpuset, CpusetRule::Numa, "the rest is the defaults");
+        // Each key on its own: a bad one falls back to its default alone.
+        std::fs::write(
+            &path,
+            r#"{"on_error": "maybe", "log": "stderr", "log_level": "loud"}"#,
+        )
+        .unwrap();
+        let c = HookConfig::of_unusable(&path);
+        assert_eq!(c.on_error, OnError::Allow);
+        assert_eq!(c.log, None);
+        assert_eq!(c.log_level, LogLevel::Info);
+        std::fs::write(&path, "{").unwrap();
+        assert_eq!(HookConfig::of_unusable(&path), HookConfig::default());
     }
 }

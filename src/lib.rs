@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod decide;
 pub mod edit;
+pub mod elf;
 pub mod explain;
 pub mod hook;
 pub mod install;

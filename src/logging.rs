@@ -1,12 +1,21 @@
 //! The hook's log: one line per event, to the configured file (appended, created 0640) and to stderr.
+//!
+//! A line is `2026-11-30T10:00:00.123Z INFO cpuplan-hook[PID]: MESSAGE`: an RFC 3339 UTC time
+//! with milliseconds, the level, the process. Control characters in the message (a newline in a
+//! container-supplied string) are escaped, so one event stays one line.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
+
+mod format;
+
+pub use format::{format_line, rfc3339, LogLevel};
 
 struct HookLogger {
     file: Mutex<Option<File>>,
@@ -21,24 +30,20 @@ static LOGGER: HookLogger = HookLogger {
 impl Log for HookLogger {
     fn enabled(&self, m: &Metadata<'_>) -> bool {
         // the ttrpc crate (NRI plugin) tells every server start and stop at info: warnings only
-        m.level() <= Level::Info && (m.level() <= Level::Warn || !m.target().starts_with("ttrpc"))
+        m.level() <= log::max_level()
+            && (m.level() <= Level::Warn || !m.target().starts_with("ttrpc"))
     }
 
     fn log(&self, r: &Record<'_>) {
         if !self.enabled(r.metadata()) {
             return;
         }
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        // One event, one line: a container-supplied newline cannot forge another.
-        let message = r.args().to_string();
-        let line = format!(
-            "{secs:.3} {} cpuplan-hook[{}]: {}\n",
+        // One event, one line: format_line escapes a container-supplied newline.
+        let line = format_line(
+            SystemTime::now(),
             r.level(),
             std::process::id(),
-            escape(&message)
+            &r.args().to_string(),
         );
         if let Ok(mut f) = self.file.lock() {
             if let Some(f) = f.as_mut() {
@@ -71,6 +76,12 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Keeps log lines up to `level` from now on (the hook config's `log_level`; [`init`] starts at
+/// info).
+pub fn set_level(level: LogLevel) {
+    log::set_max_level(level.filter());
+}
+
 /// Starts logging to stderr and, when `file` is given, appending to it (created 0640).
 /// A log file that cannot be opened, or that is not a regular file (a FIFO, a device), is
 /// reported on stderr and otherwise ignored; opening it never blocks and never follows a link.
@@ -95,7 +106,6 @@ pub fn init(file: Option<&Path>) {
 /// The log file opened for appending: `O_NONBLOCK` (a FIFO with no reader fails at once instead
 /// of waiting for one), `O_NOFOLLOW`, and then refused unless it is a regular file.
 fn open_log(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::FileTypeExt;
     let f = OpenOptions::new()
         .create(true)
         .append(true)
@@ -110,22 +120,7 @@ fn open_log(path: &Path) -> std::io::Result<File> {
             ),
             _ => e,
         })?;
-    let kind = f.metadata()?.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{what}, not a regular file"),
-        ));
-    }
+    cpuplan::require_regular(&f)?;
     Ok(f)
 }
 

@@ -6,12 +6,15 @@ use std::process::ExitCode;
 use cpuplan_hook::cli::{main_with, Exit};
 
 fn main() -> ExitCode {
-    // The release profile unwinds panics (for the shim's C ABI); this binary still stops at its
-    // first panic, in any thread (an NRI plugin thread too), after the usual message.
+    // The release profile unwinds panics (for the shim's C ABI); this binary stops at its first
+    // panic, in any thread (an NRI plugin thread too), after the usual message, except in the
+    // runtime's stages, which catch it to fail open (cli::PANIC_ABORTS).
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         report(info);
-        std::process::abort();
+        if cpuplan_hook::cli::panic_aborts() {
+            std::process::abort();
+        }
     }));
     let mut words: Vec<String> = std::env::args().skip(1).collect();
     if cpuplan_hook::nri::launched_by_runtime(&words) {

@@ -1,5 +1,9 @@
 //! The `cpuplan-hook` command line: plan, quota, gpus, explain, claims, help and exit statuses.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

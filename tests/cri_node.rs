@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::runc::{hook_bin, line_value};
+use common::runc::line_value;
+use common::statics::static_hook;
 use cri::{annotations, cri as api, gpu_host, quota, section, CriNode, NodeOptions};
 use serde_json::{json, Value};
 
@@ -44,7 +45,7 @@ fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
 
 /// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed.
 fn install(node: &CriNode, args: &[&str]) -> String {
-    let out = Command::new(hook_bin())
+    let out = Command::new(static_hook())
         .args(["install", "--containerd", "--root-prefix"])
         .arg(node.root())
         .args(args)
@@ -467,7 +468,7 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
         node.remove_pod(pod);
     }
 
-    let out = Command::new(hook_bin())
+    let out = Command::new(static_hook())
         .args(["uninstall", "--containerd", "--root-prefix"])
         .arg(node.root())
         .output()
@@ -533,7 +534,7 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
     let script = words[2]
         .replace(
             "/opt/cpuplan/cpuplan-hook",
-            &hook_bin().display().to_string(),
+            &static_hook().display().to_string(),
         )
         .replace(
             "--ctr-root /host",

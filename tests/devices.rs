@@ -1,5 +1,9 @@
 //! Which GPUs a container has, against the fixture host `tests/fixtures/devices/host`.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::path::{Path, PathBuf};
 
 use cpuplan_hook::read::devices::{

@@ -57,8 +57,8 @@ fn repo_hook(name: &str, binary: &Path) -> Value {
     let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(
-        v["hook"]["path"], "/usr/local/libexec/cpuplan/cpuplan-hook",
-        "{name} registers the installed binary"
+        v["hook"]["path"], "/usr/libexec/cpuplan/cpuplan-hook",
+        "{name} registers the Debian package's binary"
     );
     v["hook"]["path"] = json!(binary);
     v

@@ -1,6 +1,10 @@
 //! Replays every saved fuzz input under `fuzz/regressions/<target>/` through the same function
 //! its cargo-fuzz target drives (`fuzz/targets.rs`), so CI runs them without the fuzzer.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 #[path = "../fuzz/targets.rs"]
 mod targets;
 

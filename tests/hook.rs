@@ -390,17 +390,24 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
     h.gpus(&[0]);
     h.config["step_thread_core"] = json!("auto");
     let (_, cfg) = h.state();
-    let id = "ctr\n1796000000.000 INFO cpuplan-hook[1]: container forged: released";
+    let forged = "2026-11-30T10:00:00.000Z INFO cpuplan-hook[1]: container forged: released";
+    let id = format!("ctr\n{forged}");
     let state = json!({"ociVersion": "1.0.2", "id": id, "status": "creating", "pid": 4242, "bundle": h.bundle()});
-    run_hook(Some("createRuntime"), state.to_string().as_bytes(), &cfg)
-        .unwrap()
-        .unwrap();
-    let log = std::fs::read_to_string(h.dir.path().join("hook.log")).unwrap();
-    assert!(
-        !log.lines().any(|l| l.starts_with("1796000000.000")),
-        "{log}"
+    // The binary, not run_hook: the log file is the process's, and this test's lines must not
+    // go to another test's file through the shared in-process logger.
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let out = hookbin::run_fed(
+        &mut hookbin::create_runtime(bin, &cfg),
+        state.to_string().as_bytes(),
     );
-    assert!(log.contains("ctr\\n1796000000.000"), "{log}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(h.dir.path().join("hook.log")).unwrap();
+    assert!(!log.lines().any(|l| l.starts_with(forged)), "{log}");
+    assert!(log.contains(&format!("ctr\\n{forged}")), "{log}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
         .arg("--config")
         .arg(&cfg)
@@ -409,5 +416,44 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 1, "{text}");
-    assert!(text.contains("container ctr\\n1796000000.000"), "{text}");
+    assert!(
+        text.contains(&format!("container ctr\\n{forged}")),
+        "{text}"
+    );
+}
+
+/// A bug that panics in the hook or in precreate fails open under `allow` (the container starts,
+/// precreate passes the config through byte for byte) and fails the stage under `deny`.
+#[test]
+fn a_panic_fails_open_under_allow_and_closed_under_deny() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let mut h = FakeHost::new();
+    let (state, cfg) = h.state();
+    let mut cmd = hookbin::create_runtime(bin, &cfg);
+    cmd.env("HOOK_TEST_PANIC", "1");
+    let out = hookbin::run_fed(&mut cmd, state.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("internal error") && err.contains("starts unplanned"),
+        "{err}"
+    );
+    let config = std::fs::read(h.bundle().join("config.json")).unwrap();
+    let mut pre = std::process::Command::new(bin);
+    pre.arg("--config")
+        .arg(&cfg)
+        .arg("precreate")
+        .env("HOOK_TEST_PANIC", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = hookbin::run_fed(&mut pre, &config);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, config, "passed through byte for byte");
+    h.config["on_error"] = json!("deny");
+    let (state, cfg) = h.state();
+    let mut cmd = hookbin::create_runtime(bin, &cfg);
+    cmd.env("HOOK_TEST_PANIC", "1");
+    let out = hookbin::run_fed(&mut cmd, state.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "deny: the stage fails");
 }

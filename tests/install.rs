@@ -1,5 +1,6 @@
 //! `cpuplan-hook install` / `uninstall` into a temp prefix and hooks dir, and a real podman
-//! run that uses what install wrote.
+//! run that uses what install wrote. install is given the static build (scripts/build-static.sh
+//! --debug): it refuses the dynamic one unless --allow-dynamic.
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::process::Command;
 
 use common::podman::Podman;
 use common::runc::{fixtures, hook_bin, line_value};
+use common::statics::static_hook;
 use serde_json::{json, Value};
 
 struct Installed {
@@ -35,9 +37,13 @@ impl Installed {
     fn binary(&self) -> PathBuf {
         self.prefix().join("libexec/cpuplan/cpuplan-hook")
     }
-    /// `cpuplan-hook --config CONFIG SUB --prefix P --hooks-dir H [extra]`: (status, stdout, stderr).
+    /// `STATIC-HOOK --config CONFIG SUB --prefix P --hooks-dir H [extra]`: (status, stdout, stderr).
     fn run(&self, sub: &str, extra: &[&str]) -> (i32, String, String) {
-        let out = Command::new(hook_bin())
+        self.run_bin(&static_hook(), sub, extra)
+    }
+    /// [`Installed::run`] with the binary `bin`.
+    fn run_bin(&self, bin: &Path, sub: &str, extra: &[&str]) -> (i32, String, String) {
+        let out = Command::new(bin)
             .arg("--config")
             .arg(self.config())
             .arg(sub)
@@ -104,8 +110,8 @@ fn install_then_podman_uses_it_and_uninstall_removes_it() {
     assert!(out.contains("kept the existing config"), "{out}");
     assert_eq!(
         std::fs::read(i.binary()).unwrap(),
-        std::fs::read(hook_bin()).unwrap(),
-        "the installed binary is this build"
+        std::fs::read(static_hook()).unwrap(),
+        "the installed binary is this (static) build"
     );
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(i.binary()).unwrap().permissions(),
@@ -245,7 +251,7 @@ fn install_refuses_a_hooks_file_it_did_not_write() {
 
 /// `cpuplan-hook SUB --containerd --root-prefix ROOT`: (status, stdout, stderr).
 fn containerd_run(root: &Path, sub: &str) -> (i32, String, String) {
-    let out = Command::new(hook_bin())
+    let out = Command::new(static_hook())
         .args([sub, "--containerd", "--root-prefix"])
         .arg(root)
         .output()
@@ -333,7 +339,7 @@ fn install_containerd_refuses_what_it_did_not_write_and_a_version_1_config() {
 #[test]
 fn relative_paths_are_registered_absolute() {
     let i = Installed::new();
-    let out = Command::new(hook_bin())
+    let out = Command::new(static_hook())
         .args(["--config", "etc/hook.json", "install"])
         .args(["--prefix", "prefix", "--hooks-dir", "hooks.d"])
         .current_dir(i.tmp.path())
@@ -352,4 +358,118 @@ fn relative_paths_are_registered_absolute() {
         "{hook}"
     );
     assert!(i.tmp.path().join("etc/hook.json").exists());
+}
+
+#[test]
+fn install_refuses_the_dynamic_build_unless_allow_dynamic() {
+    let i = Installed::new();
+    let (rc, out, err) = i.run_bin(&hook_bin(), "install", &[]);
+    assert_eq!(rc, 2, "{out}{err}");
+    assert!(
+        err.starts_with(&format!(
+            "cpuplan-hook: install: checking the binary {}: it is dynamically linked (its ELF PT_INTERP asks for /",
+            hook_bin().display()
+        )) && err.contains("scripts/build-static.sh")
+            && err.contains("--allow-dynamic"),
+        "{err}"
+    );
+    assert_eq!(
+        i.files(),
+        Vec::<String>::new(),
+        "nothing written when refused"
+    );
+    let (rc, out, err) = i.run_bin(&hook_bin(), "install", &["--allow-dynamic"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        err.starts_with(
+            "cpuplan-hook: warning: --allow-dynamic: installing it anyway (checking the binary "
+        ),
+        "the warning goes to stderr: {err}"
+    );
+    assert!(
+        out.contains(&format!("installed {}", i.binary().display())),
+        "{out}"
+    );
+    assert!(!out.contains("warning"), "{out}");
+    let (rc, _, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "{err}");
+    // The static build installs without a word about it.
+    let (rc, _, err) = i.run("install", &[]);
+    assert_eq!((rc, err.as_str()), (0, ""));
+}
+
+#[test]
+fn install_is_declarative_and_uninstall_says_what_it_removed() {
+    let i = Installed::new();
+    let precreate = i.hooks_dir().join("cpuplan-precreate.json");
+    let (rc, _, err) = i.run("install", &["--with-precreate"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(precreate.exists());
+    let (rc, out, err) = i.run("install", &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        !precreate.exists(),
+        "no --with-precreate: its earlier file is gone"
+    );
+    assert!(
+        out.contains(&format!(
+            "removed {} (an earlier install's",
+            precreate.display()
+        )),
+        "{out}"
+    );
+    let (rc, out, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "{err}");
+    for path in [i.hooks_dir().join("cpuplan.json"), i.binary()] {
+        assert!(
+            out.contains(&format!("removed {}\n", path.display())),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains(&format!(
+            "removed the default config {}",
+            i.config().display()
+        )),
+        "{out}"
+    );
+    assert_eq!(i.files(), Vec::<String>::new());
+    let (rc, out, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "nothing to remove: no {} and no cpuplan.json or cpuplan-precreate.json in {}",
+            i.binary().display(),
+            i.hooks_dir().display()
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_failed_install_step_is_named() {
+    let i = Installed::new();
+    // The prefix is a file: the binary cannot be written under it.
+    std::fs::write(i.prefix(), "").unwrap();
+    let (rc, _, err) = i.run("install", &[]);
+    assert_eq!(rc, 1, "a failed file operation: {err}");
+    assert!(
+        err.starts_with(&format!(
+            "cpuplan-hook: install: writing the binary {}: Not a directory",
+            i.binary().display()
+        )),
+        "{err}"
+    );
+    std::fs::remove_file(i.prefix()).unwrap();
+    // A directory where the binary is: uninstall cannot remove it.
+    std::fs::create_dir_all(i.binary()).unwrap();
+    let (rc, _, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "cpuplan-hook: uninstall: removing the binary {}: Is a directory",
+            i.binary().display()
+        )),
+        "{err}"
+    );
 }

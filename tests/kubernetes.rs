@@ -2,6 +2,10 @@
 //! DaemonSets name are those `cpuplan-hook install` writes, each on a hostPath mounted at its
 //! own path. (`tests/cri_node.rs` runs the containerd DaemonSet's install against a CRI node.)
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::path::{Path, PathBuf};
 
 use cpuplan_hook::config::{HookConfig, DEFAULT_CONFIG};
@@ -169,10 +173,172 @@ fn the_containerd_daemonset_installs_with_containerd_s_own_default_spec() {
         .find(|v| v["name"] == m["name"])
         .unwrap();
     assert_eq!(v["hostPath"]["path"], "/");
-    // The image ships the binary where the command runs it, and no base spec.
+    // The image ships the binary where the command runs it (see the Containerfile's test), and
+    // no base spec.
     let containerfile = std::fs::read_to_string(dir().join("Containerfile")).unwrap();
-    assert!(containerfile.contains("COPY target/release/cpuplan-hook /opt/cpuplan/cpuplan-hook"));
+    assert!(cmd.starts_with("/bin/sh -c /opt/cpuplan/cpuplan-hook "));
+    assert!(containerfile.contains(" /opt/cpuplan/cpuplan-hook\n"));
     assert!(!containerfile.contains("base-spec"));
+}
+
+/// One instruction of a Containerfile: its keyword (upper case) and the rest of its line.
+fn instructions(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            assert!(!l.ends_with('\\'), "no continued lines here: {l}");
+            let (k, rest) = l.split_once(' ').unwrap_or((l, ""));
+            (k.to_ascii_uppercase(), rest.trim().to_string())
+        })
+        .collect()
+}
+
+/// Whether `.containerignore`'s `patterns` (plain paths and `**/NAME`, the only forms the file
+/// uses) exclude the context path `rel`.
+fn ignored(patterns: &[String], rel: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_prefix("**/") {
+        Some(name) => rel.split('/').any(|c| c == name),
+        None => rel == p || rel.starts_with(&format!("{p}/")),
+    })
+}
+
+/// No engine or registry here: the image cannot be built in the tests. What can be checked is
+/// checked: the instructions parse, the build stage builds with scripts/build-static.sh from a
+/// context that holds what that build needs, the final stage copies the static binaries from
+/// where the script leaves them to where the DaemonSets run them, and .dockerignore is
+/// .containerignore.
+#[test]
+fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(dir().join("Containerfile")).unwrap();
+    let ins = instructions(&text);
+    for (k, _) in &ins {
+        assert!(
+            ["FROM", "WORKDIR", "COPY", "RUN", "ENTRYPOINT"].contains(&k.as_str()),
+            "unexpected instruction {k}"
+        );
+    }
+    let froms: Vec<&String> = ins
+        .iter()
+        .filter(|(k, _)| k == "FROM")
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(froms.len(), 2, "a build stage and a final stage: {froms:?}");
+    let (image, stage) = froms[0].split_once(" AS ").expect("FROM IMAGE AS build");
+    assert!(image.starts_with("docker.io/library/rust:"), "{image}");
+    assert_eq!(stage, "build");
+    assert!(
+        !froms[1].contains(" AS ") && !froms[1].contains("rust"),
+        "{}",
+        froms[1]
+    );
+    let final_at = ins.iter().rposition(|(k, _)| k == "FROM").unwrap();
+    let (build, last) = ins.split_at(final_at);
+
+    // The build stage: the whole context in WORKDIR, then the static build.
+    let workdir = build
+        .iter()
+        .find(|(k, _)| k == "WORKDIR")
+        .map(|(_, r)| r.clone())
+        .expect("a WORKDIR");
+    assert!(build.contains(&("COPY".into(), ". .".into())), "{build:?}");
+    assert!(
+        build.contains(&("RUN".into(), "scripts/build-static.sh".into())),
+        "{build:?}"
+    );
+    let patterns: Vec<String> = std::fs::read_to_string(root.join(".containerignore"))
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    for p in &patterns {
+        assert!(
+            !p.contains(['*', '?', '[', '!'])
+                || (p.starts_with("**/") && !p[3..].contains(['*', '?', '[', '!', '/'])),
+            "a pattern form the test does not read: {p}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_link(root.join(".dockerignore")).unwrap(),
+        Path::new(".containerignore")
+    );
+    for out in [
+        "target",
+        "target/debug/cpuplan-hook",
+        "crates/cpuplan/target",
+        ".git",
+        "tests/fixtures/e2e-host",
+    ] {
+        assert!(ignored(&patterns, out), "{out} is sent to the engine");
+    }
+    // What the static build reads: the workspace, the alias, the script, the included files.
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        ".cargo/config.toml",
+        "scripts/build-static.sh",
+        "src/main.rs",
+        "hooks/hook.json",
+        "README.md",
+        "crates/cpuplan/Cargo.toml",
+        "crates/shim/Cargo.toml",
+        "crates/shim/src/bin/cpuplan-exec.rs",
+        "crates/shim-capi/Cargo.toml",
+        "crates/python/Cargo.toml",
+        "examples/oversubscription/main.rs",
+        "examples/oversubscription/handoff.rs",
+    ] {
+        assert!(root.join(needed).exists(), "{needed} is gone");
+        assert!(
+            !ignored(&patterns, needed),
+            "{needed} is left out of the context"
+        );
+    }
+    let script = std::fs::read_to_string(root.join("scripts/build-static.sh")).unwrap();
+    assert!(script.contains("out=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/$profile"));
+
+    // The final stage: the release binaries, from the build stage, to /opt/cpuplan.
+    let copies: Vec<&String> = last
+        .iter()
+        .filter(|(k, _)| k == "COPY")
+        .map(|(_, r)| r)
+        .collect();
+    let mut dests = Vec::new();
+    for c in &copies {
+        let words: Vec<&str> = c.split_whitespace().collect();
+        assert_eq!(words.len(), 3, "COPY --from=build SRC DEST: {c}");
+        assert_eq!(words[0], "--from=build");
+        let bin = Path::new(words[2]).file_name().unwrap().to_str().unwrap();
+        assert_eq!(
+            words[1],
+            format!("{workdir}/target/x86_64-unknown-linux-gnu/release/{bin}"),
+            "where scripts/build-static.sh leaves it"
+        );
+        assert!(["cpuplan-hook", "cpuplan-exec"].contains(&bin), "{bin}");
+        dests.push(words[2]);
+    }
+    assert_eq!(
+        dests,
+        ["/opt/cpuplan/cpuplan-hook", "/opt/cpuplan/cpuplan-exec"]
+    );
+    let entry = last
+        .iter()
+        .find(|(k, _)| k == "ENTRYPOINT")
+        .map(|(_, r)| r.clone())
+        .expect("an ENTRYPOINT");
+    let entry: Vec<String> = serde_json::from_str(&entry).expect("ENTRYPOINT in JSON form");
+    assert_eq!(entry, ["/opt/cpuplan/cpuplan-hook"]);
+    // Every DaemonSet runs the binary the image has.
+    for file in ["crio-daemonset.yaml", "containerd-daemonset.yaml"] {
+        let cmd = command_line(&init_install(&daemonset(file)));
+        assert!(
+            cmd.contains("/opt/cpuplan/cpuplan-hook install"),
+            "{file}: {cmd}"
+        );
+    }
 }
 
 #[test]

@@ -8,6 +8,10 @@
 //! observed instead: the claims (`cpuplan-hook claims`), the "held by" reasons, the cpuset
 //! narrowed to the GPU's local CPUs, and the environment.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 mod common;
 #[path = "common/cri.rs"]
 mod cri;

@@ -6,6 +6,10 @@
 //! plugin directory as `10-cpuplan`). What goes through CRI (pods, containers, the test handler's
 //! adjustments, the planning handler) is in `tests/nri_node.rs`.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -300,10 +304,15 @@ struct Plugin {
 }
 
 impl Plugin {
-    /// Starts `cpuplan-hook nri ARGS`, logging to `log`.
+    /// Starts `cpuplan-hook --config CONFIG nri ARGS`, logging to `log` (stderr) only: CONFIG,
+    /// beside `log`, says `"log": "stderr"` (never the host's config or its default log).
     fn spawn(args: &[&str], log: PathBuf) -> Plugin {
         let file = std::fs::File::create(&log).unwrap();
+        let config = log.with_extension("config.json");
+        std::fs::write(&config, r#"{"log": "stderr"}"#).unwrap();
         let child = Command::new(BIN)
+            .arg("--config")
+            .arg(&config)
             .arg("nri")
             .args(args)
             .stdin(Stdio::null())
@@ -456,6 +465,8 @@ fn external_plugin_reconnects_and_resynchronizes_after_containerd_restarts() {
 
 #[test]
 fn prelaunched_plugin_is_started_by_containerd_and_exits_with_it() {
+    // containerd starts the plugin without arguments: it reads the default config, but a
+    // launched plugin opens no log file before Configure, and the test handler none at all.
     let mut node = Node::start(true);
     let plugin = node.path("nri-plugins/10-cpuplan");
     wait_for(

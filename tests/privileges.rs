@@ -8,69 +8,22 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::hookbin;
 use common::hookfx::{fingerprint, FakeRoot, Fx};
+use common::statics::static_bins;
+use cpuplan_hook::elf::PT_INTERP;
 use serde_json::json;
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The target dir of this test run (this binary lives in `<target>/debug/deps`).
-fn target_dir() -> PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .ancestors()
-        .nth(3)
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Builds both binaries with `scripts/build-static.sh --debug` (once) and returns their paths.
-fn static_bins() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(workspace_root().join("scripts/build-static.sh"))
-            .arg("--debug")
-            .current_dir(workspace_root())
-            .env("CARGO_TARGET_DIR", target_dir())
-            .output()
-            .expect("run scripts/build-static.sh");
-        assert!(
-            out.status.success(),
-            "scripts/build-static.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let paths: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
-        assert_eq!(paths.len(), 2, "{text}");
-        (paths[0].clone(), paths[1].clone())
-    })
-}
-
-/// ELF program header types (64-bit little-endian).
+/// ELF program header types (64-bit little-endian), by the one parser in `cpuplan_hook::elf`.
 fn program_headers(path: &Path) -> Vec<u32> {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..4], b"\x7fELF", "{} is not ELF", path.display());
-    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
-    let (phoff, size, n) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
-    (0..n)
-        .map(|i| {
-            u32::from_le_bytes(
-                b[phoff + i * size..phoff + i * size + 4]
-                    .try_into()
-                    .unwrap(),
-            )
-        })
+    cpuplan_hook::elf::program_headers(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .map(|h| h.kind)
         .collect()
 }
-
-const PT_INTERP: u32 = 3;
 
 /// A shared library whose constructor writes the file named by `$MARKER`.
 fn hostile_preload(dir: &Path) -> PathBuf {

@@ -5,6 +5,10 @@
 //! Needs `python3` with `venv` and PyPI (for maturin and pytest), and, for the runc test of the
 //! suite, root, `runc` and `busybox-static` (CI has them); it fails, never skips, without them.
 
+/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
+#[path = "common/log_guard.rs"]
+mod log_guard;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,4 +1,4 @@
-//! The seed's worker step as a benchmark: thread A wakes thread B, B wakes A, many times.
+//! A GPU worker's step as a benchmark: thread A wakes thread B, B wakes A, many times.
 //!
 //! A worker's main thread hands each step to its GPU thread and sleeps until the step comes
 //! back; every hand-off wakes a sleeping thread. Where the woken thread runs decides the

@@ -5,19 +5,25 @@ use std::path::PathBuf;
 
 use super::{Args, CliError, Command, Context, Exit};
 use crate::install::nri::{self, Nri};
-use crate::install::{containerd, Options};
+use crate::install::{containerd, InstallError, InstallFlags, Options, WARNING};
 
 const USAGE: &str = "\
 usage: cpuplan-hook install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
-                            [--root-prefix DIR] [--containerd [--containerd-config PATH]
-                            [--containerd-runtimes A,B] [--ctr-root DIR]]
-       cpuplan-hook uninstall [the same options, without --with-precreate]
+                            [--allow-dynamic] [--root-prefix DIR] [--containerd
+                            [--containerd-config PATH] [--containerd-runtimes A,B] [--ctr-root DIR]]
+       cpuplan-hook uninstall [the same options, without --with-precreate and --allow-dynamic]
 
 install copies this binary to <prefix>/libexec/cpuplan/cpuplan-hook (prefix /usr/local), writes
 cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir
 (/etc/containers/oci/hooks.d), and writes a default hook config at --config
 (/etc/cpuplan/hook.json) if none exists. Idempotent; refuses to overwrite a file it did not
-write. uninstall removes them (the config only if it is still the default).
+write. Declarative: without --with-precreate, a cpuplan-precreate.json an earlier install wrote is
+removed. uninstall removes them (the config only if it is still the default) and says what it
+removed, or that there was nothing.
+
+The binary must be static (no ELF PT_INTERP: no dynamic loader runs as root with the hook's
+environment; scripts/build-static.sh builds it): install refuses a dynamically linked one unless
+--allow-dynamic, which installs it with a warning.
 
 --containerd also registers the hook with containerd's CRI plugin: the base runtime spec
 cpuplan-base-spec.json (`ctr oci spec` plus the hooks) and the drop-in conf.d/cpuplan.toml
@@ -51,7 +57,7 @@ pub const INSTALL: Command = Command {
         "install the binary, the hooks.d files, containerd's registration and a default config",
     usage: USAGE,
     valued: OPTIONS,
-    switches: &["with-precreate", "containerd", "nri"],
+    switches: &["with-precreate", "allow-dynamic", "containerd", "nri"],
     run: install,
 };
 
@@ -88,36 +94,68 @@ fn options(ctx: &Context, a: &Args) -> Options {
     }
 }
 
+/// Prints `lines` to `out`, warnings to stderr.
 fn say(out: &mut dyn Write, lines: Vec<String>) -> Result<Exit, CliError> {
     for line in lines {
-        writeln!(out, "{line}")?;
+        if line.starts_with(WARNING) {
+            eprintln!("cpuplan-hook: {line}");
+        } else {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(Exit::Ok)
 }
 
+/// An install error of `command`, named in its message: a failed file operation exits 1, a
+/// refusal (a file install did not write, a dynamic binary, containerd's config) 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{command}: {source}")]
+struct StepError {
+    command: &'static str,
+    source: InstallError,
+}
+
+fn failed(command: &'static str) -> impl Fn(InstallError) -> CliError {
+    move |source| {
+        let io = matches!(source, InstallError::Io { .. });
+        let e = StepError { command, source };
+        if io {
+            CliError::Failed(e.to_string())
+        } else {
+            CliError::input(e)
+        }
+    }
+}
+
 fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     let me = std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("cannot find this binary: {e}")))?;
-    let (layout, registration) = options(ctx, a).resolve()?;
-    let mut said = crate::install::install(&layout, &me, a.switch("with-precreate"))?;
+        .map_err(|e| CliError::Failed(format!("install: cannot find this binary: {e}")))?;
+    let (layout, registration) = options(ctx, a).resolve().map_err(failed("install"))?;
+    let flags = InstallFlags {
+        with_precreate: a.switch("with-precreate"),
+        allow_dynamic: a.switch("allow-dynamic"),
+    };
+    let mut said = crate::install::install(&layout, &me, flags).map_err(failed("install"))?;
     if let Some(c) = &registration {
-        said.extend(containerd::install(&layout, c)?);
+        said.extend(containerd::install(&layout, c).map_err(failed("install --containerd"))?);
     }
     if a.switch("nri") {
-        said.extend(nri::install(&Nri::resolve(&options(ctx, a))?)?);
+        let n = Nri::resolve(&options(ctx, a)).map_err(failed("install --nri"))?;
+        said.extend(nri::install(&n).map_err(failed("install --nri"))?);
     }
     say(out, said)
 }
 
 fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let (layout, registration) = options(ctx, a).resolve()?;
+    let (layout, registration) = options(ctx, a).resolve().map_err(failed("uninstall"))?;
     let mut said = Vec::new();
     if a.switch("nri") {
-        said.extend(nri::uninstall(&Nri::resolve(&options(ctx, a))?)?);
+        let n = Nri::resolve(&options(ctx, a)).map_err(failed("uninstall --nri"))?;
+        said.extend(nri::uninstall(&n).map_err(failed("uninstall --nri"))?);
     }
     if let Some(c) = &registration {
-        said.extend(containerd::uninstall(&layout, c)?);
+        said.extend(containerd::uninstall(&layout, c).map_err(failed("uninstall --containerd"))?);
     }
-    said.extend(crate::install::uninstall(&layout)?);
+    said.extend(crate::install::uninstall(&layout).map_err(failed("uninstall"))?);
     say(out, said)
 }

@@ -13,12 +13,23 @@ mod stages;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use args::{Args, UsageError};
 pub use error::CliError;
 
 use crate::config::DEFAULT_CONFIG;
 use args::take_global_config;
+
+/// Whether a panic aborts the process: the default (a long-running NRI plugin must not go on
+/// half dead); the runtime's stages (`hook`, `precreate`) turn it off to catch a panic and fail
+/// open under `on_error: allow`.
+pub static PANIC_ABORTS: AtomicBool = AtomicBool::new(true);
+
+/// Whether a panic should abort the process now ([`PANIC_ABORTS`]).
+pub fn panic_aborts() -> bool {
+    PANIC_ABORTS.load(Ordering::SeqCst)
+}
 
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -52,9 +52,39 @@ fn hook(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError>
         return Err(UsageError("hook: at most one STAGE".into()).into());
     }
     drop_capabilities();
-    let stdin = std::io::stdin().lock();
-    crate::hook::run_hook(a.positional.first().map(String::as_str), stdin, ctx.config)?;
-    Ok(Exit::Ok)
+    let stage = a.positional.first().map(String::as_str);
+    let ran = catching(|| crate::hook::run_hook(stage, std::io::stdin().lock(), ctx.config));
+    match ran {
+        Some(result) => {
+            result?;
+            Ok(Exit::Ok)
+        }
+        None => fail_open(ctx, "hook").map(|()| Exit::Ok),
+    }
+}
+
+/// Runs `f`, catching a panic (a bug): `None` if it panicked.
+fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
+    super::PANIC_ABORTS.store(false, std::sync::atomic::Ordering::SeqCst);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    super::PANIC_ABORTS.store(true, std::sync::atomic::Ordering::SeqCst);
+    caught
+}
+
+/// After a panic in `stage`: under `on_error: allow` the container starts (one line says so),
+/// under `deny` the stage fails.
+fn fail_open(ctx: &Context, stage: &str) -> Result<(), CliError> {
+    let on_error = HookConfig::load(ctx.config)
+        .map(|c| c.on_error)
+        .unwrap_or_else(|_| HookConfig::on_error_of_unusable(ctx.config));
+    let what = format!("{stage}: internal error (a panic; please report it)");
+    match on_error {
+        OnError::Allow => {
+            eprintln!("cpuplan-hook: {what}; on_error allow: the container starts unplanned");
+            Ok(())
+        }
+        OnError::Deny => Err(CliError::Failed(what)),
+    }
 }
 
 fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
@@ -70,12 +100,10 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
     let config = match HookConfig::load_from(ctx.config, ctx.config_given) {
         Ok(c) => c,
         Err(e) => {
-            let on_error = HookConfig::on_error_of_unusable(ctx.config);
-            let c = HookConfig {
-                on_error,
-                ..HookConfig::default()
-            };
+            let c = HookConfig::of_unusable(ctx.config);
+            let on_error = c.on_error;
             crate::logging::init(c.log.as_deref());
+            crate::logging::set_level(c.log_level);
             if on_error == OnError::Deny {
                 return Err(CliError::Failed(format!("precreate: {e}")));
             }
@@ -84,6 +112,7 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
         }
     };
     crate::logging::init(config.log.as_deref());
+    crate::logging::set_level(config.log_level);
     if input.len() > MAX_CONFIG {
         let why = format!("precreate: the runtime config on stdin is over {MAX_CONFIG} bytes");
         if config.on_error == OnError::Deny {
@@ -93,12 +122,16 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
         return pass_through(out, &input, &mut stdin);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    match crate::precreate::precreate(&config, &input, &cwd) {
-        Ok(bytes) => {
+    match catching(|| crate::precreate::precreate(&config, &input, &cwd)) {
+        Some(Ok(bytes)) => {
             out.write_all(&bytes)?;
             Ok(Exit::Ok)
         }
-        Err(e) => Err(CliError::Failed(e.to_string())),
+        Some(Err(e)) => Err(CliError::Failed(e.to_string())),
+        None => {
+            fail_open(ctx, "precreate")?;
+            pass_through(out, &input, &mut std::io::empty())
+        }
     }
 }
 

@@ -35,6 +35,15 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// The stage's name in the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::CreateRuntime => "createRuntime",
+            Stage::Poststop => "poststop",
+            Stage::Other => "another stage",
+        }
+    }
+
     /// The stage named `name`.
     pub fn parse(name: &str) -> Stage {
         match name {
@@ -81,23 +90,33 @@ pub fn run_hook(
     input: impl Read,
     config_path: &Path,
 ) -> Result<Option<Report>, HookError> {
+    // A debug build can be made to panic here, for the test that the binary fails open.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("HOOK_TEST_PANIC").is_some() {
+        panic!("HOOK_TEST_PANIC is set");
+    }
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
-        Err(e) => {
-            let config = HookConfig {
-                on_error: HookConfig::on_error_of_unusable(config_path),
-                ..HookConfig::default()
-            };
-            (config, Some(e))
-        }
+        Err(e) => (HookConfig::of_unusable(config_path), Some(e)),
     };
     crate::logging::init(config.log.as_deref());
+    crate::logging::set_level(config.log_level);
     let stage = match stage {
         Some(s) => Stage::parse(s),
         None if state.stopped() => Stage::Poststop,
         None => Stage::CreateRuntime,
     };
+    log::debug!(
+        "container {}: {} with the config {}, pid {}, bundle {}",
+        state.id(),
+        stage.name(),
+        config_path.display(),
+        state
+            .pid()
+            .map_or_else(|| "none".to_string(), |p| p.to_string()),
+        state.bundle().display()
+    );
     if let Some(e) = config_problem {
         return refuse(&config, &state, Problem::Config(e).to_string()).map(|()| None);
     }
@@ -184,6 +203,15 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             return Ok(Some(report(&inputs, off, None)));
         }
     }
+    log::debug!(
+        "container {}: rootfs {} opened; cpuset {} planned",
+        state.id(),
+        rootfs_path.display(),
+        decision
+            .cpuset
+            .as_ref()
+            .map_or_else(|| "unchanged".to_string(), |c| c.to_string())
+    );
     let claimed = claim(&host, config, &inputs, &decision);
     let mut decision = decision.after_claim(&claimed);
     let mut cpuset_file = None;
@@ -195,7 +223,15 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
             inputs.spec.cgroups_path.as_deref(),
             &inputs.container.id,
         ) {
-            Ok(CpusetWrite::Written { path, was }) => cpuset_file = Some((path, was)),
+            Ok(CpusetWrite::Written { path, was }) => {
+                log::debug!(
+                    "container {}: wrote {set} to {} (it was {})",
+                    state.id(),
+                    path.display(),
+                    was.trim()
+                );
+                cpuset_file = Some((path, was))
+            }
             Ok(CpusetWrite::NoController) => {
                 let why = "cpuset kept: the host has no cpuset controller for the container";
                 log::warn!("container {}: {why}", state.id());
@@ -216,13 +252,22 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         }
     }
     let edit = SpecEdit::new(&inputs, &decision, config);
-    if let Err(e) = write_files(&rootfs, &edit) {
+    let written = write_files(&rootfs, &edit);
+    if written.is_ok() {
+        log::debug!(
+            "container {}: wrote the plan files in {} inside the container",
+            state.id(),
+            edit.dir.display()
+        );
+    }
+    if let Err(e) = written {
         release_logged(config, &inputs);
         if let Some((path, was)) = cpuset_file.take() {
             match restore_cpuset(&path, &was) {
                 Ok(()) => log::info!(
-                    "container {}: cpuset put back to {was:?} ({})",
+                    "container {}: cpuset put back to {} ({})",
                     state.id(),
+                    was.trim(),
                     path.display()
                 ),
                 Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),

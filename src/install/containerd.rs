@@ -598,11 +598,12 @@ pub(super) fn without_import_of(
     Some(doc.to_string())
 }
 
-fn read_opt(path: &Path) -> Result<Option<String>, InstallError> {
+pub(super) fn read_opt(path: &Path) -> Result<Option<String>, InstallError> {
     match std::fs::read_to_string(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(InstallError::Io {
+            step: "reading",
             path: path.to_path_buf(),
             source,
         }),
@@ -626,23 +627,27 @@ fn drop_in_ours_or_absent(path: &Path) -> Result<bool, InstallError> {
     Ok(read_opt(path)?.is_none_or(|t| t.starts_with(DROP_IN_MARK)))
 }
 
+/// The drop-in and base spec paths of `c`, if each is absent or was written by install for `layout`.
+fn ours_or_absent(layout: &Layout, c: &Containerd) -> Result<(PathBuf, PathBuf), InstallError> {
+    let (drop_in, spec_path) = (c.drop_in(), c.base_spec());
+    let not_ours = |path: PathBuf| InstallError::NotOurs {
+        path,
+        ours: layout.binary(),
+    };
+    if !drop_in_ours_or_absent(&drop_in)? {
+        return Err(not_ours(drop_in));
+    }
+    if !spec_ours_or_absent(layout, &spec_path)? {
+        return Err(not_ours(spec_path));
+    }
+    Ok((drop_in, spec_path))
+}
+
 /// Registers the hook with containerd: the base spec, the drop-in, the import; returns what it did.
 /// Paths are as the node sees them and are read and written as they are (a relocated node's
 /// paths carry its root); only `ctr` runs under [`Containerd::ctr_root`].
 pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
-    let (drop_in, spec_path) = (c.drop_in(), c.base_spec());
-    if !drop_in_ours_or_absent(&drop_in)? {
-        return Err(InstallError::NotOurs {
-            path: drop_in,
-            ours: layout.binary(),
-        });
-    }
-    if !spec_ours_or_absent(layout, &spec_path)? {
-        return Err(InstallError::NotOurs {
-            path: spec_path,
-            ours: layout.binary(),
-        });
-    }
+    let (drop_in, spec_path) = ours_or_absent(layout, c)?;
     let main_text = read_opt(&c.config)?;
     let main_doc = match &main_text {
         Some(t) => Some(parse(&c.config, t)?),
@@ -656,12 +661,17 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
     let (default, version) = ctr_default_spec(&c.ctr_root)?;
     let mut spec = serde_json::to_vec_pretty(&base_spec(layout, default)).unwrap_or_default();
     spec.push(b'\n');
-    write_atomic(&spec_path, &spec, 0o644)?;
+    write_atomic("writing the base runtime spec", &spec_path, &spec, 0o644)?;
     let mut said = vec![format!(
         "wrote the base runtime spec {} (`ctr oci spec` of ctr {version} as CRI uses it, plus the hooks)",
         spec_path.display()
     )];
-    write_atomic(&drop_in, text.as_bytes(), 0o644)?;
+    write_atomic(
+        "writing the containerd drop-in",
+        &drop_in,
+        text.as_bytes(),
+        0o644,
+    )?;
     said.push(format!(
         "wrote the containerd drop-in {}",
         drop_in.display()
@@ -671,7 +681,7 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
             let mode = std::fs::metadata(&c.config)
                 .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
                 .unwrap_or(0o644);
-            write_atomic(&c.config, t.as_bytes(), mode)?;
+            write_atomic("editing containerd's config", &c.config, t.as_bytes(), mode)?;
             said.push(format!(
                 "{} {} to import it",
                 if main_text.is_some() {
@@ -694,30 +704,20 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
 /// Removes what [`install`] wrote for containerd (refusing files it did not write); returns what it did.
 pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
-    let (drop_in, spec_path) = (c.drop_in(), c.base_spec());
-    if !drop_in_ours_or_absent(&drop_in)? {
-        return Err(InstallError::NotOurs {
-            path: drop_in,
-            ours: layout.binary(),
-        });
-    }
-    if !spec_ours_or_absent(layout, &spec_path)? {
-        return Err(InstallError::NotOurs {
-            path: spec_path,
-            ours: layout.binary(),
-        });
-    }
+    let (drop_in, spec_path) = ours_or_absent(layout, c)?;
     if let Some(text) = read_opt(&c.config)? {
         let entry = import_entry(&c.config, &drop_in);
         if text == created_config(&entry) {
-            std::fs::remove_file(&c.config).map_err(io(&c.config))?;
+            std::fs::remove_file(&c.config)
+                .map_err(io("removing containerd's config", &c.config))?;
             said.push(format!(
                 "removed {} (install created it)",
                 c.config.display()
             ));
         } else if let Some(t) = without_import(c, &parse(&c.config, &text)?) {
-            write_atomic(&c.config, t.as_bytes(), {
-                let m = std::fs::metadata(&c.config).map_err(io(&c.config))?;
+            write_atomic("editing containerd's config", &c.config, t.as_bytes(), {
+                let m = std::fs::metadata(&c.config)
+                    .map_err(io("editing containerd's config", &c.config))?;
                 std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
             })?;
             said.push(format!(
@@ -728,7 +728,7 @@ pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, Install
     }
     for path in [&drop_in, &spec_path] {
         if path.exists() {
-            std::fs::remove_file(path).map_err(io(path))?;
+            std::fs::remove_file(path).map_err(io("removing", path))?;
             said.push(format!("removed {}", path.display()));
         }
     }

@@ -47,7 +47,7 @@ impl Options {
     /// The layout and (with `containerd`) containerd's registration, every path absolute: a
     /// runtime runs the registered hook from another directory.
     pub fn resolve(&self) -> Result<(Layout, Option<containerd::Containerd>), InstallError> {
-        let abs = |p: &Path| std::path::absolute(p).map_err(io(p));
+        let abs = |p: &Path| std::path::absolute(p).map_err(io("resolving the path", p));
         let root = abs(self.root_prefix.as_deref().unwrap_or(Path::new("/")))?;
         let path = |given: &Option<PathBuf>, default: &str| match given {
             Some(p) => abs(p),
@@ -82,9 +82,11 @@ pub const PRECREATE_FILE: &str = "cpuplan-precreate.json";
 /// What could not be installed or removed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    /// A file operation failed.
-    #[error("{}: {source}", path.display())]
+    /// A file operation failed: `step` says which (e.g. "writing the hooks.d file").
+    #[error("{step} {}: {source}", path.display())]
     Io {
+        /// What was being done.
+        step: &'static str,
         /// The path.
         path: PathBuf,
         /// The OS error.
@@ -98,13 +100,26 @@ pub enum InstallError {
         /// The binary path cpuplan would register.
         ours: PathBuf,
     },
+    /// The binary to install asks for a dynamic loader (and `--allow-dynamic` was not given).
+    #[error("checking the binary {}: it is dynamically linked (its ELF PT_INTERP asks for {interp}), so the loader would run it as root with whatever LD_PRELOAD or LD_LIBRARY_PATH reaches it; install a static build (scripts/build-static.sh), or pass --allow-dynamic", path.display())]
+    Dynamic {
+        /// The binary.
+        path: PathBuf,
+        /// The loader it names.
+        interp: String,
+    },
+    /// The binary to install is not a 64-bit ELF file (and `--allow-dynamic` was not given).
+    #[error("checking the binary: {0}; install a static build (scripts/build-static.sh), or pass --allow-dynamic")]
+    NotElf(#[source] crate::elf::ElfError),
     /// The containerd registration cannot be made.
     #[error(transparent)]
     Containerd(#[from] containerd::ContainerdError),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
+/// An I/O error of `step` on `path`.
+fn io<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> InstallError + 'a {
     move |source| InstallError::Io {
+        step,
         path: path.to_path_buf(),
         source,
     }
@@ -157,62 +172,130 @@ impl Layout {
     }
 }
 
-/// The default hook config `install` writes where none exists.
+/// The default hook config `install` writes where none exists, as written (`hooks/hook.json`,
+/// which the Debian package installs as its conffile): every key at its default value.
+pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../hooks/hook.json");
+
+/// [`DEFAULT_CONFIG_TEXT`] as JSON.
 pub fn default_config() -> Value {
-    json!({
-        "step_thread_core": "auto",
-        "cpuset": "numa",
-        "dir": "/run/cpuplan",
-        "claims_dir": "/run/cpuplan/claims",
-        "on_error": "allow",
-        "log": "/var/log/cpuplan-hook.log"
-    })
+    serde_json::from_str(DEFAULT_CONFIG_TEXT).unwrap_or(Value::Null)
 }
 
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), InstallError> {
+/// Whether `bytes` are a default config: today's, or an earlier install's (before `log_level`).
+fn is_default_config(bytes: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
+        return false;
+    };
+    let mut earlier = default_config();
+    if let Some(m) = earlier.as_object_mut() {
+        m.remove("log_level");
+    }
+    v == default_config() || v == earlier
+}
+
+/// Writes `bytes` to `path` (mode `mode`) through a temp file renamed over it; errors name `step`
+/// and `path`.
+fn write_atomic(
+    step: &'static str,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<(), InstallError> {
     let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::create_dir_all(dir).map_err(io(step, path))?;
     let tmp = dir.join(format!(
         ".{}.tmp{}",
         path.file_name().unwrap_or_default().to_string_lossy(),
         std::process::id()
     ));
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(io(&tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io(step, path))
 }
 
 /// Whether the hooks.d file at `path` is absent or was written by install for `layout`.
 fn ours_or_absent(layout: &Layout, path: &Path) -> Result<bool, InstallError> {
     match std::fs::read(path) {
-        Ok(bytes) => {
-            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            Ok(v.pointer("/hook/path").and_then(Value::as_str)
-                == Some(&layout.binary().display().to_string()))
-        }
+        Ok(bytes) => Ok(ours(layout, &bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
         Err(source) => Err(InstallError::Io {
+            step: "reading the hooks.d file",
             path: path.to_path_buf(),
             source,
         }),
     }
 }
 
-/// Installs `binary` and the registrations; returns the lines it reports.
+/// Whether the hooks.d JSON `bytes` registers `layout`'s binary.
+fn ours(layout: &Layout, bytes: &[u8]) -> bool {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    v.pointer("/hook/path").and_then(Value::as_str) == Some(&layout.binary().display().to_string())
+}
+
+/// What `install` is asked for besides the layout.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InstallFlags {
+    /// `--with-precreate`: register podman's precreate stage too (without it, a precreate file
+    /// an earlier install wrote is removed: install is declarative).
+    pub with_precreate: bool,
+    /// `--allow-dynamic`: install a binary that is not static (with a warning) instead of refusing.
+    pub allow_dynamic: bool,
+}
+
+/// The prefix of the lines [`install`] returns that are warnings.
+pub const WARNING: &str = "warning: ";
+
+/// Refuses (or, with `allow_dynamic`, warns about) a `binary` that asks for a dynamic loader or
+/// is not ELF; `None` when it is static.
+fn check_static(binary: &Path, allow_dynamic: bool) -> Result<Option<String>, InstallError> {
+    let problem = match crate::elf::interpreter(binary) {
+        Ok(None) => return Ok(None),
+        Ok(Some(interp)) => InstallError::Dynamic {
+            path: binary.to_path_buf(),
+            interp,
+        },
+        Err(e @ crate::elf::ElfError::Format { .. }) => InstallError::NotElf(e),
+        Err(crate::elf::ElfError::Io { path, source }) => {
+            return Err(InstallError::Io {
+                step: "reading the binary",
+                path,
+                source,
+            })
+        }
+    };
+    if !allow_dynamic {
+        return Err(problem);
+    }
+    let text = problem.to_string();
+    let text = text
+        .split_once("; install a static")
+        .map_or(&*text, |(a, _)| a);
+    Ok(Some(format!(
+        "{WARNING}--allow-dynamic: installing it anyway ({text})"
+    )))
+}
+
+/// Installs `binary` and the registrations; returns the lines it reports (warnings start with
+/// [`WARNING`]). Declarative: the precreate registration exists afterwards exactly when
+/// `flags.with_precreate`.
 pub fn install(
     layout: &Layout,
     binary: &Path,
-    with_precreate: bool,
+    flags: InstallFlags,
 ) -> Result<Vec<String>, InstallError> {
-    let mut files = vec![(layout.hooks_dir.join(HOOK_FILE), layout.hook_json())];
-    if with_precreate {
-        files.push((
-            layout.hooks_dir.join(PRECREATE_FILE),
-            layout.precreate_json(),
-        ));
+    let hook_file = layout.hooks_dir.join(HOOK_FILE);
+    let precreate_file = layout.hooks_dir.join(PRECREATE_FILE);
+    let mut files = vec![(hook_file, layout.hook_json())];
+    if flags.with_precreate {
+        files.push((precreate_file.clone(), layout.precreate_json()));
     }
     for (path, _) in &files {
         if !ours_or_absent(layout, path)? {
@@ -222,23 +305,52 @@ pub fn install(
             });
         }
     }
-    let mut said = Vec::new();
+    let mut said: Vec<String> = check_static(binary, flags.allow_dynamic)?
+        .into_iter()
+        .collect();
     let target = layout.binary();
     if std::fs::canonicalize(binary).ok() != std::fs::canonicalize(&target).ok() {
-        let bytes = std::fs::read(binary).map_err(io(binary))?;
-        write_atomic(&target, &bytes, 0o755)?;
+        let bytes = std::fs::read(binary).map_err(io("reading the binary", binary))?;
+        write_atomic("writing the binary", &target, &bytes, 0o755)?;
     }
     said.push(format!("installed {}", target.display()));
     for (path, json) in files {
         let mut text = serde_json::to_vec_pretty(&json).unwrap_or_default();
         text.push(b'\n');
-        write_atomic(&path, &text, 0o644)?;
+        write_atomic("writing the hooks.d file", &path, &text, 0o644)?;
         said.push(format!("registered {}", path.display()));
     }
+    if !flags.with_precreate {
+        match std::fs::read(&precreate_file) {
+            Ok(bytes) if ours(layout, &bytes) => {
+                std::fs::remove_file(&precreate_file)
+                    .map_err(io("removing the hooks.d file", &precreate_file))?;
+                said.push(format!(
+                    "removed {} (an earlier install's; no --with-precreate now)",
+                    precreate_file.display()
+                ));
+            }
+            Ok(_) => said.push(format!(
+                "left {}: cpuplan-hook install did not write it",
+                precreate_file.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(InstallError::Io {
+                    step: "reading the hooks.d file",
+                    path: precreate_file,
+                    source,
+                })
+            }
+        }
+    }
     if !layout.config.exists() {
-        let mut text = serde_json::to_vec_pretty(&default_config()).unwrap_or_default();
-        text.push(b'\n');
-        write_atomic(&layout.config, &text, 0o644)?;
+        write_atomic(
+            "writing the default config",
+            &layout.config,
+            DEFAULT_CONFIG_TEXT.as_bytes(),
+            0o644,
+        )?;
         said.push(format!(
             "wrote the default config {}",
             layout.config.display()
@@ -256,7 +368,8 @@ pub fn install(
     Ok(said)
 }
 
-/// Removes what [`install`] wrote (the config only if it is still the default); returns what it did.
+/// Removes what [`install`] wrote (the config only if it is still the default); returns what it
+/// did, or a line saying there was nothing to remove.
 pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
     for name in [HOOK_FILE, PRECREATE_FILE] {
@@ -270,20 +383,21 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
                 ours: layout.binary(),
             });
         }
-        std::fs::remove_file(&path).map_err(io(&path))?;
+        std::fs::remove_file(&path).map_err(io("removing the hooks.d file", &path))?;
         said.push(format!("removed {}", path.display()));
     }
     let bin = layout.binary();
     if bin.exists() {
-        std::fs::remove_file(&bin).map_err(io(&bin))?;
+        std::fs::remove_file(&bin).map_err(io("removing the binary", &bin))?;
         said.push(format!("removed {}", bin.display()));
     }
     for dir in [bin.parent(), layout.config.parent()].into_iter().flatten() {
         let _ = std::fs::remove_dir(dir);
     }
     if let Ok(bytes) = std::fs::read(&layout.config) {
-        if serde_json::from_slice::<Value>(&bytes).ok() == Some(default_config()) {
-            std::fs::remove_file(&layout.config).map_err(io(&layout.config))?;
+        if is_default_config(&bytes) {
+            std::fs::remove_file(&layout.config)
+                .map_err(io("removing the default config", &layout.config))?;
             said.push(format!(
                 "removed the default config {}",
                 layout.config.display()
@@ -297,6 +411,16 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
                 layout.config.display()
             ));
         }
+    }
+    if !said.iter().any(|l| l.starts_with("removed")) {
+        said.insert(
+            0,
+            format!(
+                "nothing to remove: no {} and no {HOOK_FILE} or {PRECREATE_FILE} in {}",
+                bin.display(),
+                layout.hooks_dir.display()
+            ),
+        );
     }
     Ok(said)
 }
@@ -313,14 +437,30 @@ mod tests {
         }
     }
 
+    const ANY: InstallFlags = InstallFlags {
+        with_precreate: false,
+        allow_dynamic: true,
+    };
+    const WITH_PRECREATE: InstallFlags = InstallFlags {
+        with_precreate: true,
+        allow_dynamic: true,
+    };
+
+    /// A 64-bit little-endian ELF header with no program headers: static as far as install checks.
+    fn tiny_static_elf(path: &Path) {
+        let mut b = b"\x7fELF\x02\x01\x01".to_vec();
+        b.resize(64, 0);
+        std::fs::write(path, b).unwrap();
+    }
+
     #[test]
     fn install_is_idempotent_and_uninstall_leaves_nothing() {
         let t = tempfile::tempdir().unwrap();
         let l = layout(t.path());
         let bin = t.path().join("src-bin");
         std::fs::write(&bin, b"#!/bin/sh\n").unwrap();
-        install(&l, &bin, true).unwrap();
-        install(&l, &bin, true).unwrap();
+        install(&l, &bin, WITH_PRECREATE).unwrap();
+        install(&l, &bin, WITH_PRECREATE).unwrap();
         assert_eq!(std::fs::read(l.binary()).unwrap(), b"#!/bin/sh\n");
         let mode = std::fs::metadata(l.binary()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
@@ -330,11 +470,33 @@ mod tests {
         assert_eq!(hook["stages"], json!(["createRuntime", "poststop"]));
         assert!(l.hooks_dir.join(PRECREATE_FILE).exists());
         assert!(l.config.exists());
-        uninstall(&l).unwrap();
+        let said = uninstall(&l).unwrap();
+        assert!(
+            said.contains(&format!("removed {}", l.binary().display())),
+            "{said:?}"
+        );
         assert!(!l.hooks_dir.join(HOOK_FILE).exists());
         assert!(!l.binary().exists());
         assert!(!l.config.exists());
         assert!(!t.path().join("prefix/libexec/cpuplan").exists());
+        let said = uninstall(&l).unwrap();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].starts_with("nothing to remove: no "), "{said:?}");
+    }
+
+    #[test]
+    fn the_default_config_is_every_default_and_an_earlier_one_counts_as_default() {
+        let c = crate::config::HookConfig::parse(
+            Path::new("hooks/hook.json"),
+            DEFAULT_CONFIG_TEXT.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(c, crate::config::HookConfig::default());
+        assert_eq!(default_config()["log"], crate::config::DEFAULT_LOG);
+        let earlier = br#"{"step_thread_core": "auto", "cpuset": "numa", "dir": "/run/cpuplan",
+            "claims_dir": "/run/cpuplan/claims", "on_error": "allow", "log": "/var/log/cpuplan-hook.log"}"#;
+        assert!(is_default_config(earlier));
+        assert!(!is_default_config(br#"{"on_error": "deny"}"#));
     }
 
     #[test]
@@ -347,7 +509,7 @@ mod tests {
             r#"{"hook":{"path":"/opt/other"}}"#,
         )
         .unwrap();
-        let e = install(&l, Path::new("/bin/sh"), false)
+        let e = install(&l, Path::new("/bin/sh"), ANY)
             .unwrap_err()
             .to_string();
         assert!(e.contains("refusing") && e.contains(HOOK_FILE), "{e}");
@@ -355,11 +517,115 @@ mod tests {
         std::fs::remove_file(l.hooks_dir.join(HOOK_FILE)).unwrap();
         std::fs::create_dir_all(l.config.parent().unwrap()).unwrap();
         std::fs::write(&l.config, r#"{"on_error":"deny"}"#).unwrap();
-        install(&l, Path::new("/bin/sh"), false).unwrap();
-        uninstall(&l).unwrap();
+        install(&l, Path::new("/bin/sh"), ANY).unwrap();
+        let said = uninstall(&l).unwrap();
+        assert!(
+            said.iter().any(|s| s.starts_with("kept the edited config")),
+            "{said:?}"
+        );
         assert_eq!(
             std::fs::read_to_string(&l.config).unwrap(),
             r#"{"on_error":"deny"}"#
         );
+        let said = uninstall(&l).unwrap();
+        assert!(said[0].starts_with("nothing to remove"), "{said:?}");
+    }
+
+    #[test]
+    fn install_without_precreate_removes_its_earlier_precreate_file_only() {
+        let t = tempfile::tempdir().unwrap();
+        let l = layout(t.path());
+        let bin = t.path().join("hook");
+        tiny_static_elf(&bin);
+        let precreate = l.hooks_dir.join(PRECREATE_FILE);
+        let flags = InstallFlags {
+            with_precreate: true,
+            allow_dynamic: false,
+        };
+        install(&l, &bin, flags).unwrap();
+        assert!(precreate.exists());
+        let said = install(&l, &bin, InstallFlags::default()).unwrap();
+        assert!(
+            !precreate.exists(),
+            "declarative: no --with-precreate, no precreate file"
+        );
+        assert!(
+            said.iter()
+                .any(|s| s.starts_with(&format!("removed {}", precreate.display()))),
+            "{said:?}"
+        );
+        assert!(l.hooks_dir.join(HOOK_FILE).exists());
+        // A precreate file install did not write is left alone, and said so.
+        std::fs::write(&precreate, r#"{"hook":{"path":"/opt/other"}}"#).unwrap();
+        let said = install(&l, &bin, InstallFlags::default()).unwrap();
+        assert!(precreate.exists());
+        assert!(
+            said.iter()
+                .any(|s| s.starts_with(&format!("left {}", precreate.display()))),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_dynamic_or_non_elf_binary_is_refused_unless_allowed() {
+        let t = tempfile::tempdir().unwrap();
+        let l = layout(t.path());
+        // The test binary itself is dynamically linked.
+        let me = std::env::current_exe().unwrap();
+        let e = install(&l, &me, InstallFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("checking the binary")
+                && e.contains("dynamically linked")
+                && e.contains("PT_INTERP asks for /")
+                && e.contains("--allow-dynamic"),
+            "{e}"
+        );
+        assert!(!t.path().join("prefix").exists() && !l.hooks_dir.exists() && !l.config.exists());
+        let script = t.path().join("script");
+        std::fs::write(&script, "#!/bin/sh\n".repeat(10)).unwrap();
+        let e = install(&l, &script, InstallFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an ELF file"), "{e}");
+        let said = install(&l, &me, ANY).unwrap();
+        assert!(
+            said[0].starts_with(WARNING) && said[0].contains("dynamically linked"),
+            "{said:?}"
+        );
+        assert!(!said[0].contains("pass --allow-dynamic"), "{said:?}");
+    }
+
+    #[test]
+    fn a_failed_write_names_the_step_and_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let l = layout(t.path());
+        let bin = t.path().join("hook");
+        tiny_static_elf(&bin);
+        // A directory where the temp file for cpuplan.json goes: reading works, writing fails.
+        let tmp = format!(".{HOOK_FILE}.tmp{}", std::process::id());
+        std::fs::create_dir_all(l.hooks_dir.join(tmp)).unwrap();
+        let e = install(&l, &bin, InstallFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "writing the hooks.d file {}: ",
+                l.hooks_dir.join(HOOK_FILE).display()
+            )),
+            "{e}"
+        );
+        let e = install(
+            &Layout {
+                prefix: bin.clone(),
+                ..l.clone()
+            },
+            &bin,
+            InstallFlags::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("writing the binary "), "{e}");
     }
 }

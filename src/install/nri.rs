@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use toml_edit::{DocumentMut, Item, Table};
 
 use super::containerd::{
-    config_version, cri_section, fresh, import_entry, load_order, parse, string_list,
+    config_version, cri_section, fresh, import_entry, load_order, parse, read_opt, string_list,
     with_import_of, without_import_of, ContainerdError,
 };
 use super::{io, write_atomic, InstallError, Options};
@@ -122,14 +122,6 @@ fn created_config(entry: &str) -> String {
     )
 }
 
-fn read_opt(path: &Path) -> Result<Option<String>, InstallError> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(path)(e)),
-    }
-}
-
 fn mode_of(path: &Path) -> u32 {
     std::fs::metadata(path)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
@@ -163,14 +155,19 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
         Some(d) => with_import_of(&n.config, &drop_in, d)?,
         None => Some(created_config(&import_entry(&n.config, &drop_in))),
     };
-    write_atomic(&drop_in, text.as_bytes(), 0o644)?;
+    write_atomic("writing the NRI drop-in", &drop_in, text.as_bytes(), 0o644)?;
     let mut said = vec![format!(
         "wrote the containerd drop-in {} (NRI on)",
         drop_in.display()
     )];
     match new_main {
         Some(t) => {
-            write_atomic(&n.config, t.as_bytes(), mode_of(&n.config))?;
+            write_atomic(
+                "editing containerd's config",
+                &n.config,
+                t.as_bytes(),
+                mode_of(&n.config),
+            )?;
             said.push(format!(
                 "{} {} to import it",
                 if main_text.is_some() {
@@ -215,7 +212,12 @@ pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
         };
         match rest {
             Some(t) if !only_created_leftover(&t) => {
-                write_atomic(&n.config, t.as_bytes(), mode_of(&n.config))?;
+                write_atomic(
+                    "editing containerd's config",
+                    &n.config,
+                    t.as_bytes(),
+                    mode_of(&n.config),
+                )?;
                 said.push(format!(
                     "removed the import of {entry} from {}",
                     n.config.display()
@@ -223,7 +225,8 @@ pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
             }
             None if text != created_config(&entry) => {}
             _ => {
-                std::fs::remove_file(&n.config).map_err(io(&n.config))?;
+                std::fs::remove_file(&n.config)
+                    .map_err(io("removing containerd's config", &n.config))?;
                 said.push(format!(
                     "removed {} (install created it)",
                     n.config.display()
@@ -232,7 +235,7 @@ pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
         }
     }
     if drop_in.exists() {
-        std::fs::remove_file(&drop_in).map_err(io(&drop_in))?;
+        std::fs::remove_file(&drop_in).map_err(io("removing the NRI drop-in", &drop_in))?;
         said.push(format!("removed {}", drop_in.display()));
     }
     if let Some(d) = drop_in.parent() {

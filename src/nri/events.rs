@@ -37,9 +37,27 @@ impl EventMask {
         (1..=11)
             .filter_map(|n| Event::try_from(n).ok())
             .filter(|e| self.has(*e))
-            .map(|e| format!("{e:?}"))
+            .map(event_name)
             .collect::<Vec<_>>()
             .join(",")
+    }
+}
+
+/// The event's name in NRI's Go API (`CreateContainer`…), for logs.
+pub fn event_name(e: Event) -> &'static str {
+    match e {
+        Event::Unknown => "Unknown",
+        Event::RunPodSandbox => "RunPodSandbox",
+        Event::StopPodSandbox => "StopPodSandbox",
+        Event::RemovePodSandbox => "RemovePodSandbox",
+        Event::CreateContainer => "CreateContainer",
+        Event::PostCreateContainer => "PostCreateContainer",
+        Event::StartContainer => "StartContainer",
+        Event::PostStartContainer => "PostStartContainer",
+        Event::UpdateContainer => "UpdateContainer",
+        Event::PostUpdateContainer => "PostUpdateContainer",
+        Event::StopContainer => "StopContainer",
+        Event::RemoveContainer => "RemoveContainer",
     }
 }
 

@@ -48,6 +48,7 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
         (None, true) => None,
     };
     crate::logging::init(early);
+    crate::logging::set_level(config.log_level);
     let handler: Arc<dyn Handler> = if opts.test_handler {
         Arc::new(TestHandler::default())
     } else {

@@ -197,8 +197,9 @@ impl Planner {
 
 impl Handler for PlanHandler {
     /// A configuration from the runtime (non-empty `text`) replaces the one in force (one that
-    /// does not parse fails the registration, naming the key); then, unless `--log` named the
-    /// file, the log goes to the `log` of the configuration in force.
+    /// does not parse fails the registration, naming the key); then the log keeps the
+    /// `log_level` of the configuration in force and, unless `--log` named the file, goes to its
+    /// `log`.
     fn configure(&self, text: &str, _runtime: &str, _version: &str) -> Result<(), String> {
         let given = !text.trim().is_empty();
         if given {
@@ -211,6 +212,7 @@ impl Handler for PlanHandler {
             }
         }
         let config = self.config();
+        crate::logging::set_level(config.log_level);
         if !self.log_given {
             if let Some(log) = &config.log {
                 crate::logging::init(Some(log));

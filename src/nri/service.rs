@@ -240,7 +240,7 @@ impl PluginService {
         let (pod, ctr) = parts(&req.pod, &req.container);
         match Event::try_from(req.event) {
             Ok(Event::RemoveContainer) => self.handler.remove_container(pod, ctr),
-            Ok(e) => log::debug!("nri: ignored event {e:?}"),
+            Ok(e) => log::debug!("nri: ignored event {}", super::events::event_name(e)),
             Err(_) => log::debug!("nri: ignored unknown event {}", req.event),
         }
     }

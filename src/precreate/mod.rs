@@ -34,15 +34,21 @@ pub enum PrecreateError {
 /// byte, and one that cannot be planned for gets the `off` plan's environment, so the container's
 /// environment and its `plan.env` agree.
 pub fn precreate(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, PrecreateError> {
+    // A debug build can be made to panic here, for the test that the binary fails open.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("HOOK_TEST_PANIC").is_some() {
+        panic!("HOOK_TEST_PANIC is set");
+    }
     match plan_into(config, input, cwd) {
         Ok(out) => Ok(out),
-        Err(problem) => {
-            log::warn!("precreate: config left unchanged: {problem}");
-            match config.on_error {
-                OnError::Allow => Ok(input.to_vec()),
-                OnError::Deny => Err(PrecreateError::Denied(problem)),
+        Err(problem) => match config.on_error {
+            OnError::Allow => {
+                log::warn!("precreate: config left unchanged: {problem}");
+                Ok(input.to_vec())
             }
-        }
+            // The stage's error is the one line the runtime shows.
+            OnError::Deny => Err(PrecreateError::Denied(problem)),
+        },
     }
 }
 

@@ -2,5 +2,8 @@ pub mod containerd;
 pub mod fakehost;
 pub mod hookbin;
 pub mod hookfx;
+pub mod hostlock;
+pub mod log_guard;
 pub mod podman;
 pub mod runc;
+pub mod statics;

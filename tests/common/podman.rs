@@ -66,6 +66,10 @@ pub struct Podman {
     pub cgroup_parent: String,
     names: Mutex<Vec<String>>,
     _turn: MutexGuard<'static, ()>,
+    /// Shared with every other private podman: none runs while `tests/deb.rs` has the package
+    /// (and its hooks.d file in podman's default hooks dir) installed. `None` for the package
+    /// test's own podman ([`Podman::with_default_hooks_dirs`]), whose caller holds it exclusively.
+    _host: Option<super::hostlock::HostLock>,
 }
 
 impl Podman {
@@ -76,6 +80,23 @@ impl Podman {
 
     /// A podman reading hooks from `hooks_dir` (default `<temp>/hooks.d`).
     pub fn with_hooks_dir(tag: &str, hooks_dir: Option<&Path>) -> Podman {
+        let host = super::hostlock::shared();
+        Self::build(tag, hooks_dir, true, Some(host))
+    }
+
+    /// A podman reading hooks from its default directories (`/usr/share/containers/oci/hooks.d`
+    /// and `/etc/containers/oci/hooks.d`: no `hooks_dir` in its containers.conf), for the test of
+    /// the Debian package, which must hold [`super::hostlock::exclusive`] meanwhile.
+    pub fn with_default_hooks_dirs(tag: &str, _held: &super::hostlock::HostLock) -> Podman {
+        Self::build(tag, None, false, None)
+    }
+
+    fn build(
+        tag: &str,
+        hooks_dir: Option<&Path>,
+        private_hooks: bool,
+        host: Option<super::hostlock::HostLock>,
+    ) -> Podman {
         require_podman();
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::Builder::new()
@@ -98,10 +119,13 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "none"
 tmp_dir = "{tmp}"
-hooks_dir = ["{hooks}"]
-"#,
+{hooks}"#,
                 tmp = t.join("tmp").display(),
-                hooks = hooks_dir.display()
+                hooks = if private_hooks {
+                    format!("hooks_dir = [\"{}\"]\n", hooks_dir.display())
+                } else {
+                    String::new()
+                }
             ),
         )
         .unwrap();
@@ -120,6 +144,7 @@ hooks_dir = ["{hooks}"]
             hooks_dir,
             names: Mutex::new(Vec::new()),
             _turn: turn,
+            _host: host,
         };
         p.import(IMAGE, &[]);
         p

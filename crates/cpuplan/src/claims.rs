@@ -1,7 +1,7 @@
 //! GPU claims that outlive the claiming process.
 //!
 //! The hook exits while its container runs, so a claim cannot be an flock held for the
-//! life of a process (the seed's `claim_gpus`). Instead a claims directory holds one
+//! life of a process (an in-process `claim_gpus` would). Instead a claims directory holds one
 //! file per claimed GPU (`0000:2a:00.0.json`, holding its [`Holder`]) and one lock file
 //! `.lock`. Every change happens under an exclusive flock of `.lock`, so two concurrent
 //! takers never both win. The lock file is never unlinked: another process may already
@@ -483,12 +483,7 @@ fn open_lock(path: &Path) -> Result<File, Error> {
         other => other,
     }
     .map_err(io)?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(io(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
-    }
+    crate::fsutil::require_regular(&file).map_err(io)?;
     Ok(file)
 }
 

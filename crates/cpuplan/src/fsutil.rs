@@ -89,27 +89,34 @@ fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
 /// error (`InvalidInput` or `InvalidData`) saying so, and nothing more than `max + 1` bytes is
 /// ever read.
 pub fn read_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileTypeExt;
     let mut f = open_nonblocking(path)?;
-    let kind = f.metadata()?.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            format!("{what}, not a regular file"),
-        ));
-    }
+    require_regular(&f)?;
     read_at_most(&mut f, max)
+}
+
+/// `Ok` if the opened `file` is a regular file; else an `InvalidInput` error saying what it is
+/// (a directory, a FIFO, a device, a socket).
+pub fn require_regular(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(std::io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("{what}, not a regular file"),
+    ))
 }
 
 /// The whole file as text (lossy UTF-8); any error, absence included, names the file.

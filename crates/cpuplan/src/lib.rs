@@ -34,7 +34,7 @@ pub use cgroup_path::{cgroups_path_names, expand_cgroups_path};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
-pub use fsutil::{read_file, Process};
+pub use fsutil::{read_file, require_regular, Process};
 pub use gpus::{host_gpus, nvidia_host_gpus, pci_base_class, HostGpu, NVIDIA_VENDOR};
 pub use json::{PlanFile, Pools, ResultJson, WorkerJson, PLAN_VERSION};
 pub use mask::{process_mask, usable_cpus};

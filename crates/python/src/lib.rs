@@ -2,7 +2,7 @@
 //!
 //! A thin binding: it converts frozensets, `None` and errors, and calls the `cpuplan`
 //! crate (and, to read the hook's plan, the shim's `Plan`). The Python layer
-//! (`python/cpuplan`) builds the seed's types (`HostGpu`, `StepCpus`, `CpuPlan`) from
+//! (`python/cpuplan`) builds the Python types (`HostGpu`, `StepCpus`, `CpuPlan`) from
 //! the tuples returned here. Host-file errors become `OSError` (with the errno where the
 //! OS gave one, so a missing file is `FileNotFoundError`); bad values `ValueError`; a
 //! setting the mask can't honour `CpuPlanError`.

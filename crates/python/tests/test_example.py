@@ -60,3 +60,29 @@ def test_the_worker_runs_unpinned_without_a_plan(repo: Path, tmp_path: Path) -> 
     assert lines[0] == f"plan: setting=off mask={mask} usable={cpuplan.usable_cpus()} left={cpuplan.usable_cpus()} devices="
     assert lines[1].startswith("why: no plan installed and no hook plan")
     assert lines[2:] == ["cuda:0: no worker of the plan", f"main cpus={mask}", f"helper cpus={mask}", f"pool cpus={mask}"]
+
+
+def readme_block(repo: Path, name: str) -> str:
+    """The fenced block after `<!-- test: name -->` in the README."""
+    text = (repo / "README.md").read_text()
+    marker = f"<!-- test: {name} -->\n```"
+    start = text.index(marker) + len(marker)
+    body = text[text.index("\n", start) + 1 :]
+    return body[: body.index("```")]
+
+
+def test_the_readme_example_pins_worker_0_and_starts_a_helper(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
+    a, b = two_cpus
+    plan = CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), StepCpus(frozenset({a}), "api"), "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"))
+    path = write_plan(tmp_path / "plan.json", plan)
+    base = {k: v for k, v in os.environ.items() if k not in PLAN_VARS and k != "CPUPLAN_PLAN"}
+    base["CPUPLAN_PLAN"] = str(path)
+    out = subprocess.run([sys.executable, "-c", readme_block(repo, "python")], capture_output=True, text=True, env=base, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"worker 0 cpus frozenset({{{b}}}) - worker 0 on cpu {b}\n"), out.stdout
+    assert out.stdout.endswith("the helper runs on the process mask\n"), out.stdout
+    # Without a plan the example still runs, unpinned.
+    base["CPUPLAN_PLAN"] = str(tmp_path / "none.json")
+    out = subprocess.run([sys.executable, "-c", readme_block(repo, "python")], capture_output=True, text=True, env=base, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith("the helper runs on the process mask\n"), out.stdout

@@ -1,4 +1,4 @@
-"""The seed's planner API (mstar.utils.cpus) on fixture sysfs trees and on this machine."""
+"""The planner API (as mstar.utils.cpus has it) on fixture sysfs trees and on this machine."""
 
 from __future__ import annotations
 

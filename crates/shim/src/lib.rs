@@ -3,7 +3,7 @@
 //! The hook writes the plan into the container (`/run/cpuplan/plan.json` and
 //! `plan.env`). This crate reads it ([`Plan::load`], [`Plan::from_env`], [`Plan::find`]),
 //! pins the calling thread to a worker's or the API server's CPUs ([`pin_worker`],
-//! [`pin_result`], [`pin_thread`] in the seed's order), starts threads on the process
+//! [`pin_result`], [`pin_thread`] in the warm-up order), starts threads on the process
 //! mask ([`spawn`], [`Builder`], [`on_process_mask`]) and exports the same as a C ABI
 //! (`include/cpuplan.h`). The `cpuplan-exec` launcher applies it to any program.
 //!

@@ -1,4 +1,4 @@
-//! Pinning the calling thread: [`pin_thread`] in the seed's order, and a plan's worker or API-server CPUs.
+//! Pinning the calling thread: [`pin_thread`] in the warm-up order, and a plan's worker or API-server CPUs.
 
 use std::fmt;
 

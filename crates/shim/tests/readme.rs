@@ -1,4 +1,5 @@
-//! Runs the README's "Inside the container" examples, read from README.md (the Rust one is a doctest).
+//! Runs the shim's documented examples, read from README.md and docs/shim.md (the README's Rust
+//! one is a doctest; its Python one runs in the Python package's tests).
 
 mod common;
 
@@ -9,15 +10,17 @@ use common::{
     profile_dir, sample_plan, static_exec, two_cpus, workspace_root, write_plan, STATIC_BUILD,
 };
 
-/// The fenced block after `<!-- test: name -->` in README.md.
+/// The fenced block after `<!-- test: name -->` in README.md or docs/shim.md (where it must be unique).
 fn block(name: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = ["README.md", "docs/shim.md"]
+        .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
+        .join("\n");
     let marker = format!("<!-- test: {name} -->\n```");
+    assert_eq!(readme.matches(&marker).count(), 1, "{marker:?} once");
     let start = readme
         .find(&marker)
-        .unwrap_or_else(|| panic!("no {marker:?} in README.md"));
+        .unwrap_or_else(|| panic!("no {marker:?} in README.md or docs/shim.md"));
     let body = &readme[start + marker.len()..];
     let body = &body[body.find('\n').unwrap() + 1..];
     body[..body.find("```").unwrap()].to_string()
@@ -132,27 +135,4 @@ fn way_3_the_c_example_compiles_with_the_documented_command_and_pins() {
         .unwrap();
     assert!(none.status.success());
     assert!(String::from_utf8_lossy(&none.stderr).starts_with("running unpinned: no plan: "));
-}
-
-#[test]
-fn way_3_the_python_example_pins_and_starts_a_helper() {
-    let dir = tempfile::tempdir().unwrap();
-    let plan = write_plan(dir.path(), &sample_plan());
-    let out = stdout_of(
-        Command::new("python3")
-            .arg("-c")
-            .arg(block("python"))
-            .current_dir(workspace_root())
-            .env("CPUPLAN_LIB", profile_dir().join("libcpuplan_shim.so"))
-            .env("CPUPLAN_PLAN", &plan),
-    );
-    let (_, b) = two_cpus();
-    assert!(
-        out.starts_with(&format!("worker 0 pinned to cpus {b} (")),
-        "{out}"
-    );
-    assert!(
-        out.ends_with("\nthe helper runs on the process mask\n"),
-        "{out}"
-    );
 }

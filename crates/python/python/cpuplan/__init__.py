@@ -1,6 +1,6 @@
 """cpuplan: the CPUs a GPU container's threads should use, planned by the Rust planner in process.
 
-The seed's ``mstar.utils.cpus`` (planner) and ``mstar.utils.threads`` (threads) in one
+``mstar.utils.cpus``'s API (planner) and ``mstar.utils.threads`` (threads) in one
 package, with or without the cpuplan hook:
 
 - the planner: parse_cpu_list, format_cpu_list, process_mask, usable_cpus,

@@ -1,6 +1,6 @@
 """The CPUs this process may use, and the plan every process of a deployment reads.
 
-The seed's ``mstar.utils.cpus``, backed by the Rust planner (``cpuplan._cpuplan``). Every
+``mstar.utils.cpus``'s API, backed by the Rust planner (``cpuplan._cpuplan``). Every
 host file is read under a root directory (``/`` on a real host; a fixture tree in tests):
 ``root`` is that directory wherever a function takes one.
 """

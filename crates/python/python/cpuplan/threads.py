@@ -1,6 +1,6 @@
 """Starting threads, and moving the threads a step passes through onto their CPUs.
 
-The seed's ``mstar.utils.threads``. A new thread starts with its creator's CPU mask, so a
+``mstar.utils.threads``'s API. A new thread starts with its creator's CPU mask, so a
 thread or pool that a pinned thread starts would share its CPU. Thread and ThreadPool start
 theirs on the process mask: the mask of this process's plan (``cpuplan.plan().mask``: the
 installed plan, else the hook's, else the mask of the thread that imported cpuplan).

@@ -101,12 +101,12 @@ fn cargo_build_in(dir: &Path, what: &str, args: &[&str], env: &[(&str, &str)]) {
 }
 
 /// The debug profile's output dir, where the cdylib and staticlib are: built here once per test
-/// binary (`cargo test` builds the library only as an rlib for the tests).
+/// binary by the package cpuplan-shim-capi (the shim itself is an rlib).
 pub fn profile_dir() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            cargo_build("libcpuplan_shim", &["-p", "cpuplan-shim", "--lib"], &[]);
+            cargo_build("libcpuplan_shim", &["-p", "cpuplan-shim-capi"], &[]);
             target_dir().join("debug")
         })
         .clone()
@@ -126,8 +126,7 @@ pub fn release_panic_test_dir() -> PathBuf {
                 &[
                     "--release",
                     "-p",
-                    "cpuplan-shim",
-                    "--lib",
+                    "cpuplan-shim-capi",
                     "--features",
                     "panic-test",
                 ],
@@ -143,43 +142,55 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The command the README documents for the static launcher (run in the workspace root).
-pub const STATIC_BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static' cargo build -p cpuplan-shim --bin cpuplan-exec --target x86_64-unknown-linux-gnu";
+/// The command the README documents for the static launcher (run in the workspace root): the
+/// alias in `.cargo/config.toml`.
+pub const STATIC_BUILD: &str = "cargo build-static";
 
 /// Builds the static `cpuplan-exec` with [`STATIC_BUILD`] (once per test binary) and returns its path.
 pub fn static_exec() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let (rustflags, rest) = STATIC_BUILD
-                .strip_prefix("RUSTFLAGS='")
-                .and_then(|s| s.split_once("' cargo build "))
-                .expect("STATIC_BUILD is RUSTFLAGS='...' cargo build ARGS");
-            let args: Vec<&str> = rest.split_whitespace().collect();
-            cargo_build(
-                "the static cpuplan-exec",
-                &args,
-                &[("RUSTFLAGS", rustflags)],
-            );
+            let args = STATIC_BUILD
+                .strip_prefix("cargo ")
+                .expect("STATIC_BUILD is a cargo command")
+                .split_whitespace();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let out = Command::new(cargo)
+                .args(args)
+                .arg("--target-dir")
+                .arg(target_dir())
+                .current_dir(workspace_root())
+                .env_remove("CARGO_TARGET_DIR")
+                .env_remove("RUSTFLAGS")
+                .output()
+                .expect("run cargo");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "`{STATIC_BUILD}` failed: {err}");
+            // cargo replays a fresh crate's warnings, so this holds on every run: no "dropping
+            // unsupported crate type `cdylib`" (the C libraries are cpuplan-shim-capi's).
+            assert!(!err.contains("warning"), "`{STATIC_BUILD}` warned: {err}");
             target_dir().join("x86_64-unknown-linux-gnu/debug/cpuplan-exec")
         })
         .clone()
 }
 
-/// The ELF program header types of the file at `path` (64-bit little-endian only).
-pub fn elf_program_headers(path: &Path) -> Vec<u32> {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..4], b"\x7fELF", "{} is not ELF", path.display());
-    assert_eq!((b[4], b[5]), (2, 1), "not a 64-bit little-endian ELF");
-    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
-    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
-    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
-    (0..phnum).map(|i| u32_at(phoff + i * phentsize)).collect()
-}
+/// The workspace's one ELF program-header parser (the hook's `install` uses it too).
+#[path = "../../../../src/elf.rs"]
+pub mod elf;
 
 /// ELF `PT_INTERP`: the program asks for a dynamic loader.
-pub const PT_INTERP: u32 = 3;
+#[allow(unused_imports)] // not every test binary checks static-ness
+pub use elf::PT_INTERP;
+
+/// The ELF program header types of the file at `path` (64-bit little-endian only).
+pub fn elf_program_headers(path: &Path) -> Vec<u32> {
+    elf::program_headers(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .map(|h| h.kind)
+        .collect()
+}
 
 /// Builds example `name` of this crate in the dev profile (as `cargo test` would) and returns its path.
 pub fn build_example(name: &str) -> PathBuf {
