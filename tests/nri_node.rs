@@ -8,11 +8,8 @@
 //! observed instead: the claims (`cpuplan-hook claims`), the "held by" reasons, the cpuset
 //! narrowed to the GPU's local CPUs, and the environment.
 
-/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
-#[path = "common/log_guard.rs"]
-mod log_guard;
+mod common; // with tests/common/log_guard.rs: fails this binary if the real hook log changed
 
-mod common;
 #[path = "common/cri.rs"]
 mod cri;
 
