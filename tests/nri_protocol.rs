@@ -178,6 +178,9 @@ impl Node {
             let plugin = t.join("nri-plugins/10-cpuplan");
             std::fs::copy(BIN, &plugin).expect("copy the plugin binary");
             std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+            // Its config, which NRI hands it at Configure: logging to stderr (containerd sends
+            // it to /dev/null), never to the host's default log.
+            std::fs::write(t.join("nri-conf/10-cpuplan.conf"), r#"{"log": "stderr"}"#).unwrap();
         }
         let mut node = Node { dir, child: None };
         node.launch();
@@ -465,8 +468,8 @@ fn external_plugin_reconnects_and_resynchronizes_after_containerd_restarts() {
 
 #[test]
 fn prelaunched_plugin_is_started_by_containerd_and_exits_with_it() {
-    // containerd starts the plugin without arguments: it reads the default config, but a
-    // launched plugin opens no log file before Configure, and the test handler none at all.
+    // containerd starts the plugin without arguments: it opens no log before Configure, and
+    // then the stderr-only config NRI hands it (nri-conf/10-cpuplan.conf).
     let mut node = Node::start(true);
     let plugin = node.path("nri-plugins/10-cpuplan");
     wait_for(
