@@ -116,10 +116,11 @@ fn plan(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
         ))
     })?;
     let root = root_dir(a, "root")?.unwrap_or_else(|| "/".into());
-    let host = Host {
+    let host = Host::of(&HookConfig {
         root: root.clone(),
         topology_root: root.clone(),
-    };
+        ..HookConfig::default()
+    });
     let online = host.online_cpus()?;
     if !mask.is_subset(&online) {
         return Err(CliError::Usage(format!(

@@ -83,7 +83,7 @@ struct Planner {
 impl Planner {
     fn new(config: HookConfig, plugin: &str) -> Planner {
         Planner {
-            host: Host::of(&config),
+            host: Host::of(&config).keeping_inventory(),
             dirs: PlanDirs::new(&config.nri_dir),
             config,
             scope: format!("nri:{plugin}"),
@@ -260,6 +260,8 @@ impl Planner {
         pods: &[PodSandbox],
         containers: &[Container],
     ) -> Result<Vec<ContainerUpdate>, String> {
+        // A runtime (re)connecting may come after a change of GPUs: read them anew.
+        self.host.forget_inventory();
         let running: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         let (mut kept, mut dropped) = (0, 0);
         for id in self.dirs.ids() {

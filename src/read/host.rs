@@ -2,19 +2,30 @@
 //! procfs) is read through a [`Host`], under its roots, so a test points them at a fixture tree.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use cpuplan::{Cgroups, CpuSet, Holder, Process, Setting, StaticTopology};
+use cpuplan::{Cgroups, CpuSet, Holder, Process, Setting, StaticTopology, TopologyCache};
 
-use super::devices::{container_gpus, DeviceError, Found};
+use super::devices::{container_gpus_cached, DeviceError, DriverCache, Found};
 use super::spec::CharDevice;
 
-/// The host's roots: `/` on a real host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The host's roots: `/` on a real host; and, for a long-running planner, what it has read of
+/// the host's GPUs and cores (which do not change while it runs).
+#[derive(Debug, Clone)]
 pub struct Host {
     /// Where `/proc` and the cgroup mounts are read.
     pub root: PathBuf,
     /// Where sysfs topology, `/sys/dev/char` and `/proc/driver/nvidia` are read.
     pub topology_root: PathBuf,
+    /// The inventory read so far, kept between containers (`None`: read anew every time).
+    inventory: Option<Arc<Mutex<Inventory>>>,
+}
+
+/// The host's GPU inventory and cores, as read.
+#[derive(Debug, Default)]
+struct Inventory {
+    driver: DriverCache,
+    topology: TopologyCache,
 }
 
 /// One NUMA node (or the CPUs in none) with its cores, for drawing a plan.
@@ -34,7 +45,25 @@ impl Host {
         Host {
             root: config.root.clone(),
             topology_root: config.topology_root.clone(),
+            inventory: None,
         }
+    }
+
+    /// This host keeping what it reads of the GPUs and cores from one container to the next.
+    pub fn keeping_inventory(mut self) -> Host {
+        self.inventory = Some(Arc::default());
+        self
+    }
+
+    /// Forgets the inventory kept (a runtime reconnecting may come with new GPUs).
+    pub fn forget_inventory(&self) {
+        if let Some(lock) = self.inventory() {
+            *lock.unwrap_or_else(|e| e.into_inner()) = Inventory::default();
+        }
+    }
+
+    fn inventory(&self) -> Option<std::sync::LockResult<MutexGuard<'_, Inventory>>> {
+        self.inventory.as_ref().map(|m| m.lock())
     }
 
     /// The locations of `pid`'s cgroups on every hierarchy.
@@ -75,7 +104,25 @@ impl Host {
         nodes: &[CharDevice],
         visible: Option<&str>,
     ) -> Result<Found, DeviceError> {
-        container_gpus(&self.topology_root, devices, nodes, visible)
+        match self.inventory() {
+            Some(lock) => {
+                let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
+                container_gpus_cached(
+                    &self.topology_root,
+                    devices,
+                    nodes,
+                    visible,
+                    &mut inventory.driver,
+                )
+            }
+            None => container_gpus_cached(
+                &self.topology_root,
+                devices,
+                nodes,
+                visible,
+                &mut DriverCache::default(),
+            ),
+        }
     }
 
     /// What a plan with `setting` for workers on `addresses` consults over `mask`, read now.
@@ -85,7 +132,20 @@ impl Host {
         addresses: &[Option<String>],
         mask: &CpuSet,
     ) -> cpuplan::Result<StaticTopology> {
-        StaticTopology::for_plan(&self.topology_root, setting, addresses, mask)
+        let root = &self.topology_root;
+        match self.inventory() {
+            Some(lock) => {
+                let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
+                StaticTopology::for_plan_cached(
+                    root,
+                    setting,
+                    addresses,
+                    mask,
+                    &mut inventory.topology,
+                )
+            }
+            None => StaticTopology::for_plan(root, setting, addresses, mask),
+        }
     }
 
     /// A claim holder for `container` of `scope` whose init is `pid`, or `None` if the pid is gone or a zombie.
@@ -130,5 +190,64 @@ impl Host {
             out.push(NodeCores { node, cpus, cores });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HookConfig;
+
+    fn device(minor: i64) -> CharDevice {
+        CharDevice {
+            major: 195,
+            minor,
+            path: format!("/dev/nvidia{minor}"),
+        }
+    }
+
+    /// A copy of the example host (8 GPUs) in a temp dir, which the test may then break.
+    fn example_host(t: &std::path::Path) -> PathBuf {
+        let root = t.join("host");
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/host"))
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        root
+    }
+
+    #[test]
+    fn a_kept_inventory_reads_the_gpus_and_cores_once_until_forgotten() {
+        let t = tempfile::tempdir().unwrap();
+        let root = example_host(t.path());
+        let host = Host::of(&HookConfig {
+            root: root.clone(),
+            topology_root: root.clone(),
+            ..HookConfig::default()
+        })
+        .keeping_inventory();
+        let mask: CpuSet = "0-223".parse().unwrap();
+        let first = host.gpus(&[device(1)], &[], None).unwrap();
+        let addresses = vec![Some(first.gpus[0].address.clone())];
+        let topo = host.topology(Setting::Auto, &addresses, &mask).unwrap();
+        // The driver's files and sysfs go: a kept inventory still answers the same.
+        std::fs::remove_dir_all(root.join("proc/driver")).unwrap();
+        std::fs::remove_dir_all(root.join("sys")).unwrap();
+        assert_eq!(host.gpus(&[device(1)], &[], None).unwrap(), first);
+        let again = host.topology(Setting::Auto, &addresses, &mask).unwrap();
+        assert_eq!((again.gpus, again.siblings), (topo.gpus, topo.siblings));
+        // Forgotten (a runtime reconnecting), it reads anew: nothing there now.
+        host.forget_inventory();
+        assert!(host.gpus(&[device(1)], &[], None).is_err());
+        // A host that keeps nothing reads every time.
+        let plain = Host::of(&HookConfig {
+            root: root.clone(),
+            topology_root: root,
+            ..HookConfig::default()
+        });
+        assert!(plain.gpus(&[device(1)], &[], None).is_err());
     }
 }

@@ -42,4 +42,6 @@ pub use pci::PciAddress;
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
 pub use quota::cgroup_cpu_quota;
 pub use smt::smt_siblings;
-pub use topology::{numa_nodes, online_cpus, NumaNode, StaticTopology, SysfsTopology, Topology};
+pub use topology::{
+    numa_nodes, online_cpus, NumaNode, StaticTopology, SysfsTopology, Topology, TopologyCache,
+};

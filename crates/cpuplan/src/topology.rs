@@ -154,8 +154,26 @@ impl StaticTopology {
         addresses: &[Option<String>],
         mask: &CpuSet,
     ) -> Result<Self> {
+        Self::for_plan_cached(
+            root,
+            setting,
+            addresses,
+            mask,
+            &mut TopologyCache::default(),
+        )
+    }
+
+    /// [`StaticTopology::for_plan`] reading each file at most once over the life of `cache` (a
+    /// long-running planner's: the host's GPUs and cores do not change while it runs).
+    pub fn for_plan_cached(
+        root: &Path,
+        setting: Setting,
+        addresses: &[Option<String>],
+        mask: &CpuSet,
+        cache: &mut TopologyCache,
+    ) -> Result<Self> {
         let gpus = match addresses.iter().flatten().next() {
-            Some(like) => crate::gpus::host_gpus(root, like)?,
+            Some(like) => cache.host_gpus(root, like)?,
             None => Vec::new(),
         };
         let cpus = match setting {
@@ -176,16 +194,48 @@ impl StaticTopology {
         };
         let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
         for cpu in &cpus {
-            if !siblings[cpu].is_empty() {
-                continue;
+            if siblings[cpu].is_empty() {
+                siblings[cpu] = cache.siblings(root, cpu, &cpus)?;
             }
-            let core = crate::smt::smt_siblings(root, cpu)?;
-            for sib in core.intersection(&cpus).iter() {
-                siblings[sib] = core.clone();
-            }
-            siblings[cpu] = core;
         }
         Ok(StaticTopology { siblings, gpus })
+    }
+}
+
+/// Host topology already read: the GPUs like a device, and CPUs' SMT siblings.
+#[derive(Debug, Clone, Default)]
+pub struct TopologyCache {
+    gpus: Vec<(String, Vec<HostGpu>)>,
+    siblings: Vec<Option<CpuSet>>,
+}
+
+impl TopologyCache {
+    /// The host's GPUs like the device at `like`, read under `root` the first time.
+    fn host_gpus(&mut self, root: &Path, like: &str) -> Result<Vec<HostGpu>> {
+        if let Some((_, gpus)) = self.gpus.iter().find(|(l, _)| l == like) {
+            return Ok(gpus.clone());
+        }
+        let gpus = crate::gpus::host_gpus(root, like)?;
+        self.gpus.push((like.to_string(), gpus.clone()));
+        Ok(gpus)
+    }
+
+    /// `cpu`'s siblings, read under `root` the first time (one read serves every sibling of
+    /// it in `within`, as the kernel writes one list per core).
+    fn siblings(&mut self, root: &Path, cpu: usize, within: &CpuSet) -> Result<CpuSet> {
+        if let Some(Some(core)) = self.siblings.get(cpu) {
+            return Ok(core.clone());
+        }
+        let core = crate::smt::smt_siblings(root, cpu)?;
+        let top = core.last().unwrap_or(cpu).max(cpu);
+        if self.siblings.len() <= top {
+            self.siblings.resize(top + 1, None);
+        }
+        for sib in core.intersection(within).iter() {
+            self.siblings[sib] = Some(core.clone());
+        }
+        self.siblings[cpu] = Some(core.clone());
+        Ok(core)
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cpuplan::{
     deployment_plan, deployment_plan_on, parse_cpu_list, CpuPlan, CpuPlanError, CpuSet, HostGpu,
-    Setting, StaticTopology,
+    Setting, StaticTopology, TopologyCache,
 };
 
 fn fixtures() -> PathBuf {

@@ -17,7 +17,7 @@ pub use error::DeviceError;
 pub use nvidia_info::{
     nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
 };
-pub use resolve::{container_gpus, Found, NVIDIA_MAJOR};
+pub use resolve::{container_gpus, container_gpus_cached, DriverCache, Found, NVIDIA_MAJOR};
 pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
 
 /// What names a GPU as the container's: the operator's spec, the runtime's device nodes, or the container's own environment.

@@ -40,9 +40,37 @@ pub fn container_gpus(
     nodes: &[CharDevice],
     visible: Option<&str>,
 ) -> Result<Found, DeviceError> {
-    let mut host: Option<Vec<NvidiaGpu>> = None;
-    // Indices and PCI ids need only the driver's directory names; UUIDs and minors its files.
-    let mut addresses: Option<Vec<String>> = None;
+    container_gpus_cached(
+        topology_root,
+        devices,
+        nodes,
+        visible,
+        &mut DriverCache::default(),
+    )
+}
+
+/// What the NVIDIA driver lists, read at most once over the life of the cache (a long-running
+/// planner's: a GPU added to the host needs the cache dropped).
+#[derive(Debug, Clone, Default)]
+pub struct DriverCache {
+    /// The driver's GPUs with their minors and UUIDs (its `information` files).
+    gpus: Option<Vec<NvidiaGpu>>,
+    /// Their addresses alone (its directory names): what indices and PCI ids need.
+    addresses: Option<Vec<String>>,
+}
+
+/// [`container_gpus`] reading the driver's files at most once over the life of `cache`.
+pub fn container_gpus_cached(
+    topology_root: &Path,
+    devices: &[CharDevice],
+    nodes: &[CharDevice],
+    visible: Option<&str>,
+    cache: &mut DriverCache,
+) -> Result<Found, DeviceError> {
+    let DriverCache {
+        gpus: host,
+        addresses,
+    } = cache;
     let mut found: Vec<(String, GpuSource)> = Vec::new();
     let mut notes = Vec::new();
     let mut nvidia_in_devices = false;
@@ -80,7 +108,7 @@ pub fn container_gpus(
                 why: "not an NVIDIA device minor (0 to 255)".into(),
             });
         }
-        let gpus = nvidia(&mut host, topology_root)?;
+        let gpus = nvidia(host, topology_root)?;
         match gpus
             .iter()
             .find(|g| g.minor.map(i64::from) == Some(d.minor))
@@ -113,7 +141,7 @@ pub fn container_gpus(
         VisibleDevices::Unset | VisibleDevices::None => {}
         VisibleDevices::All => {
             found.extend(
-                listed(&mut addresses, &host, topology_root)?
+                listed(addresses, host, topology_root)?
                     .iter()
                     .map(|a| (a.clone(), GpuSource::Env)),
             );
@@ -128,19 +156,19 @@ pub fn container_gpus(
                 };
                 let address = match &id {
                     DeviceId::Index(i) => {
-                        let all = listed(&mut addresses, &host, topology_root)?;
+                        let all = listed(addresses, host, topology_root)?;
                         all.get(*i as usize).ok_or_else(|| {
                             unknown(format!("the host has {} NVIDIA GPUs", all.len()))
                         })?
                     }
                     DeviceId::Uuid(uuid) => {
-                        &nvidia(&mut host, topology_root)?
+                        &nvidia(host, topology_root)?
                             .iter()
                             .find(|g| g.uuid.as_deref() == Some(uuid.as_str()))
                             .ok_or_else(|| unknown(listed_by_driver(topology_root, "GPU UUID")))?
                             .address
                     }
-                    DeviceId::Pci(address) => listed(&mut addresses, &host, topology_root)?
+                    DeviceId::Pci(address) => listed(addresses, host, topology_root)?
                         .iter()
                         .find(|a| *a == address)
                         .ok_or_else(|| unknown(listed_by_driver(topology_root, "PCI address")))?,
