@@ -21,7 +21,7 @@ use std::process::Command;
 use serde_json::Value;
 use toml_edit::{Array, DocumentMut, Item, Table};
 
-use super::{io, write_atomic, InstallError, Layout};
+use super::{import, io, write_atomic, InstallError, Layout};
 
 /// containerd's main config unless `--containerd-config` says otherwise.
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
@@ -520,14 +520,6 @@ pub fn drop_in_text(
     Ok(format!("{head}{doc}"))
 }
 
-/// The text of a main config that install creates where none existed.
-pub fn created_config(entry: &str) -> String {
-    format!(
-        "# Created by `cpuplan-hook install --containerd` (there was no config.toml); uninstall removes it.\n\
-         version = 2\nimports = [\"{entry}\"]\n"
-    )
-}
-
 /// The main config with `entry` imported; `None` when an existing import already covers the drop-in.
 pub fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, ContainerdError> {
     with_import_of(&c.config, &c.drop_in(), doc)
@@ -654,10 +646,6 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
         None => None,
     };
     let text = drop_in_text(c, main_doc.as_ref())?;
-    let new_main = match &main_doc {
-        Some(d) => with_import(c, d)?,
-        None => Some(created_config(&import_entry(&c.config, &drop_in))),
-    };
     let (default, version) = ctr_default_spec(&c.ctr_root)?;
     let mut spec = serde_json::to_vec_pretty(&base_spec(layout, default)).unwrap_or_default();
     spec.push(b'\n');
@@ -666,34 +654,15 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
         "wrote the base runtime spec {} (`ctr oci spec` of ctr {version} as CRI uses it, plus the hooks)",
         spec_path.display()
     )];
-    write_atomic(
-        "writing the containerd drop-in",
+    let main = main_text.as_deref().zip(main_doc.as_ref());
+    said.extend(import::add(
+        &c.config,
+        main,
         &drop_in,
-        text.as_bytes(),
-        0o644,
-    )?;
-    said.push(format!(
-        "wrote the containerd drop-in {}",
-        drop_in.display()
-    ));
-    match new_main {
-        Some(t) => {
-            let mode = std::fs::metadata(&c.config)
-                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
-                .unwrap_or(0o644);
-            write_atomic("editing containerd's config", &c.config, t.as_bytes(), mode)?;
-            said.push(format!(
-                "{} {} to import it",
-                if main_text.is_some() {
-                    "edited"
-                } else {
-                    "created"
-                },
-                c.config.display()
-            ));
-        }
-        None => said.push(format!("{} already imports it", c.config.display())),
-    }
+        &text,
+        "writing the containerd drop-in",
+        "containerd",
+    )?);
     said.push(
         "restart containerd (e.g. systemctl restart containerd) to load it: new containers then run the hook, running ones are untouched"
             .into(),
@@ -703,37 +672,11 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
 
 /// Removes what [`install`] wrote for containerd (refusing files it did not write); returns what it did.
 pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
-    let mut said = Vec::new();
     let (drop_in, spec_path) = ours_or_absent(layout, c)?;
-    if let Some(text) = read_opt(&c.config)? {
-        let entry = import_entry(&c.config, &drop_in);
-        if text == created_config(&entry) {
-            std::fs::remove_file(&c.config)
-                .map_err(io("removing containerd's config", &c.config))?;
-            said.push(format!(
-                "removed {} (install created it)",
-                c.config.display()
-            ));
-        } else if let Some(t) = without_import(c, &parse(&c.config, &text)?) {
-            write_atomic("editing containerd's config", &c.config, t.as_bytes(), {
-                let m = std::fs::metadata(&c.config)
-                    .map_err(io("editing containerd's config", &c.config))?;
-                std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
-            })?;
-            said.push(format!(
-                "removed the import of {entry} from {}",
-                c.config.display()
-            ));
-        }
-    }
-    for path in [&drop_in, &spec_path] {
-        if path.exists() {
-            std::fs::remove_file(path).map_err(io("removing", path))?;
-            said.push(format!("removed {}", path.display()));
-        }
-    }
-    if let Some(d) = drop_in.parent() {
-        let _ = std::fs::remove_dir(d);
+    let mut said = import::remove(&c.config, &drop_in, "containerd")?;
+    if spec_path.exists() {
+        std::fs::remove_file(&spec_path).map_err(io("removing", &spec_path))?;
+        said.push(format!("removed {}", spec_path.display()));
     }
     if !said.is_empty() {
         said.push("restart containerd to unload it".into());

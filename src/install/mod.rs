@@ -2,6 +2,7 @@
 //! with `--containerd`, containerd's registration ([`containerd`]).
 
 pub mod containerd;
+pub mod import;
 pub mod nri;
 
 use std::io::Write;

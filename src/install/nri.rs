@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use toml_edit::{DocumentMut, Item, Table};
 
 use super::containerd::{
-    config_version, cri_section, fresh, import_entry, load_order, parse, read_opt, string_list,
-    with_import_of, without_import_of, ContainerdError,
+    config_version, cri_section, fresh, load_order, parse, read_opt, ContainerdError,
 };
-use super::{io, write_atomic, InstallError, Options};
+use super::{import, InstallError, Options};
 
 /// containerd's NRI plugin (config versions 2 and 3).
 pub const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
@@ -25,8 +24,6 @@ pub const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
 pub const DROP_IN: &str = "conf.d/cpuplan-nri.toml";
 /// The first line of the drop-in (uninstall removes only such a file).
 pub const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --nri`";
-/// The first line of a main config install created (there was none).
-const CREATED_MARK: &str = "# Created by `cpuplan-hook install";
 
 /// Where NRI is turned on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,20 +111,6 @@ pub fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, C
     Ok(format!("{head}{doc}"))
 }
 
-/// The text of a main config that install creates where none existed.
-fn created_config(entry: &str) -> String {
-    format!(
-        "{CREATED_MARK} --nri` (there was no config.toml); uninstall removes it.\n\
-         version = 2\nimports = [\"{entry}\"]\n"
-    )
-}
-
-fn mode_of(path: &Path) -> u32 {
-    std::fs::metadata(path)
-        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
-        .unwrap_or(0o644)
-}
-
 /// Refuses a drop-in install did not write.
 fn check_ours(n: &Nri) -> Result<(), InstallError> {
     let drop_in = n.drop_in();
@@ -151,35 +134,15 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
         None => None,
     };
     let text = drop_in_text(n, main_doc.as_ref())?;
-    let new_main = match &main_doc {
-        Some(d) => with_import_of(&n.config, &drop_in, d)?,
-        None => Some(created_config(&import_entry(&n.config, &drop_in))),
-    };
-    write_atomic("writing the NRI drop-in", &drop_in, text.as_bytes(), 0o644)?;
-    let mut said = vec![format!(
-        "wrote the containerd drop-in {} (NRI on)",
-        drop_in.display()
-    )];
-    match new_main {
-        Some(t) => {
-            write_atomic(
-                "editing containerd's config",
-                &n.config,
-                t.as_bytes(),
-                mode_of(&n.config),
-            )?;
-            said.push(format!(
-                "{} {} to import it",
-                if main_text.is_some() {
-                    "edited"
-                } else {
-                    "created"
-                },
-                n.config.display()
-            ));
-        }
-        None => said.push(format!("{} already imports it", n.config.display())),
-    }
+    let main = main_text.as_deref().zip(main_doc.as_ref());
+    let mut said = import::add(
+        &n.config,
+        main,
+        &drop_in,
+        &text,
+        "writing the NRI drop-in",
+        "nri",
+    )?;
     said.push(
         "restart containerd to load it; then run the plugin (`cpuplan-hook nri`, or examples/kubernetes/nri-daemonset.yaml)"
             .into(),
@@ -187,60 +150,10 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
     Ok(said)
 }
 
-/// Whether `text` is a main config install created that now holds nothing but its version.
-fn only_created_leftover(text: &str) -> bool {
-    let Ok(doc) = text.parse::<DocumentMut>() else {
-        return false;
-    };
-    text.starts_with(CREATED_MARK)
-        && doc
-            .iter()
-            .all(|(k, v)| k == "version" || (k == "imports" && string_list(Some(v)).is_empty()))
-}
-
 /// Removes what [`install`] wrote (refusing a drop-in it did not write); returns what it did.
 pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
     check_ours(n)?;
-    let drop_in = n.drop_in();
-    let mut said = Vec::new();
-    if let Some(text) = read_opt(&n.config)? {
-        let entry = import_entry(&n.config, &drop_in);
-        let rest = if text == created_config(&entry) {
-            None
-        } else {
-            without_import_of(&n.config, &drop_in, &parse(&n.config, &text)?)
-        };
-        match rest {
-            Some(t) if !only_created_leftover(&t) => {
-                write_atomic(
-                    "editing containerd's config",
-                    &n.config,
-                    t.as_bytes(),
-                    mode_of(&n.config),
-                )?;
-                said.push(format!(
-                    "removed the import of {entry} from {}",
-                    n.config.display()
-                ));
-            }
-            None if text != created_config(&entry) => {}
-            _ => {
-                std::fs::remove_file(&n.config)
-                    .map_err(io("removing containerd's config", &n.config))?;
-                said.push(format!(
-                    "removed {} (install created it)",
-                    n.config.display()
-                ));
-            }
-        }
-    }
-    if drop_in.exists() {
-        std::fs::remove_file(&drop_in).map_err(io("removing the NRI drop-in", &drop_in))?;
-        said.push(format!("removed {}", drop_in.display()));
-    }
-    if let Some(d) = drop_in.parent() {
-        let _ = std::fs::remove_dir(d);
-    }
+    let mut said = import::remove(&n.config, &n.drop_in(), "nri")?;
     if !said.is_empty() {
         said.push("restart containerd to unload it".into());
     }
@@ -250,6 +163,7 @@ pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::install::containerd::string_list;
 
     fn node(t: &Path) -> Nri {
         Nri {
@@ -354,7 +268,7 @@ mod tests {
         std::fs::create_dir_all(n.config.parent().unwrap()).unwrap();
         std::fs::write(
             &n.config,
-            super::super::containerd::created_config(super::super::containerd::DROP_IN),
+            crate::install::import::created_config("containerd", super::super::containerd::DROP_IN),
         )
         .unwrap();
         install(&n).unwrap();
@@ -367,7 +281,7 @@ mod tests {
         uninstall(&n).unwrap();
         assert_eq!(
             std::fs::read_to_string(&n.config).unwrap(),
-            super::super::containerd::created_config(super::super::containerd::DROP_IN)
+            crate::install::import::created_config("containerd", super::super::containerd::DROP_IN)
         );
         assert_eq!(
             super::super::containerd::without_import(&c, &doc(&main))

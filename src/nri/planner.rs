@@ -228,14 +228,6 @@ impl Handler for PlanHandler {
         Ok(())
     }
 
-    fn synchronize(
-        &self,
-        pods: &[PodSandbox],
-        containers: &[Container],
-    ) -> Result<Vec<ContainerUpdate>, String> {
-        self.planner().synchronize(pods, containers)
-    }
-
     fn create_container(
         &self,
         pod: &PodSandbox,
@@ -251,6 +243,14 @@ impl Handler for PlanHandler {
 
     fn remove_container(&self, _pod: &PodSandbox, container: &Container) {
         self.planner().forget(&container.id);
+    }
+
+    fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> Result<Vec<ContainerUpdate>, String> {
+        self.planner().synchronize(pods, containers)
     }
 }
 

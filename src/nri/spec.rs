@@ -148,33 +148,20 @@ mod tests {
         assert!(s.source.contains("c1") && s.source.contains("default/srv"));
     }
 
+    fn cpu_of(c: &mut Container) -> &mut LinuxCpu {
+        let linux = c.linux.as_mut().unwrap();
+        linux.resources.as_mut().unwrap().cpu.as_mut().unwrap()
+    }
+
     #[test]
     fn no_quota_and_bad_cpus() {
         let mut c = container();
-        let cpu = c
-            .linux
-            .as_mut()
-            .unwrap()
-            .resources
-            .as_mut()
-            .unwrap()
-            .cpu
-            .as_mut()
-            .unwrap();
+        let cpu = cpu_of(&mut c);
         cpu.quota = Some(OptionalInt64 { value: -1 });
         cpu.cpus = String::new();
         let s = container_spec(&PodSandbox::default(), &c).unwrap();
         assert_eq!((s.quota, s.cpus), (None, None));
-        let cpu = c
-            .linux
-            .as_mut()
-            .unwrap()
-            .resources
-            .as_mut()
-            .unwrap()
-            .cpu
-            .as_mut()
-            .unwrap();
+        let cpu = cpu_of(&mut c);
         cpu.cpus = "3-1".into();
         let e = container_spec(&PodSandbox::default(), &c).unwrap_err();
         assert!(

@@ -463,6 +463,8 @@ fn a_snapshot_for_a_plan_plans_as_sysfs_does() {
         addrs(&[Some("0000:2a:00.0"), None]),
         gpus(&["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]),
     ];
+    // One cache over every case, as a long-running planner keeps it: the same snapshots.
+    let mut cache = TopologyCache::default();
     for setting in [
         Setting::Off,
         Setting::Auto,
@@ -473,6 +475,12 @@ fn a_snapshot_for_a_plan_plans_as_sysfs_does() {
             let mask = set(m);
             for w in &workers {
                 let snap = StaticTopology::for_plan(&root, setting, w, &mask).unwrap();
+                let cached =
+                    StaticTopology::for_plan_cached(&root, setting, w, &mask, &mut cache).unwrap();
+                assert_eq!(
+                    (&cached.siblings, &cached.gpus),
+                    (&snap.siblings, &snap.gpus)
+                );
                 // Over the mask and over its GPU-local part (what the hook's cpuset rule narrows to).
                 let mut subsets = vec![mask.clone()];
                 for g in snap
