@@ -392,7 +392,7 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
     let node = CriNode::with(opts);
     let cfg = hook_config(&node, json!({}));
     let etc = node.path("etc/containerd");
-    let before = files(&etc);
+    let before = cri::files(&etc);
     let out = install(&node, &["--containerd-runtimes", "runc"]);
     assert!(out.contains("restart containerd"), "{out}");
     assert!(
@@ -422,9 +422,9 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
         );
     }
     // A second install changes nothing.
-    let once = files(&etc);
+    let once = cri::files(&etc);
     install(&node, &["--containerd-runtimes", "runc"]);
-    assert!(once == files(&etc), "a second install changed files");
+    assert!(once == cri::files(&etc), "a second install changed files");
 
     node.start();
     // containerd loaded the drop-in: CRI's own view of its config.
@@ -479,28 +479,10 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        before == files(&etc),
+        before == cri::files(&etc),
         "uninstall left etc/containerd as it found it"
     );
     assert!(!binary.exists());
-}
-
-/// Every file below `dir` with its bytes.
-fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut acc = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            if e.file_type().unwrap().is_dir() {
-                acc.push((e.path(), Vec::new()));
-                stack.push(e.path());
-            } else {
-                acc.push((e.path(), std::fs::read(e.path()).unwrap()));
-            }
-        }
-    }
-    acc.sort();
-    acc
 }
 
 #[test]

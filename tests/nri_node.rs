@@ -715,24 +715,6 @@ fn the_test_handler_adjusts_rejects_follows_events_and_synchronizes_with_running
     );
 }
 
-/// Every file below `dir` with its bytes.
-fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut acc = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            if e.file_type().unwrap().is_dir() {
-                acc.push((e.path(), Vec::new()));
-                stack.push(e.path());
-            } else {
-                acc.push((e.path(), std::fs::read(e.path()).unwrap()));
-            }
-        }
-    }
-    acc.sort();
-    acc
-}
-
 #[test]
 fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
     // The node's config has NRI's section with disable = true, as containerd 1.7 ships it.
@@ -742,7 +724,7 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
     });
     let cfg = plugin_config(&node, json!({}));
     let etc = node.path("etc/containerd");
-    let before = files(&etc);
+    let before = cri::files(&etc);
     let n = cpuplan_hook::install::nri::Nri {
         config: node.config_path(),
     };
@@ -799,7 +781,7 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
         text.contains(&format!("removed {}", n.drop_in().display())),
         "{text}"
     );
-    assert!(before == files(&etc), "etc/containerd as it was");
+    assert!(before == cri::files(&etc), "etc/containerd as it was");
     node.restart();
     assert!(
         !node

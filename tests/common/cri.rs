@@ -1042,3 +1042,21 @@ pub fn annotations(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
+
+/// Every file below `dir` with its bytes.
+pub fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut acc = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                acc.push((e.path(), Vec::new()));
+                stack.push(e.path());
+            } else {
+                acc.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    acc.sort();
+    acc
+}
