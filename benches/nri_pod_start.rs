@@ -13,7 +13,9 @@
 //! release build) is connected to one node for the first half of the rounds and to the other
 //! for the second half, so that the nodes' differences cancel. Each round starts one pod of each
 //! variant in a rotating order, timed from RunPodSandbox through StartContainer (and
-//! CreateContainer alone), and removes it untimed:
+//! CreateContainer alone), and removes it untimed. The ratio judged against the target is the
+//! median of the rounds' own b/a (each round's pods start side by side, so the machine's drift
+//! cancels); the ratio of the medians is printed beside it:
 //!   (a) the node without the plugin, handler runc: no plugin, no hook;
 //!   (b) the node with the plugin, handler runc: the plugin plans it at CreateContainer;
 //!   (c) the node without the plugin, handler hooked: the hook plans it at createRuntime.
@@ -243,11 +245,18 @@ fn main() {
         quantile(&tc, 0.25),
         quantile(&tc, 0.75)
     );
+    let ratios: Vec<f64> = tb.iter().zip(&ta).map(|(b, a)| b / a).collect();
+    let ratio = median(&ratios);
     println!(
-        "  b/a = {:.3} (target <= 1.01)   c/a = {:.3}   median of the rounds' b - a: {:+.2} ms",
+        "  b/a = {:.3}   c/a = {:.3}   median of the rounds' b - a: {:+.2} ms",
         mb / ma,
         mc / ma,
         median(&paired)
+    );
+    println!(
+        "  the rounds' own b/a (paired, the target's measure): median {ratio:.3} (IQR {:.3}-{:.3}) (target <= 1.01)",
+        quantile(&ratios, 0.25),
+        quantile(&ratios, 0.75)
     );
     let cpaired: Vec<f64> = cb.iter().zip(&ca).map(|(b, a)| b - a).collect();
     println!(
@@ -279,7 +288,7 @@ fn main() {
         hwm as f64 / 1024.0
     );
     let mut missed = Vec::new();
-    if mb / ma > 1.01 {
+    if ratio > 1.01 {
         missed.push("pod-start ratio");
     }
     if quantile(&times, 0.99) > 1.0 {

@@ -111,8 +111,19 @@ pub fn open_rootfs(
 
 /// Opens (creating, 0755) each component of `dir` below `root` without following links.
 pub fn open_dir_in(root: &OwnedFd, dir: &Path) -> Result<OwnedFd, RootfsError> {
+    open_dir_below(root, Path::new("/"), dir)
+}
+
+/// Opens directory `dir` below directory `parent` (at `parent_path`, which messages name),
+/// as [`open_dir_in`] does below a root.
+pub fn open_dir_below(
+    parent: &OwnedFd,
+    parent_path: &Path,
+    dir: &Path,
+) -> Result<OwnedFd, RootfsError> {
+    let root = parent;
     let mut cur: Option<OwnedFd> = None;
-    let mut sofar = PathBuf::from("/");
+    let mut sofar = parent_path.to_path_buf();
     for comp in dir.components() {
         let name = match comp {
             Component::RootDir => continue,
@@ -235,6 +246,12 @@ const MAX_SCAN: usize = 4096;
 /// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name in `names`
 /// whose writer's pid no longer runs (a hook killed mid-write); never any other file.
 fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
+    remove_stale_temps_of(dirfd, dir, |n| names.contains(&n));
+}
+
+/// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name that `is_name`
+/// accepts whose writer's pid no longer runs; never any other file.
+pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str) -> bool) {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let Ok(mut d) = nix::dir::Dir::openat(Some(dirfd.as_raw_fd()), ".", flags, Mode::empty())
     else {
@@ -245,7 +262,7 @@ fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
         .take(MAX_SCAN)
         .flatten()
         .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
-        .filter(|n| temp_pid(n, names).is_some_and(|pid| !runs(pid)))
+        .filter(|n| temp_of(n).is_some_and(|(name, pid)| is_name(name) && !runs(pid)))
         .collect();
     for name in stale {
         match unlinkat(
@@ -260,17 +277,23 @@ fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
 }
 
 /// The writer's pid in `file` when it is named `.<name>.<pid>.<nanos>.tmp` for a name of `names`.
+#[cfg(test)]
 fn temp_pid(file: &str, names: &[&str]) -> Option<u32> {
+    temp_of(file)
+        .filter(|(name, _)| names.contains(name))
+        .map(|(_, pid)| pid)
+}
+
+/// The name and the writer's pid of `file` when it is named `.<name>.<pid>.<nanos>.tmp`.
+fn temp_of(file: &str) -> Option<(&str, u32)> {
     let rest = file.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (rest, nanos) = rest.rsplit_once('.')?;
+    let (name, pid) = rest.rsplit_once('.')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    names.iter().find_map(|n| {
-        let (pid, nanos) = rest.strip_prefix(n)?.strip_prefix('.')?.split_once('.')?;
-        if digits(pid) && digits(nanos) {
-            pid.parse().ok()
-        } else {
-            None
-        }
-    })
+    if name.is_empty() || !digits(pid) || !digits(nanos) {
+        return None;
+    }
+    Some((name, pid.parse().ok()?))
 }
 
 /// Whether `pid` is this process or another that runs (one beyond any pid's range runs not).
@@ -309,13 +332,24 @@ pub fn write_plan_files_in(
     let dirfd = open_dir_in(root, dir)?;
     let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
     remove_stale_temps(&dirfd, dir, &names);
+    write_files_at(&dirfd, dir, files)
+}
+
+/// Writes each `(name, contents)` whole into the open directory `dirfd` (at `dir`, which
+/// messages name): all to temporary names first, then each renamed into place; on a failure
+/// the temporaries and the files already renamed are removed.
+pub fn write_files_at(
+    dirfd: &OwnedFd,
+    dir: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<(), RootfsError> {
     let mut temps: Vec<(String, &str)> = Vec::with_capacity(files.len());
     for (name, contents) in files {
-        match write_temp(&dirfd, dir, name, contents) {
+        match write_temp(dirfd, dir, name, contents) {
             Ok(tmp) => temps.push((tmp, name)),
             Err(e) => {
                 for (tmp, _) in &temps {
-                    unlink(&dirfd, tmp);
+                    unlink(dirfd, tmp);
                 }
                 return Err(e);
             }
@@ -330,10 +364,10 @@ pub fn write_plan_files_in(
         );
         if let Err(errno) = renamed {
             for (tmp, _) in &temps[i..] {
-                unlink(&dirfd, tmp);
+                unlink(dirfd, tmp);
             }
             for (_, done) in &temps[..i] {
-                unlink(&dirfd, done);
+                unlink(dirfd, done);
             }
             return Err(RootfsError::Path {
                 path: dir.join(name),

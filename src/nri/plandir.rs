@@ -5,12 +5,16 @@
 //! files are written whole (temporary names, then renames); a container id that is not a safe
 //! file name (`[A-Za-z0-9_.-]`, not starting with a dot) is refused.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::edit::SpecEdit;
-use crate::hook::rootfs::{open_rootfs, write_plan_files_in, RootfsError};
+use crate::edit::{SpecEdit, PLAN_ENV, PLAN_JSON};
+use crate::hook::rootfs::{
+    open_dir_below, open_dir_in, open_rootfs, remove_stale_temps_of, write_files_at, RootfsError,
+};
 
 /// What the plugin remembers of a container it planned: the GPUs it claimed for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,9 +24,16 @@ pub struct Record {
 }
 
 /// The plan directories under one host directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct PlanDirs {
     root: PathBuf,
+    /// `root`, opened by the last write (walked from `/` again once it is no longer linked).
+    opened: Mutex<Option<OwnedFd>>,
+}
+
+/// Whether the directory `fd` is still linked (not removed since it was opened).
+fn still_linked(fd: &OwnedFd) -> bool {
+    nix::sys::stat::fstat(fd.as_raw_fd()).is_ok_and(|st| st.st_nlink > 0)
 }
 
 /// Whether `id` can name a file: `[A-Za-z0-9_.-]+`, not starting with a dot, at most 128 bytes.
@@ -40,6 +51,7 @@ impl PlanDirs {
     pub fn new(root: &Path) -> PlanDirs {
         PlanDirs {
             root: root.to_path_buf(),
+            opened: Mutex::new(None),
         }
     }
 
@@ -52,27 +64,58 @@ impl PlanDirs {
         self.root.join(format!("{id}.claims.json"))
     }
 
-    /// Writes `edit`'s files into container `id`'s directory, and its claims record.
+    /// Writes `edit`'s files into container `id`'s directory, and its claims record: the plans'
+    /// directory is walked from `/` (no component a symlink) and kept open while it stays
+    /// linked, and each file is written whole.
     pub fn write(
         &self,
         id: &str,
         edit: &SpecEdit,
         record: &Record,
     ) -> Result<PathBuf, RootfsError> {
+        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        let plans = match opened.take().filter(still_linked) {
+            Some(fd) => fd,
+            None => open_dir_in(
+                &open_rootfs(Path::new("/"), None, Path::new("/"))?,
+                &self.root,
+            )?,
+        };
+        let plans: &OwnedFd = opened.insert(plans);
         let dir = self.dir(id);
-        let root = open_rootfs(Path::new("/"), None, Path::new("/"))?;
-        let mut files: Vec<(&str, &[u8])> = edit
+        let files: Vec<(&str, &[u8])> = edit
             .files
             .iter()
             .map(|f| (f.name, f.bytes.as_slice()))
             .collect();
-        write_plan_files_in(&root, &dir, &files)?;
+        write_files_at(
+            &open_dir_below(plans, &self.root, Path::new(id))?,
+            &dir,
+            &files,
+        )?;
         let record_name = format!("{id}.claims.json");
         let record_bytes = serde_json::to_vec(record).unwrap_or_default();
-        files.clear();
-        files.push((&record_name, &record_bytes));
-        write_plan_files_in(&root, &self.root, &files)?;
+        write_files_at(plans, &self.root, &[(&record_name, &record_bytes)])?;
         Ok(dir)
+    }
+
+    /// Removes the temporary files of writes cut short (a plugin killed mid-write): records'
+    /// here, plan files' in the directories of the containers `ids`.
+    pub fn sweep(&self, ids: &[String]) {
+        let Ok(root) = open_rootfs(Path::new("/"), None, Path::new("/")) else {
+            return;
+        };
+        let Ok(plans) = open_dir_in(&root, &self.root) else {
+            return;
+        };
+        remove_stale_temps_of(&plans, &self.root, |n| {
+            n.strip_suffix(".claims.json").is_some_and(safe_id)
+        });
+        for id in ids.iter().filter(|id| self.dir(id).is_dir()) {
+            if let Ok(dir) = open_dir_below(&plans, &self.root, Path::new(id)) {
+                remove_stale_temps_of(&dir, &self.dir(id), |n| [PLAN_ENV, PLAN_JSON].contains(&n));
+            }
+        }
     }
 
     /// The claims record of container `id`, if the plugin planned it.
@@ -148,5 +191,58 @@ mod tests {
         assert!(dirs.remove("c1"));
         assert!(!dirs.remove("c1"));
         assert!(dirs.ids().is_empty());
+    }
+
+    #[test]
+    fn a_plan_directory_removed_under_the_plugin_is_made_again() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("nri");
+        let dirs = PlanDirs::new(&root);
+        let edit = crate::edit::tests_support::edit();
+        dirs.write("c1", &edit, &Record::default()).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        let dir = dirs.write("c2", &edit, &Record::default()).unwrap();
+        assert!(
+            dir.join("plan.env").is_file(),
+            "written where it is looked for"
+        );
+        assert_eq!(dirs.ids(), ["c2"]);
+    }
+
+    #[test]
+    fn a_sweep_removes_only_temporaries_of_dead_writers() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("nri");
+        let dirs = PlanDirs::new(&root);
+        let edit = crate::edit::tests_support::edit();
+        dirs.write("c1", &edit, &Record::default()).unwrap();
+        let dead = u32::MAX - 1;
+        let me = std::process::id();
+        let stale = [
+            root.join(format!(".c1.claims.json.{dead}.5.tmp")),
+            root.join(format!("c1/.plan.env.{dead}.7.tmp")),
+        ];
+        let kept = [
+            root.join(format!(".c1.claims.json.{me}.5.tmp")),
+            root.join(format!(".notes.{dead}.5.tmp")),
+            root.join(format!("c1/.other.{dead}.7.tmp")),
+            root.join("c1/plan.env"),
+            root.join("c1.claims.json"),
+        ];
+        for f in stale.iter().chain(&kept[..3]) {
+            std::fs::write(f, "x").unwrap();
+        }
+        std::fs::write(root.join("c2.claims.json"), "{\"claims\":[]}").unwrap();
+        dirs.sweep(&dirs.ids());
+        for f in &stale {
+            assert!(!f.exists(), "{} removed", f.display());
+        }
+        for f in &kept {
+            assert!(f.exists(), "{} kept", f.display());
+        }
+        assert!(
+            !root.join("c2").exists(),
+            "a record alone makes no directory"
+        );
     }
 }

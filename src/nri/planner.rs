@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use cpuplan::{ClaimOutcome, Holder};
@@ -78,6 +78,8 @@ struct Planner {
     dirs: PlanDirs,
     /// The claims' scope: `nri:<plugin>`.
     scope: String,
+    /// This plugin as a claim holder (its pid and start time, read once), any container.
+    me: OnceLock<Holder>,
 }
 
 impl Planner {
@@ -87,6 +89,7 @@ impl Planner {
             dirs: PlanDirs::new(&config.nri_dir),
             config,
             scope: format!("nri:{plugin}"),
+            me: OnceLock::new(),
         }
     }
 
@@ -97,11 +100,18 @@ impl Planner {
     /// This plugin as the holder of container `id`'s claims: they last while the plugin runs,
     /// and are taken again at every Synchronize.
     fn holder(&self, id: &str) -> Result<Holder, String> {
-        match self.host.holder(id, &self.scope, std::process::id()) {
-            Ok(Some(h)) => Ok(h),
-            Ok(None) => Err("the plugin's own /proc entry is missing".into()),
-            Err(e) => Err(e.to_string()),
-        }
+        let me = match self.me.get() {
+            Some(me) => me.clone(),
+            None => match self.host.holder("", &self.scope, std::process::id()) {
+                Ok(Some(me)) => self.me.get_or_init(|| me).clone(),
+                Ok(None) => return Err("the plugin's own /proc entry is missing".into()),
+                Err(e) => return Err(e.to_string()),
+            },
+        };
+        Ok(Holder {
+            container: id.to_string(),
+            ..me
+        })
     }
 
     fn claim(&self, id: &str, gpus: &[String]) -> ClaimResult {
@@ -264,7 +274,9 @@ impl Planner {
         self.host.forget_inventory();
         let running: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         let (mut kept, mut dropped) = (0, 0);
-        for id in self.dirs.ids() {
+        let ids = self.dirs.ids();
+        self.dirs.sweep(&ids);
+        for id in ids {
             if !running.contains(id.as_str()) {
                 self.forget(&id);
                 dropped += 1;

@@ -4,13 +4,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cpuplan::{Cgroups, CpuSet, Holder, Process, Setting, StaticTopology, TopologyCache};
+use cpuplan::{
+    CgroupMounts, Cgroups, CpuSet, Holder, Process, Setting, StaticTopology, TopologyCache,
+};
 
 use super::devices::{container_gpus_cached, DeviceError, DriverCache, Found};
 use super::spec::CharDevice;
 
 /// The host's roots: `/` on a real host; and, for a long-running planner, what it has read of
-/// the host's GPUs and cores (which do not change while it runs).
+/// the host's GPUs, cores, running CPUs and cgroup mounts (which do not change while it runs).
 #[derive(Debug, Clone)]
 pub struct Host {
     /// Where `/proc` and the cgroup mounts are read.
@@ -21,11 +23,13 @@ pub struct Host {
     inventory: Option<Arc<Mutex<Inventory>>>,
 }
 
-/// The host's GPU inventory and cores, as read.
+/// The host's GPU inventory, cores, running CPUs and cgroup mounts, as read.
 #[derive(Debug, Default)]
 struct Inventory {
     driver: DriverCache,
     topology: TopologyCache,
+    running: Option<CpuSet>,
+    mounts: Option<CgroupMounts>,
 }
 
 /// One NUMA node (or the CPUs in none) with its cores, for drawing a plan.
@@ -49,7 +53,8 @@ impl Host {
         }
     }
 
-    /// This host keeping what it reads of the GPUs and cores from one container to the next.
+    /// This host keeping what it reads of the GPUs, cores, running CPUs and cgroup mounts from
+    /// one container to the next.
     pub fn keeping_inventory(mut self) -> Host {
         self.inventory = Some(Arc::default());
         self
@@ -84,6 +89,17 @@ impl Host {
     /// The CPUs that are really online on the host the containers run on (under `root`; a root
     /// without sysfs, as a test's fake root, defers to the topology's).
     pub fn running_cpus(&self) -> cpuplan::Result<CpuSet> {
+        if let Some(lock) = self.inventory() {
+            let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
+            if inventory.running.is_none() {
+                inventory.running = Some(self.read_running_cpus()?);
+            }
+            return Ok(inventory.running.clone().unwrap_or_default());
+        }
+        self.read_running_cpus()
+    }
+
+    fn read_running_cpus(&self) -> cpuplan::Result<CpuSet> {
         let cpus = cpuplan::online_cpus(&self.root)?;
         if cpus.is_empty() {
             return self.online_cpus();
@@ -93,7 +109,18 @@ impl Host {
 
     /// The cgroups a container whose spec names `cgroups_path` has or will have, on every hierarchy.
     pub fn cgroups_at(&self, cgroups_path: &str) -> cpuplan::Result<Cgroups> {
-        Cgroups::at_path(&self.root, cgroups_path)
+        let Some(lock) = self.inventory() else {
+            return Cgroups::at_path(&self.root, cgroups_path);
+        };
+        let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
+        if inventory.mounts.is_none() {
+            inventory.mounts = Some(CgroupMounts::read(&self.root)?);
+        }
+        Ok(inventory
+            .mounts
+            .as_ref()
+            .map(|m| m.cgroups_at(cgroups_path))
+            .unwrap_or_default())
     }
 
     /// The container's GPUs named by its spec's `devices`, its device `nodes` and its
@@ -219,6 +246,22 @@ mod tests {
         root
     }
 
+    /// A cgroup2 mount at `/sys/fs/cgroup` in `root`'s mount table, with a pod cgroup limited
+    /// to 1 CPU; returns the mount table's path.
+    fn cgroup_mount(root: &std::path::Path) -> PathBuf {
+        let pod = root.join("sys/fs/cgroup/kubepods");
+        std::fs::create_dir_all(&pod).unwrap();
+        std::fs::write(pod.join("cpu.max"), "100000 100000\n").unwrap();
+        let mountinfo = root.join("proc/self/mountinfo");
+        std::fs::create_dir_all(mountinfo.parent().unwrap()).unwrap();
+        std::fs::write(
+            &mountinfo,
+            "30 1 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n",
+        )
+        .unwrap();
+        mountinfo
+    }
+
     #[test]
     fn a_kept_inventory_reads_the_gpus_and_cores_once_until_forgotten() {
         let t = tempfile::tempdir().unwrap();
@@ -233,15 +276,27 @@ mod tests {
         let first = host.gpus(&[device(1)], &[], None).unwrap();
         let addresses = vec![Some(first.gpus[0].address.clone())];
         let topo = host.topology(Setting::Auto, &addresses, &mask).unwrap();
-        // The driver's files and sysfs go: a kept inventory still answers the same.
+        let running = host.running_cpus().unwrap();
+        assert_eq!(running.len(), 224);
+        let mounts = cgroup_mount(&root);
+        let pod = host.cgroups_at("/kubepods/pod1/c1").unwrap();
+        assert_eq!(pod.quota().unwrap(), Some(1.0));
+        // The driver's files, sysfs and the mount table go: a kept inventory still answers the same.
         std::fs::remove_dir_all(root.join("proc/driver")).unwrap();
-        std::fs::remove_dir_all(root.join("sys")).unwrap();
+        std::fs::remove_dir_all(root.join("sys/devices")).unwrap();
+        std::fs::remove_file(&mounts).unwrap();
         assert_eq!(host.gpus(&[device(1)], &[], None).unwrap(), first);
         let again = host.topology(Setting::Auto, &addresses, &mask).unwrap();
         assert_eq!((again.gpus, again.siblings), (topo.gpus, topo.siblings));
+        assert_eq!(host.running_cpus().unwrap(), running);
+        assert_eq!(host.cgroups_at("/kubepods/pod1/c1").unwrap(), pod);
         // Forgotten (a runtime reconnecting), it reads anew: nothing there now.
         host.forget_inventory();
         assert!(host.gpus(&[device(1)], &[], None).is_err());
+        assert_eq!(
+            host.cgroups_at("/kubepods/pod1/c1").unwrap(),
+            Cgroups::default()
+        );
         // A host that keeps nothing reads every time.
         let plain = Host::of(&HookConfig {
             root: root.clone(),

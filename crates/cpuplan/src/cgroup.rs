@@ -99,40 +99,7 @@ impl Cgroups {
     /// `root` (`<root>/proc/self/mountinfo`): the leaf need not exist yet (a container not
     /// created yet), its ancestors are read as they are.
     pub fn at_path(root: &Path, path: &str) -> Result<Cgroups> {
-        let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
-            return Ok(Cgroups::default());
-        };
-        let mountinfo = under(root, "/proc/self/mountinfo");
-        if !mountinfo.exists() {
-            return Ok(Cgroups::default());
-        }
-        let mounts = read_mountinfo(&mountinfo)?;
-        let mut lines: Vec<CgroupLine> = Vec::new();
-        for m in &mounts {
-            let line = match m.fs_type.as_str() {
-                "cgroup2" => CgroupLine {
-                    id: 0,
-                    controllers: Vec::new(),
-                    path: path.clone(),
-                },
-                "cgroup" => CgroupLine {
-                    id: 1,
-                    controllers: m
-                        .super_option_list()
-                        .filter(|o| V1_CONTROLLERS.contains(o))
-                        .map(String::from)
-                        .collect(),
-                    path: path.clone(),
-                },
-                _ => continue,
-            };
-            if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
-                lines.push(line);
-            }
-        }
-        Ok(Cgroups {
-            dirs: locate(root, &lines, &mounts),
-        })
+        Ok(CgroupMounts::read(root)?.cgroups_at(path))
     }
 
     /// The CPUs the cpuset controller lets these cgroups use: the effective cpuset of the
@@ -153,6 +120,66 @@ impl Cgroups {
             }
         }
         Ok(None)
+    }
+}
+
+/// The cgroup mounts of a host's mount table (`<root>/proc/self/mountinfo`), read once: they
+/// do not change while a host runs, so a long-running planner keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupMounts {
+    root: PathBuf,
+    mounts: Vec<MountInfo>,
+}
+
+impl CgroupMounts {
+    /// The cgroup and cgroup2 mounts under `root`; none where `root` has no mount table.
+    pub fn read(root: &Path) -> Result<CgroupMounts> {
+        let mountinfo = under(root, "/proc/self/mountinfo");
+        let mounts = if mountinfo.exists() {
+            read_mountinfo(&mountinfo)?
+                .into_iter()
+                .filter(|m| matches!(m.fs_type.as_str(), "cgroup" | "cgroup2"))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(CgroupMounts {
+            root: root.to_path_buf(),
+            mounts,
+        })
+    }
+
+    /// The directories a cgroup at `path` has or will have on every hierarchy mounted here
+    /// (see [`Cgroups::at_path`]).
+    pub fn cgroups_at(&self, path: &str) -> Cgroups {
+        let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
+            return Cgroups::default();
+        };
+        let mut lines: Vec<CgroupLine> = Vec::new();
+        for m in &self.mounts {
+            let line = match m.fs_type.as_str() {
+                "cgroup2" => CgroupLine {
+                    id: 0,
+                    controllers: Vec::new(),
+                    path: path.clone(),
+                },
+                _ => CgroupLine {
+                    id: 1,
+                    controllers: m
+                        .super_option_list()
+                        .filter(|o| V1_CONTROLLERS.contains(o))
+                        .map(String::from)
+                        .collect(),
+                    path: path.clone(),
+                },
+            };
+            if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        Cgroups {
+            dirs: locate(&self.root, &lines, &self.mounts),
+        }
     }
 }
 

@@ -259,9 +259,10 @@ pub fn release(
         return Ok(0);
     }
     let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
-    remove_stale_temps(dir);
+    let found = scan(dir)?;
+    remove_temps(&found.temps);
     let mut dropped = 0;
-    for (address, path) in claim_files(dir)? {
+    for (address, path) in found.claims {
         match read_holder(&path) {
             Ok(Some(h)) if h.is(container, scope) => {
                 remove(&path)?;
@@ -304,23 +305,45 @@ fn claim_path(dir: &Path, address: &str) -> PathBuf {
 
 /// The claim files in `dir` (named by a PCI address), sorted by address.
 fn claim_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
+    Ok(scan(dir)?.claims)
+}
+
+/// What one listing of a claims directory finds.
+struct Scan {
+    /// Each claim file's address and path, in address order.
+    claims: Vec<(String, PathBuf)>,
+    /// The temporary files of writes cut short (`.<address>.json.tmp`).
+    temps: Vec<PathBuf>,
+}
+
+/// Lists `dir` once: its claim files and its temporary files.
+fn scan(dir: &Path) -> Result<Scan, Error> {
     let io = |source| Error::Io {
         path: dir.to_path_buf(),
         source,
     };
-    let mut files = Vec::new();
+    let mut found = Scan {
+        claims: Vec::new(),
+        temps: Vec::new(),
+    };
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;
         let name = entry.file_name();
-        let Some(address) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+        let Some(name) = name.to_str() else {
             continue;
         };
-        if is_pci_address(address) {
-            files.push((address.to_string(), entry.path()));
+        if let Some(address) = name.strip_suffix(".json").filter(|a| is_pci_address(a)) {
+            found.claims.push((address.to_string(), entry.path()));
+        } else if name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".json.tmp"))
+            .is_some_and(is_pci_address)
+        {
+            found.temps.push(entry.path());
         }
     }
-    files.sort();
-    Ok(files)
+    found.claims.sort();
+    Ok(found)
 }
 
 /// The holder recorded in a claim file, `None` if there is none; read bounded and without
@@ -358,23 +381,17 @@ fn temp_name(address: &str) -> String {
 /// under the exclusive lock, so no live claimer is writing one, and any found is a killed
 /// claimer's leftover.
 fn remove_stale_temps(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        let is_ours = name
-            .strip_prefix('.')
-            .and_then(|n| n.strip_suffix(".json.tmp"))
-            .is_some_and(is_pci_address);
-        if is_ours {
-            match std::fs::remove_file(entry.path()) {
-                Ok(()) => log::info!("removed a stale claim temporary file {name}"),
-                Err(e) => log::warn!("cannot remove stale {}: {e}", entry.path().display()),
-            }
+    if let Ok(found) = scan(dir) {
+        remove_temps(&found.temps);
+    }
+}
+
+/// Removes the temporary files `temps` (only ever called under the lock).
+fn remove_temps(temps: &[PathBuf]) {
+    for path in temps {
+        match std::fs::remove_file(path) {
+            Ok(()) => log::info!("removed a stale claim temporary file {}", path.display()),
+            Err(e) => log::warn!("cannot remove stale {}: {e}", path.display()),
         }
     }
 }
