@@ -16,6 +16,9 @@ use crate::hook::rootfs::{
     open_dir_below, open_dir_in, open_rootfs, remove_stale_temps_of, write_files_at, RootfsError,
 };
 
+/// How a container's claims record is named after its id: `<id>.claims.json`.
+const RECORD_SUFFIX: &str = ".claims.json";
+
 /// What the plugin remembers of a container it planned: the GPUs it claimed for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -61,7 +64,7 @@ impl PlanDirs {
     }
 
     fn record_path(&self, id: &str) -> PathBuf {
-        self.root.join(format!("{id}.claims.json"))
+        self.root.join(format!("{id}{RECORD_SUFFIX}"))
     }
 
     /// Writes `edit`'s files into container `id`'s directory, and its claims record: the plans'
@@ -73,6 +76,49 @@ impl PlanDirs {
         edit: &SpecEdit,
         record: &Record,
     ) -> Result<PathBuf, RootfsError> {
+        let dir = self.dir(id);
+        let files: Vec<(&str, &[u8])> = edit
+            .files
+            .iter()
+            .map(|f| (f.name, f.bytes.as_slice()))
+            .collect();
+        let record_name = format!("{id}{RECORD_SUFFIX}");
+        let record_bytes = serde_json::to_vec(record).unwrap_or_default();
+        self.with_plans(|plans| {
+            write_files_at(
+                &open_dir_below(plans, &self.root, Path::new(id))?,
+                &dir,
+                &files,
+            )?;
+            write_files_at(plans, &self.root, &[(&record_name, &record_bytes)])
+        })?;
+        Ok(dir)
+    }
+
+    /// Removes the temporary files of writes cut short (a plugin killed mid-write): records'
+    /// here, plan files' in the directories of the containers `ids`.
+    pub fn sweep(&self, ids: &[String]) {
+        let _ = self.with_plans(|plans| {
+            remove_stale_temps_of(plans, &self.root, |n| {
+                n.strip_suffix(RECORD_SUFFIX).is_some_and(safe_id)
+            });
+            for id in ids.iter().filter(|id| self.dir(id).is_dir()) {
+                if let Ok(dir) = open_dir_below(plans, &self.root, Path::new(id)) {
+                    remove_stale_temps_of(&dir, &self.dir(id), |n| {
+                        [PLAN_ENV, PLAN_JSON].contains(&n)
+                    });
+                }
+            }
+            Ok(())
+        });
+    }
+
+    /// Runs `f` on the plans' directory, walked from `/` (no component a symlink, made as
+    /// needed) and kept open while it stays linked.
+    fn with_plans<T>(
+        &self,
+        f: impl FnOnce(&OwnedFd) -> Result<T, RootfsError>,
+    ) -> Result<T, RootfsError> {
         let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
         let plans = match opened.take().filter(still_linked) {
             Some(fd) => fd,
@@ -81,41 +127,7 @@ impl PlanDirs {
                 &self.root,
             )?,
         };
-        let plans: &OwnedFd = opened.insert(plans);
-        let dir = self.dir(id);
-        let files: Vec<(&str, &[u8])> = edit
-            .files
-            .iter()
-            .map(|f| (f.name, f.bytes.as_slice()))
-            .collect();
-        write_files_at(
-            &open_dir_below(plans, &self.root, Path::new(id))?,
-            &dir,
-            &files,
-        )?;
-        let record_name = format!("{id}.claims.json");
-        let record_bytes = serde_json::to_vec(record).unwrap_or_default();
-        write_files_at(plans, &self.root, &[(&record_name, &record_bytes)])?;
-        Ok(dir)
-    }
-
-    /// Removes the temporary files of writes cut short (a plugin killed mid-write): records'
-    /// here, plan files' in the directories of the containers `ids`.
-    pub fn sweep(&self, ids: &[String]) {
-        let Ok(root) = open_rootfs(Path::new("/"), None, Path::new("/")) else {
-            return;
-        };
-        let Ok(plans) = open_dir_in(&root, &self.root) else {
-            return;
-        };
-        remove_stale_temps_of(&plans, &self.root, |n| {
-            n.strip_suffix(".claims.json").is_some_and(safe_id)
-        });
-        for id in ids.iter().filter(|id| self.dir(id).is_dir()) {
-            if let Ok(dir) = open_dir_below(&plans, &self.root, Path::new(id)) {
-                remove_stale_temps_of(&dir, &self.dir(id), |n| [PLAN_ENV, PLAN_JSON].contains(&n));
-            }
-        }
+        f(opened.insert(plans))
     }
 
     /// The claims record of container `id`, if the plugin planned it.
@@ -141,7 +153,7 @@ impl PlanDirs {
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
                 let id = name
-                    .strip_suffix(".claims.json")
+                    .strip_suffix(RECORD_SUFFIX)
                     .unwrap_or(&name)
                     .to_string();
                 safe_id(&id).then_some(id)

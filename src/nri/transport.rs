@@ -28,7 +28,7 @@ pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct LocalServer {
     server: Option<ttrpc::Server>,
     // Closed after the server is shut down: ttrpc never closes a listener fd it was given.
-    _listener: UnixListener,
+    listener: Option<UnixListener>,
     dir: PathBuf,
     path: PathBuf,
 }
@@ -51,14 +51,15 @@ impl LocalServer {
                 return Err(transport("private listener")(e));
             }
         };
+        let fd = listener.as_raw_fd();
         let mut s = LocalServer {
             server: None,
-            _listener: listener,
+            listener: Some(listener),
             dir,
             path,
         };
         let mut server = ttrpc::Server::new()
-            .add_listener(s._listener.as_raw_fd())
+            .add_listener(fd)
             .map_err(|source| NriError::Ttrpc {
                 what: "server listener",
                 source,
@@ -78,13 +79,38 @@ impl LocalServer {
     }
 }
 
+/// The longest a [`LocalServer`] waits for the ttrpc server to shut down when dropped.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(1);
+
 impl Drop for LocalServer {
+    /// Shuts the server down and then closes its listener, on a thread of their own waited
+    /// for at most [`SHUTDOWN_WAIT`]: the ttrpc crate's sync server can wait forever for the
+    /// handler threads of a connection that closed while it was being set up (a runtime that
+    /// hangs up at once; about 1 run in 50 of the test of that). Past the wait both are left
+    /// to the thread, so dropping never hangs and the listener fd is never closed under it.
     fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            server.shutdown();
-        }
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_dir(&self.dir);
+        let Some(server) = self.server.take() else {
+            return;
+        };
+        let listener = self.listener.take();
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("nri-server-shutdown".into())
+            .spawn(move || {
+                server.shutdown();
+                drop(listener);
+                let _ = done.send(());
+            });
+        match spawned {
+            Ok(_) => {
+                if finished.recv_timeout(SHUTDOWN_WAIT).is_err() {
+                    log::debug!("nri: the ttrpc server did not shut down within {SHUTDOWN_WAIT:?}; left to end with the process");
+                }
+            }
+            Err(e) => log::debug!("nri: cannot shut the ttrpc server down: {e}"),
+        }
     }
 }
 
