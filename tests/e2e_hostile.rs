@@ -72,13 +72,7 @@ fn hostile(
         "dir": dir,
         "on_error": on_error,
     }));
-    let args = vec![
-        hook_bin().display().to_string(),
-        "--config".into(),
-        cfg.display().to_string(),
-        "hook".into(),
-    ];
-    b.hook(&["createRuntime", "poststop"], &args);
+    b.hook_with_config(&cfg);
     // The host path an escaping relative link would reach: <tempdir>/host-path, with a sentinel file.
     let host_path = b.scratch("host-path");
     std::fs::create_dir_all(&host_path).unwrap();
@@ -430,13 +424,7 @@ fn a_config_json_swapped_for_a_hostile_one_still_starts_the_container() {
             "claims_dir": b.scratch("claims"),
             "log": b.scratch("hook.log"),
         }));
-        let args = vec![
-            hook_bin().display().to_string(),
-            "--config".into(),
-            cfg.display().to_string(),
-            "hook".into(),
-        ];
-        b.hook(&["createRuntime", "poststop"], &args);
+        b.hook_with_config(&cfg);
         b.env("NVIDIA_VISIBLE_DEVICES=0");
         // Registering appended the hook's stage name to the swapper's argv too; harmless.
         let t = Instant::now();

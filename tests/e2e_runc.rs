@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::runc::{fixtures, hook_bin, line_value, Bundle};
+use common::runc::{fixtures, line_value, Bundle};
 use serde_json::{json, Value};
 
 const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
@@ -23,13 +23,7 @@ fn gpu_bundle(tag: &str, cmd: &str, extra_config: Value) -> (Bundle, std::path::
         cfg[k] = v.clone();
     }
     let cfg_path = b.hook_config(cfg);
-    let args = vec![
-        hook_bin().display().to_string(),
-        "--config".into(),
-        cfg_path.display().to_string(),
-        "hook".into(),
-    ];
-    b.hook(&["createRuntime", "poststop"], &args);
+    b.hook_with_config(&cfg_path);
     b.gpu(0);
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
     let log = b.scratch("hook.log");

@@ -36,13 +36,7 @@ impl Node {
     /// A bundle running `cmd` with the hook registered at createRuntime and poststop.
     fn bundle(&self, tag: &str, cmd: &str) -> Bundle {
         let mut b = Bundle::new(tag, cmd);
-        let args = vec![
-            hook_bin().display().to_string(),
-            "--config".into(),
-            self.config.display().to_string(),
-            "hook".into(),
-        ];
-        b.hook(&["createRuntime", "poststop"], &args);
+        b.hook_with_config(&self.config);
         b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
         b
     }

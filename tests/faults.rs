@@ -277,7 +277,7 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
 /// A container on the e2e fake GPU host (`auto`, one CPU, GPU 0) whose `/run` is the host
 /// tmpfs `runfs` (bound in, so the test fills it before the hook runs), printing what it finds.
 fn container_on_a_full_run(tag: &str, runfs: &Path) -> (common::runc::Bundle, PathBuf) {
-    use common::runc::{fixtures, hook_bin, Bundle};
+    use common::runc::{fixtures, Bundle};
     let mut b = Bundle::new(
         tag,
         "echo started; echo \"cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)\"; \
@@ -294,13 +294,7 @@ fn container_on_a_full_run(tag: &str, runfs: &Path) -> (common::runc::Bundle, Pa
         "claims_dir": b.scratch("claims"),
         "log": b.scratch("hook.log"),
     }));
-    let args = vec![
-        hook_bin().display().to_string(),
-        "--config".into(),
-        cfg.display().to_string(),
-        "hook".into(),
-    ];
-    b.hook(&["createRuntime", "poststop"], &args);
+    b.hook_with_config(&cfg);
     b.env("NVIDIA_VISIBLE_DEVICES=0");
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
     let log = b.scratch("hook.log");

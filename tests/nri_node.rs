@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::procs::processes_running;
 use common::runc::line_value;
 use cri::{annotations, cri as api, gpu_host, quota, section, CriNode, NodeOptions, Pod};
 use nix::sys::signal::{kill, Signal};
@@ -392,24 +393,6 @@ fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal() {
         0,
         "no plan left"
     );
-}
-
-/// Pids of the processes running the executable `path` (zombies excluded).
-fn processes_running(path: &Path) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if std::fs::read_link(e.path().join("exe")).is_ok_and(|exe| exe == path) {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
-            if state != Some('Z') {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
 }
 
 /// Kills, when dropped, every process still running the executable at its path.

@@ -9,14 +9,17 @@
 /// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
 #[path = "common/log_guard.rs"]
 mod log_guard;
+#[path = "common/procs.rs"]
+mod procs;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use procs::processes_running;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
 /// How long the tests wait for containerd or the plugin to do something.
@@ -262,17 +265,8 @@ impl Node {
 
     /// Stops containerd (SIGTERM, then SIGKILL after 10 s) and waits for it.
     fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            procs::stop_gently(child, Duration::from_secs(10));
         }
     }
 
@@ -555,22 +549,4 @@ fn nri_command_line() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Pids of the processes running the executable `path` (zombies excluded).
-fn processes_running(path: &Path) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if std::fs::read_link(e.path().join("exe")).is_ok_and(|exe| exe == path) {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
-            if state != Some('Z') {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
 }

@@ -181,18 +181,8 @@ impl Drop for Containerd {
                 }
             }
         }
-        if let Some(mut child) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            super::procs::stop_gently(child, Duration::from_secs(5));
         }
         let t = self.dir.path().display().to_string();
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();

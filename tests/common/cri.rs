@@ -340,21 +340,11 @@ state = "{t}/run/containerd"
 
     /// Stops containerd (SIGTERM, then SIGKILL after 10 s); shims and containers keep running.
     pub fn stop_daemon(&self) {
-        let Some(mut child) = self.child.lock().unwrap().take() else {
+        let Some(child) = self.child.lock().unwrap().take() else {
             return;
         };
         *self.client.lock().unwrap() = None;
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        crate::common::procs::stop_gently(child, Duration::from_secs(10));
     }
 
     /// Stops and starts containerd, as `systemctl restart containerd` does.

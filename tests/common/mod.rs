@@ -5,5 +5,6 @@ pub mod hookfx;
 pub mod hostlock;
 pub mod log_guard;
 pub mod podman;
+pub mod procs;
 pub mod runc;
 pub mod statics;

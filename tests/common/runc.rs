@@ -150,6 +150,17 @@ impl Bundle {
         self
     }
 
+    /// Registers the cpuplan hook with the config file `config` at createRuntime and poststop.
+    pub fn hook_with_config(&mut self, config: &Path) -> &mut Self {
+        let args = vec![
+            hook_bin().display().to_string(),
+            "--config".into(),
+            config.display().to_string(),
+            "hook".into(),
+        ];
+        self.hook(&["createRuntime", "poststop"], &args)
+    }
+
     /// Writes a hook config file in the temp dir and returns its path.
     pub fn hook_config(&self, value: Value) -> PathBuf {
         let p = self.dir.path().join("hook.json");

@@ -1,0 +1,41 @@
+//! Processes a test started or looks for: stopping a daemon gently, finding a binary's processes.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Stops `child` with SIGTERM, then SIGKILL if it has not exited within `grace`, and reaps it.
+pub fn stop_gently(mut child: Child, grace: Duration) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The pids of the live (not zombie) processes running the binary at `path`.
+pub fn processes_running(path: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if std::fs::read_link(e.path().join("exe")).is_ok_and(|exe| exe == path) {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+            if state != Some('Z') {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
