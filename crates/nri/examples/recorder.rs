@@ -89,7 +89,8 @@ impl Plugin for Recorder {
             return Err(format!("the recorder refuses {REJECTED}").into());
         }
         let mut a = ContainerAdjustment::default();
-        a.add_env(ENV.0, ENV.1).add_annotation(ANNOTATION.0, ANNOTATION.1);
+        a.add_env(ENV.0, ENV.1)
+            .add_annotation(ANNOTATION.0, ANNOTATION.1);
         if let Some(cpus) = pod.annotations.get(CPUS_ANNOTATION) {
             a.set_cpus(cpus.as_str());
         }

@@ -1,7 +1,11 @@
 //! NRI's messages (`nri.pkg.api.v1alpha1`, NRI v0.12), generated at build time from
 //! `proto/nri.proto` by prost: names are NRI's in Rust case (`NRI_version` is `nri_version`),
 //! maps are `BTreeMap`s, enums are `i32` fields with a Rust `enum` beside them.
-#![allow(missing_docs, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
+#![allow(
+    missing_docs,
+    clippy::doc_lazy_continuation,
+    clippy::large_enum_variant
+)]
 
 include!(concat!(env!("OUT_DIR"), "/nri.pkg.api.v1alpha1.rs"));
 include!(concat!(env!("OUT_DIR"), "/plugin_methods.rs"));

@@ -121,12 +121,18 @@ mod tests {
         // CREATE_CONTAINER = 4 -> 1<<3, STOP_CONTAINER = 10 -> 1<<9, REMOVE_CONTAINER = 11 -> 1<<10
         assert_eq!(m.0, 0x8 | 0x200 | 0x400);
         assert_eq!(EventMask::of(&[Event::RunPodSandbox]).0, 1);
-        assert_eq!(EventMask::of(&[Event::ValidateContainerAdjustment]).0, 1 << 13);
+        assert_eq!(
+            EventMask::of(&[Event::ValidateContainerAdjustment]).0,
+            1 << 13
+        );
         assert!(m.has(Event::CreateContainer));
         assert!(!m.has(Event::StartContainer));
         assert!(!m.has(Event::Unknown) && !m.has(Event::Last));
         assert_eq!(m.names(), "CreateContainer,StopContainer,RemoveContainer");
-        assert_eq!(EventMask::of(&[Event::Unknown, Event::Last]), EventMask::NONE);
+        assert_eq!(
+            EventMask::of(&[Event::Unknown, Event::Last]),
+            EventMask::NONE
+        );
     }
 
     #[test]

@@ -139,7 +139,11 @@ pub fn launched_by_runtime(args_empty: bool) -> bool {
 mod tests {
     use super::*;
 
-    type Told = (Option<&'static str>, Option<&'static str>, Option<&'static str>);
+    type Told = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    );
 
     fn parse(told: Told, env: &[(&str, &str)]) -> Result<Options, Error> {
         Options::resolve(
@@ -161,7 +165,11 @@ mod tests {
         let o = parse((None, None, None), &[]).unwrap();
         assert_eq!(o.endpoint, Endpoint::Socket(PathBuf::from(DEFAULT_SOCKET)));
         assert_eq!(o.full_name(), "10-demo");
-        let o = parse((Some("/t/nri.sock"), Some("x"), Some("05")), &[(ENV_INDEX, "42")]).unwrap();
+        let o = parse(
+            (Some("/t/nri.sock"), Some("x"), Some("05")),
+            &[(ENV_INDEX, "42")],
+        )
+        .unwrap();
         assert_eq!(o.endpoint, Endpoint::Socket(PathBuf::from("/t/nri.sock")));
         assert_eq!(o.full_name(), "05-x", "what it was told wins");
         let o = parse(

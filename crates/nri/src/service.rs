@@ -97,7 +97,7 @@ fn pod_of(pod: &Option<PodSandbox>) -> &PodSandbox {
 }
 
 /// The container of a container event's request, which must have one.
-fn container_of<'a>(e: Event, c: &'a Option<Container>) -> Result<&'a Container, Failure> {
+fn container_of(e: Event, c: &Option<Container>) -> Result<&Container, Failure> {
     c.as_ref().ok_or_else(|| {
         Failure::new(
             Code::INVALID_ARGUMENT,

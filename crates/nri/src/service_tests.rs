@@ -197,7 +197,9 @@ fn an_event_reaches_the_plugin_by_its_own_call_or_by_state_change_once_subscribe
     let (r, s) = service(SUBSCRIBED);
     // before Configure nothing is subscribed
     assert_eq!(
-        s.call("RemoveContainer", &removal("early")).unwrap_err().code,
+        s.call("RemoveContainer", &removal("early"))
+            .unwrap_err()
+            .code,
         Code::UNIMPLEMENTED
     );
     configure(&s, "containerd", "v2.3.4", "v0.12.1").unwrap();
@@ -277,7 +279,10 @@ fn create_container_answers_the_adjustment_and_failures_become_statuses() {
     let out = s.call("CreateContainer", &create("srv")).unwrap();
     let rpl = CreateContainerResponse::decode(out.as_slice()).unwrap();
     let a = rpl.adjust.unwrap();
-    assert_eq!((a.env[0].key.as_str(), a.env[0].value.as_str()), ("SEEN", "c1"));
+    assert_eq!(
+        (a.env[0].key.as_str(), a.env[0].value.as_str()),
+        ("SEEN", "c1")
+    );
     let out = s.call("CreateContainer", &create("unchanged")).unwrap();
     assert_eq!(
         CreateContainerResponse::decode(out.as_slice()).unwrap(),
@@ -314,7 +319,10 @@ fn split_synchronize_is_gathered_and_a_new_session_forgets_it() {
     let rpl = |out: Vec<u8>| SynchronizeResponse::decode(out.as_slice()).unwrap();
     let first = rpl(s.call("Synchronize", &part(2, true)).unwrap());
     assert!(first.more && first.update.is_empty());
-    assert!(r.calls.lock().unwrap().is_empty(), "waits for the last part");
+    assert!(
+        r.calls.lock().unwrap().is_empty(),
+        "waits for the last part"
+    );
     assert!(!rpl(s.call("Synchronize", &part(1, false)).unwrap()).more);
     s.call("Synchronize", &part(5, true)).unwrap();
     s.new_session();

@@ -241,7 +241,10 @@ mod tests {
     fn a_plugin_subscribing_to_nothing_is_refused_before_it_connects() {
         let opts = Options::new("silent", "10").unwrap();
         let err = spawn(opts, Arc::new(Silent)).unwrap().stop().unwrap_err();
-        assert!(matches!(err, Error::NoEvents(ref n) if n == "10-silent"), "{err}");
+        assert!(
+            matches!(err, Error::NoEvents(ref n) if n == "10-silent"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -264,7 +267,10 @@ mod tests {
         std::thread::sleep(BACKOFF_MIN * 2);
         let started = Instant::now();
         running.stop().unwrap();
-        assert!(started.elapsed() < BACKOFF_MAX, "stopped during the backoff");
+        assert!(
+            started.elapsed() < BACKOFF_MAX,
+            "stopped during the backoff"
+        );
     }
 
     #[test]

@@ -262,8 +262,7 @@ mod tests {
     }
 
     fn plugin_server() -> PluginServer {
-        PluginServer::start(Arc::new(Service::new(Arc::new(Slow), "10-demo".into())))
-        .unwrap()
+        PluginServer::start(Arc::new(Service::new(Arc::new(Slow), "10-demo".into()))).unwrap()
     }
 
     fn call<M: Message + Default>(
@@ -343,7 +342,11 @@ mod tests {
             ConfigureRequest::default().encode_to_vec(),
         )
         .unwrap();
-        assert_eq!(rpl.events, 1 << 3, "CreateContainer, the default subscription");
+        assert_eq!(
+            rpl.events,
+            1 << 3,
+            "CreateContainer, the default subscription"
+        );
 
         // a slow CreateContainer and, while it runs, a fast one that must not wait for it
         let slow_client = client.clone();
