@@ -71,7 +71,7 @@ fn the_recorder_adjusts_refuses_follows_events_and_is_synchronized_with_running_
         .with_socket(node.nri_socket());
     let first = nri_plugin::spawn(opts.clone(), recorder.clone()).unwrap();
     let calls = || recorder.calls().join("\n");
-    wait_until("the first synchronization", &calls, || {
+    wait_until("the first synchronization", calls, || {
         recorder.calls().contains(&"synchronize 0 0".to_string())
     });
     assert!(calls().starts_with("configure containerd"), "{}", calls());
@@ -93,7 +93,7 @@ fn the_recorder_adjusts_refuses_follows_events_and_is_synchronized_with_running_
     assert!(err.message().contains("the recorder refuses"), "{err:?}");
     // Start and remove come as a state change from NRI < 0.12, as their own calls after.
     node.remove_container(&id);
-    wait_until("the removal", &calls, || {
+    wait_until("the removal", calls, || {
         recorder.calls().contains(&format!("remove {id}"))
     });
     assert!(
