@@ -126,6 +126,20 @@ pub enum ConfigError {
         /// serde's message, which names the key.
         message: String,
     },
+    /// Two keys name overlapping paths (one is the other, or holds it).
+    #[error("hook config {}: keys {a:?} and {b:?} overlap: {} and {}", path.display(), a_path.display(), b_path.display())]
+    Overlap {
+        /// The file.
+        path: PathBuf,
+        /// The first key.
+        a: &'static str,
+        /// Its path.
+        a_path: PathBuf,
+        /// The second key.
+        b: &'static str,
+        /// Its path.
+        b_path: PathBuf,
+    },
     /// A key whose value is not allowed.
     #[error("hook config {}: key {key:?}: {message}", path.display())]
     Value {
@@ -303,8 +317,41 @@ impl HookConfig {
             }
             c.claim_wait_ms = v;
         }
+        c.check_overlaps(path)?;
         Ok(c)
     }
+
+    /// `nri_dir`, `claims_dir` and `log` must be apart: the plugin removes what it planned
+    /// under `nri_dir` and bind-mounts its subdirectories into containers, so claims or a log
+    /// there could be removed or shown to a tenant.
+    fn check_overlaps(&self, path: &Path) -> Result<(), ConfigError> {
+        let mut keys: Vec<(&'static str, &Path)> = vec![
+            ("nri_dir", &self.nri_dir),
+            ("claims_dir", &self.claims_dir),
+        ];
+        if let Some(log) = &self.log {
+            keys.push(("log", log));
+        }
+        for (i, (a, a_path)) in keys.iter().enumerate() {
+            for (b, b_path) in &keys[i + 1..] {
+                if paths_overlap(a_path, b_path) {
+                    return Err(ConfigError::Overlap {
+                        path: path.to_path_buf(),
+                        a,
+                        a_path: a_path.to_path_buf(),
+                        b,
+                        b_path: b_path.to_path_buf(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `a` and `b` overlap: one is the other or lies below it (component-wise).
+pub fn paths_overlap(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
 }
 
 /// A plan directory inside the container must be absolute, normal (no `.`/`..`) and not `/`.
@@ -445,5 +492,32 @@ mod tests {
         assert_eq!(c.log_level, LogLevel::Info);
         std::fs::write(&path, "{").unwrap();
         assert_eq!(HookConfig::of_unusable(&path), HookConfig::default());
+    }
+
+    #[test]
+    fn overlapping_nri_dir_claims_dir_and_log_are_refused_in_one_line_naming_both() {
+        for (text, a, b) in [
+            (r#"{"nri_dir": "/d", "claims_dir": "/d/claims"}"#, "nri_dir", "claims_dir"),
+            (r#"{"nri_dir": "/d/nri", "claims_dir": "/d"}"#, "nri_dir", "claims_dir"),
+            (r#"{"nri_dir": "/d", "claims_dir": "/d/"}"#, "nri_dir", "claims_dir"),
+            // the easy mistake: the DaemonSet's hostPath, above the default claims_dir
+            (r#"{"nri_dir": "/run/cpuplan"}"#, "nri_dir", "claims_dir"),
+            (r#"{"nri_dir": "/p/nri", "log": "/p/nri/p.log"}"#, "nri_dir", "log"),
+            (r#"{"claims_dir": "/c", "log": "/c/x.log"}"#, "claims_dir", "log"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("keys {a:?} and {b:?} overlap")) && !e.contains('\n'),
+                "{text}: {e}"
+            );
+        }
+        for ok in [
+            r#"{"nri_dir": "/d/nri", "claims_dir": "/d/claims", "log": "/d/log"}"#,
+            r#"{"nri_dir": "/d/nri", "claims_dir": "/d/nri2"}"#,
+            r#"{"nri_dir": "/x", "log": "stderr"}"#,
+        ] {
+            parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert!(parse("{}").is_ok(), "the defaults are apart");
     }
 }

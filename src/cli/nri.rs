@@ -13,7 +13,7 @@ pub const NRI: Command = Command {
     summary: "run as an NRI plugin of containerd or CRI-O (long-running)",
     usage: crate::nri::HELP,
     valued: &["socket", "name", "index", "log"],
-    switches: &["test-handler"],
+    switches: &[],
     run: nri,
 };
 
@@ -26,7 +26,6 @@ fn nri(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError> 
         name: a.value("name").map(String::from),
         index: a.value("index").map(String::from),
         log: a.value("log").map(PathBuf::from),
-        test_handler: a.switch("test-handler"),
     };
     let opts = NriOptions::new(args, ctx.config.to_path_buf(), |k| std::env::var(k).ok())
         .map_err(CliError::input)?;

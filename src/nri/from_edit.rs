@@ -4,12 +4,13 @@
 
 use std::path::Path;
 
+use nri_plugin::api::{ContainerAdjustment, Mount};
+
 use crate::edit::SpecEdit;
 
-use super::proto::{ContainerAdjustment, Mount};
-
-/// The adjustment that applies `edit` to a container whose plan files are in `host_dir`.
-pub fn adjustment(edit: &SpecEdit, host_dir: &Path) -> ContainerAdjustment {
+/// The adjustment that applies `edit` to a container whose plan files are in `host_dir`
+/// (`None`: no plan mount, the container has its own there).
+pub fn adjustment(edit: &SpecEdit, host_dir: Option<&Path>) -> ContainerAdjustment {
     let mut adj = ContainerAdjustment::default();
     for (k, v) in &edit.env {
         adj.add_env(k, v);
@@ -17,10 +18,12 @@ pub fn adjustment(edit: &SpecEdit, host_dir: &Path) -> ContainerAdjustment {
     if let Some(cpus) = &edit.cpus {
         adj.set_cpus(cpus.to_string());
     }
-    adj.add_mount(Mount::bind_ro(
-        host_dir.display().to_string(),
-        edit.dir.display().to_string(),
-    ));
+    if let Some(host_dir) = host_dir {
+        adj.add_mount(Mount::bind_ro(
+            host_dir.display().to_string(),
+            edit.dir.display().to_string(),
+        ));
+    }
     for (k, v) in &edit.annotations {
         adj.add_annotation(k, v);
     }
@@ -42,7 +45,7 @@ mod tests {
         i.spec.env.insert("OMP_NUM_THREADS".into(), "7".into());
         let config = HookConfig::default();
         let edit = SpecEdit::new(&i, &decide(&i, &config), &config);
-        let adj = adjustment(&edit, Path::new("/run/cpuplan/nri/c1"));
+        let adj = adjustment(&edit, Some(Path::new("/run/cpuplan/nri/c1")));
         let env: Vec<(String, String)> = adj
             .env
             .iter()
@@ -65,9 +68,12 @@ mod tests {
         let plan: serde_json::Value =
             serde_json::from_str(&adj.annotations[PLAN_ANNOTATION]).unwrap();
         assert_eq!(plan["mask"], "0-3,8-11");
+        let unmounted = adjustment(&edit, None);
+        assert!(unmounted.mounts.is_empty(), "no plan mount");
+        assert_eq!((&unmounted.env, unmounted.cpus()), (&adj.env, adj.cpus()));
         let kept = SpecEdit { cpus: None, ..edit };
         assert_eq!(
-            adjustment(&kept, Path::new("/d")).cpus(),
+            adjustment(&kept, Some(Path::new("/d"))).cpus(),
             None,
             "no cpuset, none set"
         );

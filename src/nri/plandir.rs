@@ -2,8 +2,9 @@
 //! `plan.json` (bind-mounted read-only into it), and beside it a record of the GPUs it claimed.
 //!
 //! `<nri_dir>/<container id>/plan.{env,json}` and `<nri_dir>/<container id>.claims.json`. The
-//! files are written whole (temporary names, then renames); a container id that is not a safe
-//! file name (`[A-Za-z0-9_.-]`, not starting with a dot) is refused.
+//! files are written whole (temporary names, then renames), the record first: a directory here
+//! is the plugin's only while its record is beside it, and nothing else is ever removed (an
+//! operator's `<nri_dir>/notes/` stays). Every path is built from a [`ContainerId`].
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::ContainerId;
 use crate::edit::{SpecEdit, PLAN_ENV, PLAN_JSON};
 use crate::hook::rootfs::{
     open_dir_below, open_dir_in, open_rootfs, remove_stale_temps_of, write_files_at, RootfsError,
@@ -39,16 +41,6 @@ fn still_linked(fd: &OwnedFd) -> bool {
     nix::sys::stat::fstat(fd.as_raw_fd()).is_ok_and(|st| st.st_nlink > 0)
 }
 
-/// Whether `id` can name a file: `[A-Za-z0-9_.-]+`, not starting with a dot, at most 128 bytes.
-pub fn safe_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && !id.starts_with('.')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-}
-
 impl PlanDirs {
     /// The plan directories under `root` (created as needed).
     pub fn new(root: &Path) -> PlanDirs {
@@ -59,20 +51,20 @@ impl PlanDirs {
     }
 
     /// Container `id`'s plan directory on the host.
-    pub fn dir(&self, id: &str) -> PathBuf {
-        self.root.join(id)
+    pub fn dir(&self, id: &ContainerId) -> PathBuf {
+        self.root.join(id.as_str())
     }
 
-    fn record_path(&self, id: &str) -> PathBuf {
+    fn record_path(&self, id: &ContainerId) -> PathBuf {
         self.root.join(format!("{id}{RECORD_SUFFIX}"))
     }
 
-    /// Writes `edit`'s files into container `id`'s directory, and its claims record: the plans'
-    /// directory is walked from `/` (no component a symlink) and kept open while it stays
-    /// linked, and each file is written whole.
+    /// Writes container `id`'s claims record and then `edit`'s files into its directory: the
+    /// plans' directory is walked from `/` (no component a symlink) and kept open while it
+    /// stays linked, and each file is written whole.
     pub fn write(
         &self,
-        id: &str,
+        id: &ContainerId,
         edit: &SpecEdit,
         record: &Record,
     ) -> Result<PathBuf, RootfsError> {
@@ -85,25 +77,26 @@ impl PlanDirs {
         let record_name = format!("{id}{RECORD_SUFFIX}");
         let record_bytes = serde_json::to_vec(record).unwrap_or_default();
         self.with_plans(|plans| {
+            write_files_at(plans, &self.root, &[(&record_name, &record_bytes)])?;
             write_files_at(
-                &open_dir_below(plans, &self.root, Path::new(id))?,
+                &open_dir_below(plans, &self.root, Path::new(id.as_str()))?,
                 &dir,
                 &files,
-            )?;
-            write_files_at(plans, &self.root, &[(&record_name, &record_bytes)])
+            )
         })?;
         Ok(dir)
     }
 
     /// Removes the temporary files of writes cut short (a plugin killed mid-write): records'
     /// here, plan files' in the directories of the containers `ids`.
-    pub fn sweep(&self, ids: &[String]) {
+    pub fn sweep(&self, ids: &[ContainerId]) {
         let _ = self.with_plans(|plans| {
             remove_stale_temps_of(plans, &self.root, |n| {
-                n.strip_suffix(RECORD_SUFFIX).is_some_and(safe_id)
+                n.strip_suffix(RECORD_SUFFIX)
+                    .is_some_and(|id| ContainerId::parse(id).is_ok())
             });
             for id in ids.iter().filter(|id| self.dir(id).is_dir()) {
-                if let Ok(dir) = open_dir_below(plans, &self.root, Path::new(id)) {
+                if let Ok(dir) = open_dir_below(plans, &self.root, Path::new(id.as_str())) {
                     remove_stale_temps_of(&dir, &self.dir(id), |n| {
                         [PLAN_ENV, PLAN_JSON].contains(&n)
                     });
@@ -131,36 +124,38 @@ impl PlanDirs {
     }
 
     /// The claims record of container `id`, if the plugin planned it.
-    pub fn record(&self, id: &str) -> Option<Record> {
+    pub fn record(&self, id: &ContainerId) -> Option<Record> {
         let bytes = cpuplan::read_file(&self.record_path(id), 1 << 20).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Removes container `id`'s directory and record; whether there was anything.
-    pub fn remove(&self, id: &str) -> bool {
-        let dir = std::fs::remove_dir_all(self.dir(id)).is_ok();
-        let record = std::fs::remove_file(self.record_path(id)).is_ok();
-        dir || record
+    /// Removes container `id`'s directory and then its record, if the record is the plugin's
+    /// (a directory without one is not the plugin's and stays); whether anything went.
+    pub fn remove(&self, id: &ContainerId) -> bool {
+        if self.record(id).is_none() {
+            return false;
+        }
+        let dir = self.dir(id);
+        if dir.is_dir() && !dir.is_symlink() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        std::fs::remove_file(self.record_path(id)).is_ok()
     }
 
-    /// The ids of the containers that have a directory or a record here.
-    pub fn ids(&self) -> Vec<String> {
+    /// The ids of the containers whose record is here.
+    pub fn ids(&self) -> Vec<ContainerId> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut ids: Vec<String> = entries
+        let mut ids: Vec<ContainerId> = entries
             .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let id = name
-                    .strip_suffix(RECORD_SUFFIX)
-                    .unwrap_or(&name)
-                    .to_string();
-                safe_id(&id).then_some(id)
+                ContainerId::parse(name.strip_suffix(RECORD_SUFFIX)?).ok()
             })
             .collect();
         ids.sort();
-        ids.dedup();
         ids
     }
 }
@@ -169,23 +164,8 @@ impl PlanDirs {
 mod tests {
     use super::*;
 
-    #[test]
-    fn ids_are_file_names_or_refused() {
-        for ok in ["c1", "0123abcdef", "a_b-c.d"] {
-            assert!(safe_id(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            ".hidden",
-            "a/b",
-            "a b",
-            "a\nb",
-            &"x".repeat(129),
-        ] {
-            assert!(!safe_id(bad), "{bad:?}");
-        }
+    fn id(s: &str) -> ContainerId {
+        ContainerId::parse(s).unwrap()
     }
 
     #[test]
@@ -196,12 +176,12 @@ mod tests {
         let record = Record {
             claims: vec!["0000:18:00.0".into()],
         };
-        let dir = dirs.write("c1", &edit, &record).unwrap();
+        let dir = dirs.write(&id("c1"), &edit, &record).unwrap();
         assert!(dir.join("plan.env").is_file() && dir.join("plan.json").is_file());
-        assert_eq!(dirs.record("c1"), Some(record));
-        assert_eq!(dirs.ids(), ["c1"]);
-        assert!(dirs.remove("c1"));
-        assert!(!dirs.remove("c1"));
+        assert_eq!(dirs.record(&id("c1")), Some(record));
+        assert_eq!(dirs.ids(), [id("c1")]);
+        assert!(dirs.remove(&id("c1")));
+        assert!(!dirs.remove(&id("c1")));
         assert!(dirs.ids().is_empty());
     }
 
@@ -211,14 +191,14 @@ mod tests {
         let root = t.path().join("nri");
         let dirs = PlanDirs::new(&root);
         let edit = crate::edit::tests_support::edit();
-        dirs.write("c1", &edit, &Record::default()).unwrap();
+        dirs.write(&id("c1"), &edit, &Record::default()).unwrap();
         std::fs::remove_dir_all(&root).unwrap();
-        let dir = dirs.write("c2", &edit, &Record::default()).unwrap();
+        let dir = dirs.write(&id("c2"), &edit, &Record::default()).unwrap();
         assert!(
             dir.join("plan.env").is_file(),
             "written where it is looked for"
         );
-        assert_eq!(dirs.ids(), ["c2"]);
+        assert_eq!(dirs.ids(), [id("c2")]);
     }
 
     #[test]
@@ -227,7 +207,7 @@ mod tests {
         let root = t.path().join("nri");
         let dirs = PlanDirs::new(&root);
         let edit = crate::edit::tests_support::edit();
-        dirs.write("c1", &edit, &Record::default()).unwrap();
+        dirs.write(&id("c1"), &edit, &Record::default()).unwrap();
         let dead = u32::MAX - 1;
         let me = std::process::id();
         let stale = [
@@ -256,5 +236,31 @@ mod tests {
             !root.join("c2").exists(),
             "a record alone makes no directory"
         );
+    }
+
+    #[test]
+    fn only_directories_with_the_plugin_s_record_are_listed_or_removed() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("nri");
+        let dirs = PlanDirs::new(&root);
+        let edit = crate::edit::tests_support::edit();
+        dirs.write(&id("c1"), &edit, &Record::default()).unwrap();
+        // an operator's directory and file, a claims directory, a record-less plan directory
+        for d in ["operator-notes", "claims", "c2"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+            std::fs::write(root.join(d).join("keep"), "x").unwrap();
+        }
+        std::fs::write(root.join("README"), "x").unwrap();
+        // a "record" that is a directory is not one
+        std::fs::create_dir_all(root.join("c3.claims.json")).unwrap();
+        assert_eq!(dirs.ids(), [id("c1")]);
+        for other in ["operator-notes", "claims", "c2", "c3", "README"] {
+            assert!(!dirs.remove(&id(other)), "{other}");
+        }
+        for kept in ["operator-notes/keep", "claims/keep", "c2/keep", "README", "c3.claims.json"] {
+            assert!(root.join(kept).exists(), "{kept}");
+        }
+        assert!(dirs.remove(&id("c1")));
+        assert!(!root.join("c1").exists() && !root.join("c1.claims.json").exists());
     }
 }

@@ -8,6 +8,11 @@
 //! runtime gives the plugin one at Configure: a plugin the runtime launches from its plugin
 //! directory gets no arguments, and NRI hands it the file `<plugin_config_path>/10-cpuplan.conf`
 //! (or `cpuplan.conf`) instead, which then holds the same JSON keys.
+//!
+//! What it leaves alone: a container with a mount at or under the plan directory `dir` gets
+//! its env but no plan mount (the tenant's mount stays); a container of the plugin's own pod,
+//! or one that mounts the host's `nri_dir` or `claims_dir` (another plugin pod, as in a
+//! DaemonSet rollout), is not planned at all.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -15,17 +20,21 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use cpuplan::{ClaimOutcome, Holder};
+use nri_plugin::api::{
+    ConfigureRequest, Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse,
+    Event, PodSandbox,
+};
+use nri_plugin::{EventMask, Plugin, PluginResult};
 
-use crate::config::{HookConfig, OnError};
+use crate::config::{paths_overlap, HookConfig, OnError};
 use crate::decide::{decide, ClaimResult, Decision};
 use crate::edit::SpecEdit;
 use crate::read::host::Host;
 use crate::read::{read, Container as Ctr, Live};
 
 use super::from_edit::adjustment;
-use super::handler::Handler;
-use super::plandir::{safe_id, PlanDirs, Record};
-use super::proto::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use super::ids::ContainerId;
+use super::plandir::{PlanDirs, Record};
 use super::spec::container_spec;
 
 /// The longest the plugin waits for the claims lock: well below the runtime's 2 s plugin timeout.
@@ -80,6 +89,30 @@ struct Planner {
     scope: String,
     /// This plugin as a claim holder (its pid and start time, read once), any container.
     me: OnceLock<Holder>,
+    /// The UID of the pod the plugin runs in, if it runs in one (from its own cgroup).
+    own_pod: Option<String>,
+}
+
+/// The UID of the Kubernetes pod whose cgroup `text` (a `/proc/PID/cgroup`) is in, if any:
+/// `.../pod<uid>/...` (cgroupfs) or `...-pod<uid_with_underscores>.slice` (systemd).
+pub fn pod_uid_of_cgroup(text: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .flat_map(|p| p.split('/'))
+        .find_map(|c| {
+            let c = c.strip_suffix(".slice").unwrap_or(c);
+            let uid = c.rsplit_once("-pod").map(|(_, u)| u).or(c.strip_prefix("pod"))?;
+            (uid.len() >= 32 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b"-_".contains(&b)))
+                .then(|| uid.replace('_', "-"))
+        })
+}
+
+/// Whether a container path `dest` is `dir` or below it (a path with `..` counts as below).
+fn at_or_under(dest: &str, dir: &Path) -> bool {
+    let dest = Path::new(dest);
+    dest.components()
+        .any(|c| c == std::path::Component::ParentDir)
+        || dest.starts_with(dir)
 }
 
 impl Planner {
@@ -90,7 +123,26 @@ impl Planner {
             config,
             scope: format!("nri:{plugin}"),
             me: OnceLock::new(),
+            own_pod: std::fs::read_to_string("/proc/self/cgroup")
+                .ok()
+                .as_deref()
+                .and_then(pod_uid_of_cgroup),
         }
+    }
+
+    /// Why `c` of `pod` is the plugin's own (its pod, or a container that mounts the host's
+    /// plans or claims), if it is.
+    fn plugin_s_own(&self, pod: &PodSandbox, c: &Container) -> Option<String> {
+        if self.own_pod.as_deref().is_some_and(|uid| uid == pod.uid) {
+            return Some("the plugin's own pod".into());
+        }
+        c.mounts.iter().find_map(|m| {
+            let source = Path::new(&m.source);
+            [&self.config.nri_dir, &self.config.claims_dir]
+                .into_iter()
+                .find(|d| source.is_absolute() && paths_overlap(source, d))
+                .map(|d| format!("it mounts {} (the plugin's {})", m.source, d.display()))
+        })
     }
 
     fn wait(&self) -> Duration {
@@ -140,12 +192,26 @@ impl Planner {
     }
 
     /// Releases container `id`'s claims and removes its plan files.
-    fn forget(&self, id: &str) {
-        if let Err(e) = cpuplan::release(&self.config.claims_dir, id, &self.scope, self.wait()) {
+    fn forget(&self, id: &ContainerId) {
+        if let Err(e) = cpuplan::release(
+            &self.config.claims_dir,
+            id.as_str(),
+            &self.scope,
+            self.wait(),
+        ) {
             log::warn!("container {id}: cannot release GPU claims: {e}");
         }
         if self.dirs.remove(id) {
             log::info!("container {id}: gone, its plan and claims released");
+        }
+    }
+
+    /// [`Planner::forget`] for the id `event` names, once it is checked; a bad id removes
+    /// nothing.
+    fn forget_named(&self, event: &str, id: &str) {
+        match ContainerId::parse(id) {
+            Ok(id) => self.forget(&id),
+            Err(e) => log::warn!("nri: {event}: {e}: nothing released or removed"),
         }
     }
 
@@ -159,23 +225,44 @@ impl Planner {
     }
 
     fn plan(&self, pod: &PodSandbox, c: &Container) -> Result<ContainerAdjustment, String> {
-        let id = crate::logging::escape(&c.id).into_owned();
-        if !safe_id(&c.id) {
-            return self.problem(&id, "the container id is not a file name");
+        let id = match ContainerId::parse(&c.id) {
+            Ok(id) => id,
+            Err(e) => return self.problem(&crate::logging::escape(&c.id), &e.to_string()),
+        };
+        if let Some(why) = self.plugin_s_own(pod, c) {
+            log::info!(
+                "container {id} ({}/{}): not planned: {why}",
+                pod.namespace,
+                c.name
+            );
+            return Ok(ContainerAdjustment::default());
         }
+        let id_text = id.to_string();
+        let id = &id;
         let spec = match container_spec(pod, c) {
             Ok(s) => s,
-            Err(e) => return self.problem(&id, &e),
+            Err(e) => return self.problem(&id_text, &e),
         };
         let container = Ctr {
             id: c.id.clone(),
             pid: None,
             bundle: None,
         };
-        let inputs = read(&self.host, &self.config, container, spec, &Live::default());
+        let mut inputs = read(&self.host, &self.config, container, spec, &Live::default());
+        let covered = c
+            .mounts
+            .iter()
+            .find(|m| at_or_under(&m.destination, &self.config.dir));
+        if let Some(m) = covered {
+            inputs.notes.push(format!(
+                "the container's own mount at {} covers the plan directory {}: env only, no plan mount",
+                m.destination,
+                self.config.dir.display()
+            ));
+        }
         let decision = decide(&inputs, &self.config);
         if let Some(p) = &decision.problem {
-            return self.problem(&id, p);
+            return self.problem(&id_text, p);
         }
         let claimed = self.claim(&c.id, &decision.claims);
         if let ClaimResult::Failed(why) = &claimed {
@@ -189,28 +276,76 @@ impl Planner {
         };
         let decision: Decision = decision.after_claim(&claimed);
         let edit = SpecEdit::new(&inputs, &decision, &self.config);
-        match self.dirs.write(&c.id, &edit, &record) {
+        match self.dirs.write(id, &edit, &record) {
             Ok(dir) => {
                 for note in &inputs.notes {
                     log::info!("container {id}: {note}");
                 }
                 log::info!("{}", decision.summary(&inputs));
-                Ok(adjustment(&edit, &dir))
+                Ok(adjustment(&edit, covered.is_none().then_some(dir.as_path())))
             }
             Err(e) => {
-                self.forget(&c.id);
-                self.problem(&id, &e.to_string())
+                self.forget(id);
+                self.problem(&id_text, &e.to_string())
             }
         }
     }
 }
 
-impl Handler for PlanHandler {
-    /// A configuration from the runtime (non-empty `text`) replaces the one in force (one that
-    /// does not parse fails the registration, naming the key); then the log keeps the
-    /// `log_level` of the configuration in force and, unless `--log` named the file, goes to its
-    /// `log`.
-    fn configure(&self, text: &str, _runtime: &str, _version: &str) -> Result<(), String> {
+/// The events the plugin subscribes to: CreateContainer (to place the container),
+/// StopContainer and RemoveContainer (to release what it was given).
+pub const EVENTS: EventMask = EventMask::of(&[
+    Event::CreateContainer,
+    Event::StopContainer,
+    Event::RemoveContainer,
+]);
+
+impl Plugin for PlanHandler {
+    fn events(&self) -> EventMask {
+        EVENTS
+    }
+
+    /// A configuration from the runtime (non-empty) replaces the one in force (one that does
+    /// not load fails the registration, naming the key); then the log keeps the `log_level` of
+    /// the configuration in force and, unless `--log` named the file, goes to its `log`.
+    fn configure(&self, req: &ConfigureRequest) -> PluginResult<()> {
+        self.configure_with(&req.config).map_err(Into::into)
+    }
+
+    fn create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> PluginResult<CreateContainerResponse> {
+        Ok(self.planner().plan(pod, container)?.into())
+    }
+
+    fn stop_container(
+        &self,
+        _pod: &PodSandbox,
+        container: &Container,
+    ) -> PluginResult<Vec<ContainerUpdate>> {
+        self.planner().forget_named("StopContainer", &container.id);
+        Ok(Vec::new())
+    }
+
+    fn remove_container(&self, _pod: &PodSandbox, container: &Container) -> PluginResult<()> {
+        self.planner().forget_named("RemoveContainer", &container.id);
+        Ok(())
+    }
+
+    fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> PluginResult<Vec<ContainerUpdate>> {
+        Ok(self.planner().synchronize(pods, containers))
+    }
+}
+
+impl PlanHandler {
+    /// Configure with the runtime's plugin configuration `text` (empty: none given).
+    pub fn configure_with(&self, text: &str) -> Result<(), String> {
         let given = !text.trim().is_empty();
         if given {
             let config = HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())
@@ -237,39 +372,12 @@ impl Handler for PlanHandler {
         }
         Ok(())
     }
-
-    fn create_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<ContainerAdjustment, String> {
-        self.planner().plan(pod, container)
-    }
-
-    fn stop_container(&self, _pod: &PodSandbox, container: &Container) -> Vec<ContainerUpdate> {
-        self.planner().forget(&container.id);
-        Vec::new()
-    }
-
-    fn remove_container(&self, _pod: &PodSandbox, container: &Container) {
-        self.planner().forget(&container.id);
-    }
-
-    fn synchronize(
-        &self,
-        pods: &[PodSandbox],
-        containers: &[Container],
-    ) -> Result<Vec<ContainerUpdate>, String> {
-        self.planner().synchronize(pods, containers)
-    }
 }
 
 impl Planner {
-    fn synchronize(
-        &self,
-        pods: &[PodSandbox],
-        containers: &[Container],
-    ) -> Result<Vec<ContainerUpdate>, String> {
+    /// Drops what belongs to containers that are gone (only what carries the plugin's record),
+    /// and claims again for those that run.
+    fn synchronize(&self, pods: &[PodSandbox], containers: &[Container]) -> Vec<ContainerUpdate> {
         // A runtime (re)connecting may come after a change of GPUs: read them anew.
         self.host.forget_inventory();
         let running: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
@@ -286,7 +394,7 @@ impl Planner {
             let Some(record) = self.dirs.record(&id) else {
                 continue;
             };
-            match self.claim(&id, &record.claims) {
+            match self.claim(id.as_str(), &record.claims) {
                 ClaimResult::Held(why) | ClaimResult::Failed(why) => {
                     log::warn!("container {id}: its GPU claim could not be taken again: {why}")
                 }
@@ -298,7 +406,7 @@ impl Planner {
             pods.len(),
             containers.len()
         );
-        Ok(Vec::new())
+        Vec::new()
     }
 }
 
@@ -309,28 +417,24 @@ mod tests {
     #[test]
     fn the_runtime_s_config_replaces_the_file_s_and_a_bad_one_fails_configure() {
         let h = PlanHandler::new(HookConfig::default(), "10-cpuplan", true);
-        h.configure("", "containerd", "1.7").unwrap();
+        h.configure_with("").unwrap();
         assert_eq!(h.config(), HookConfig::default(), "no config given: kept");
-        h.configure(
-            r#"{"nri_dir": "/t/nri", "claims_dir": "/t/claims", "on_error": "deny"}"#,
-            "containerd",
-            "1.7",
-        )
-        .unwrap();
+        h.configure_with(r#"{"nri_dir": "/t/nri", "claims_dir": "/t/claims", "on_error": "deny"}"#)
+            .unwrap();
         let c = h.config();
         assert_eq!(c.nri_dir, Path::new("/t/nri"));
         assert_eq!(c.claims_dir, Path::new("/t/claims"));
         assert_eq!(c.on_error, OnError::Deny);
-        assert_eq!(h.planner().dirs.dir("x"), Path::new("/t/nri/x"));
+        let x = ContainerId::parse("x").unwrap();
+        assert_eq!(h.planner().dirs.dir(&x), Path::new("/t/nri/x"));
         let e = h
-            .configure(r#"{"step_thread_core": "fast"}"#, "containerd", "1.7")
+            .configure_with(r#"{"step_thread_core": "fast"}"#)
             .unwrap_err();
         assert!(
             e.contains(RUNTIME_CONFIG) && e.contains("step_thread_core"),
             "{e}"
         );
         assert_eq!(h.config(), c, "a bad config changes nothing");
-        h.configure(r#"{"bogus": 1}"#, "containerd", "1.7")
-            .unwrap_err();
+        h.configure_with(r#"{"bogus": 1}"#).unwrap_err();
     }
 }

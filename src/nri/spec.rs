@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::read::spec::{env_of_interest, CharDevice, ContainerSpec, ANNOTATION_PREFIX};
+use nri_plugin::api::{Container, PodSandbox};
 
-use super::proto::{Container, PodSandbox};
+use crate::read::spec::{env_of_interest, CharDevice, ContainerSpec, ANNOTATION_PREFIX};
 
 /// The spec of `container` in `pod`: its env (the variables of interest), its CPU quota,
 /// period and cpus, its char devices, its cgroups path, and the `cpuplan.*` annotations of the
@@ -70,7 +70,7 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nri::proto::{
+    use nri_plugin::api::{
         LinuxContainer, LinuxCpu, LinuxDevice, LinuxResources, OptionalInt64, OptionalUInt64,
     };
 

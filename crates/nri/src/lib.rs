@@ -55,3 +55,5 @@ pub use plugin::{Plugin, PluginError, PluginResult};
 pub use service::Service;
 pub use stub::{run, spawn, Running};
 pub use version::NRI_VERSION;
+/// The protobuf crate the messages are built with (for encoding and decoding them).
+pub use prost;
