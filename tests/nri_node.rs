@@ -646,59 +646,6 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
 }
 
 #[test]
-fn the_test_handler_adjusts_rejects_follows_events_and_synchronizes_with_running_pods() {
-    let node = CriNode::new();
-    let cfg = plugin_config(&node, json!({}));
-    node.start();
-    let plugin = Plugin::spawn(&node, &cfg, &["--test-handler"]);
-    plugin.wait_for(&node, "test handler: synchronize 0 0", 1);
-    let ctx = || context(&node, &plugin.log());
-    let mut pc = node.pod_config("nri-demo");
-    pc.annotations = annotations(&[("cpuplan.nri/test-cpus", "0")]);
-    let pod = node.run_pod(pc, "");
-    let ran = node.run_container(
-        &pod,
-        node.container_config(
-            "srv",
-            "echo NRI_TEST=$NRI_TEST; grep Cpus_allowed_list /proc/self/status",
-        ),
-    );
-    assert!(ran.log.contains("NRI_TEST=1"), "the env: {}", ran.log);
-    assert!(
-        ran.log.contains("Cpus_allowed_list:\t0"),
-        "the cpuset: {}",
-        ran.log
-    );
-    assert_eq!(
-        node.oci_spec(&ran.id)["annotations"]["cpuplan.nri/test"],
-        "1"
-    );
-    let err = node
-        .try_create_container(&pod, node.container_config("cpuplan-nri-reject", "true"))
-        .expect_err("the handler rejects it");
-    assert!(err.message().contains("test handler rejects"), "{err:?}");
-    node.remove_container(&ran.id);
-    plugin.wait_for(&node, &format!("test handler: remove {}", ran.id), 1);
-
-    // A second plugin, started while the pod runs, is synchronized with it.
-    let keep = node.create_container(&pod, node.container_config("keep", "exec sleep 3600"));
-    node.start_container(&keep);
-    let second = Plugin::spawn(&node, &cfg, &["--test-handler"]);
-    second.wait_for(&node, "test handler: synchronize 1 1", 1);
-    node.stop_container(&keep, 1);
-    plugin.wait_for(&node, &format!("test handler: stop {keep}"), 1);
-    second.wait_for(&node, &format!("test handler: stop {keep}"), 1);
-    node.remove_container(&keep);
-    node.remove_pod(&pod);
-    assert_eq!(
-        plugin.count("test handler: create "),
-        3,
-        "srv, the rejected one and keep: {}",
-        ctx()
-    );
-}
-
-#[test]
 fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
     // The node's config has NRI's section with disable = true, as containerd 1.7 ships it.
     let node = CriNode::with(NodeOptions {
@@ -836,9 +783,7 @@ fn the_nri_daemonset_gives_the_plugin_every_host_path_it_uses() {
     );
     assert_eq!(argv[1], "nri", "{argv:?}");
     assert!(
-        !argv
-            .iter()
-            .any(|w| w == "--config" || w == "--test-handler"),
+        !argv.iter().any(|w| w == "--config"),
         "{argv:?}"
     );
     let socket = &argv[argv.iter().position(|w| w == "--socket").unwrap() + 1];

@@ -3,8 +3,9 @@
 //! under a temp dir, snapshotter `native`, `restrict_oom_score_adj`, the sandbox image
 //! imported), and the plugin as the runtime sees it: external (connecting to the NRI socket,
 //! reconnecting when containerd restarts) and pre-launched (started by containerd from its
-//! plugin directory as `10-cpuplan`). What goes through CRI (pods, containers, the test handler's
-//! adjustments, the planning handler) is in `tests/nri_node.rs`.
+//! plugin directory as `10-cpuplan`), both planning (the stub's own protocol tests, with its
+//! recording example plugin, are `crates/nri/tests/containerd.rs`). What goes through CRI (pods,
+//! containers, the plans) is in `tests/nri_node.rs`.
 
 /// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
 #[path = "common/log_guard.rs"]
@@ -182,8 +183,8 @@ impl Node {
             std::fs::copy(BIN, &plugin).expect("copy the plugin binary");
             std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
             // Its config, which NRI hands it at Configure: logging to stderr (containerd sends
-            // it to /dev/null), never to the host's default log.
-            std::fs::write(t.join("nri-conf/10-cpuplan.conf"), r#"{"log": "stderr"}"#).unwrap();
+            // it to /dev/null), never to the host's default log, its plans and claims here.
+            std::fs::write(t.join("nri-conf/10-cpuplan.conf"), private_config(t)).unwrap();
         }
         let mut node = Node { dir, child: None };
         node.launch();
@@ -302,11 +303,12 @@ struct Plugin {
 
 impl Plugin {
     /// Starts `cpuplan-hook --config CONFIG nri ARGS`, logging to `log` (stderr) only: CONFIG,
-    /// beside `log`, says `"log": "stderr"` (never the host's config or its default log).
+    /// beside `log`, says `"log": "stderr"` (never the host's config or its default log) and
+    /// keeps its plans and claims beside it.
     fn spawn(args: &[&str], log: PathBuf) -> Plugin {
         let file = std::fs::File::create(&log).unwrap();
         let config = log.with_extension("config.json");
-        std::fs::write(&config, r#"{"log": "stderr"}"#).unwrap();
+        std::fs::write(&config, private_config(log.parent().unwrap())).unwrap();
         let child = Command::new(BIN)
             .arg("--config")
             .arg(&config)
@@ -320,13 +322,10 @@ impl Plugin {
         Plugin { child, log }
     }
 
-    /// An external plugin of `node` with the test handler.
+    /// An external plugin of `node`.
     fn external(node: &Node) -> Plugin {
         let socket = node.nri_socket();
-        Plugin::spawn(
-            &["--socket", socket.to_str().unwrap(), "--test-handler"],
-            node.path("plugin.log"),
-        )
+        Plugin::spawn(&["--socket", socket.to_str().unwrap()], node.path("plugin.log"))
     }
 
     /// The plugin's log so far.
@@ -369,6 +368,16 @@ impl Drop for Plugin {
     }
 }
 
+/// A plugin config for tests under `dir`: the log on stderr, plans and claims under `dir`.
+fn private_config(dir: &std::path::Path) -> String {
+    serde_json::json!({
+        "log": "stderr",
+        "nri_dir": dir.join("plans"),
+        "claims_dir": dir.join("claims"),
+    })
+    .to_string()
+}
+
 /// How many lines of `log` contain `what`.
 fn count(log: &str, what: &str) -> usize {
     log.lines().filter(|l| l.contains(what)).count()
@@ -390,9 +399,9 @@ fn external_plugin_registers_is_configured_and_synchronized() {
     let log = plugin.log();
     assert_eq!(count(&log, "nri: registered as 10-cpuplan"), 1, "{log}");
     assert_eq!(
-        count(&log, "test handler: configure containerd "),
+        count(&log, "nri: 10-cpuplan configured by containerd "),
         1,
-        "Configure reached the handler with the runtime's name: {log}"
+        "Configure reached the plugin with the runtime's name: {log}"
     );
     assert_eq!(
         count(
@@ -402,7 +411,14 @@ fn external_plugin_registers_is_configured_and_synchronized() {
         1,
         "{log}"
     );
-    assert_eq!(count(&log, "test handler: synchronize 0 0"), 1, "{log}");
+    assert_eq!(
+        count(
+            &log,
+            "synchronized with 0 pods and 0 containers: kept the plans of 0, dropped 0"
+        ),
+        1,
+        "Synchronize reached the planner: {log}"
+    );
     let clog = node.log();
     assert!(
         clog.contains(r#"plugin \"external:10-cpuplan["#) && clog.contains(REGISTERED),
