@@ -325,10 +325,8 @@ impl HookConfig {
     /// under `nri_dir` and bind-mounts its subdirectories into containers, so claims or a log
     /// there could be removed or shown to a tenant.
     fn check_overlaps(&self, path: &Path) -> Result<(), ConfigError> {
-        let mut keys: Vec<(&'static str, &Path)> = vec![
-            ("nri_dir", &self.nri_dir),
-            ("claims_dir", &self.claims_dir),
-        ];
+        let mut keys: Vec<(&'static str, &Path)> =
+            vec![("nri_dir", &self.nri_dir), ("claims_dir", &self.claims_dir)];
         if let Some(log) = &self.log {
             keys.push(("log", log));
         }
@@ -497,13 +495,33 @@ mod tests {
     #[test]
     fn overlapping_nri_dir_claims_dir_and_log_are_refused_in_one_line_naming_both() {
         for (text, a, b) in [
-            (r#"{"nri_dir": "/d", "claims_dir": "/d/claims"}"#, "nri_dir", "claims_dir"),
-            (r#"{"nri_dir": "/d/nri", "claims_dir": "/d"}"#, "nri_dir", "claims_dir"),
-            (r#"{"nri_dir": "/d", "claims_dir": "/d/"}"#, "nri_dir", "claims_dir"),
+            (
+                r#"{"nri_dir": "/d", "claims_dir": "/d/claims"}"#,
+                "nri_dir",
+                "claims_dir",
+            ),
+            (
+                r#"{"nri_dir": "/d/nri", "claims_dir": "/d"}"#,
+                "nri_dir",
+                "claims_dir",
+            ),
+            (
+                r#"{"nri_dir": "/d", "claims_dir": "/d/"}"#,
+                "nri_dir",
+                "claims_dir",
+            ),
             // the easy mistake: the DaemonSet's hostPath, above the default claims_dir
             (r#"{"nri_dir": "/run/cpuplan"}"#, "nri_dir", "claims_dir"),
-            (r#"{"nri_dir": "/p/nri", "log": "/p/nri/p.log"}"#, "nri_dir", "log"),
-            (r#"{"claims_dir": "/c", "log": "/c/x.log"}"#, "claims_dir", "log"),
+            (
+                r#"{"nri_dir": "/p/nri", "log": "/p/nri/p.log"}"#,
+                "nri_dir",
+                "log",
+            ),
+            (
+                r#"{"claims_dir": "/c", "log": "/c/x.log"}"#,
+                "claims_dir",
+                "log",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(

@@ -782,10 +782,7 @@ fn the_nri_daemonset_gives_the_plugin_every_host_path_it_uses() {
         argv[0]
     );
     assert_eq!(argv[1], "nri", "{argv:?}");
-    assert!(
-        !argv.iter().any(|w| w == "--config"),
-        "{argv:?}"
-    );
+    assert!(!argv.iter().any(|w| w == "--config"), "{argv:?}");
     let socket = &argv[argv.iter().position(|w| w == "--socket").unwrap() + 1];
     assert_eq!(socket, cpuplan_hook::nri::options::DEFAULT_SOCKET);
     // What the plugin writes and reads on the host: each on a hostPath mounted at its own path.

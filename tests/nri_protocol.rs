@@ -325,7 +325,10 @@ impl Plugin {
     /// An external plugin of `node`.
     fn external(node: &Node) -> Plugin {
         let socket = node.nri_socket();
-        Plugin::spawn(&["--socket", socket.to_str().unwrap()], node.path("plugin.log"))
+        Plugin::spawn(
+            &["--socket", socket.to_str().unwrap()],
+            node.path("plugin.log"),
+        )
     }
 
     /// The plugin's log so far.

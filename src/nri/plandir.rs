@@ -257,7 +257,13 @@ mod tests {
         for other in ["operator-notes", "claims", "c2", "c3", "README"] {
             assert!(!dirs.remove(&id(other)), "{other}");
         }
-        for kept in ["operator-notes/keep", "claims/keep", "c2/keep", "README", "c3.claims.json"] {
+        for kept in [
+            "operator-notes/keep",
+            "claims/keep",
+            "c2/keep",
+            "README",
+            "c3.claims.json",
+        ] {
             assert!(root.join(kept).exists(), "{kept}");
         }
         assert!(dirs.remove(&id("c1")));

@@ -101,9 +101,15 @@ pub fn pod_uid_of_cgroup(text: &str) -> Option<String> {
         .flat_map(|p| p.split('/'))
         .find_map(|c| {
             let c = c.strip_suffix(".slice").unwrap_or(c);
-            let uid = c.rsplit_once("-pod").map(|(_, u)| u).or(c.strip_prefix("pod"))?;
-            (uid.len() >= 32 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b"-_".contains(&b)))
-                .then(|| uid.replace('_', "-"))
+            let uid = c
+                .rsplit_once("-pod")
+                .map(|(_, u)| u)
+                .or(c.strip_prefix("pod"))?;
+            (uid.len() >= 32
+                && uid
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b"-_".contains(&b)))
+            .then(|| uid.replace('_', "-"))
         })
 }
 
@@ -282,7 +288,10 @@ impl Planner {
                     log::info!("container {id}: {note}");
                 }
                 log::info!("{}", decision.summary(&inputs));
-                Ok(adjustment(&edit, covered.is_none().then_some(dir.as_path())))
+                Ok(adjustment(
+                    &edit,
+                    covered.is_none().then_some(dir.as_path()),
+                ))
             }
             Err(e) => {
                 self.forget(id);
@@ -330,7 +339,8 @@ impl Plugin for PlanHandler {
     }
 
     fn remove_container(&self, _pod: &PodSandbox, container: &Container) -> PluginResult<()> {
-        self.planner().forget_named("RemoveContainer", &container.id);
+        self.planner()
+            .forget_named("RemoveContainer", &container.id);
         Ok(())
     }
 

@@ -33,7 +33,8 @@
 //! the answers), [`events`] (the subscription), [`version`] (what each runtime's NRI knows),
 //! [`plugin`] (the trait), [`service`] (the ttrpc `Plugin` service), [`mux`] (NRI's connection
 //! multiplexer), [`transport`] (ttrpc over the mux, registration), [`stub`] (connect, reconnect,
-//! signals), [`options`] (where the runtime is and who the plugin is), [`error`].
+//! signals), [`options`] (where the runtime is and who the plugin is), [`runtime`] (the
+//! runtime's end, for testing a plugin over the real protocol), [`error`].
 #![warn(missing_docs)]
 
 pub mod adjust;
@@ -43,6 +44,7 @@ pub mod events;
 pub mod mux;
 pub mod options;
 pub mod plugin;
+pub mod runtime;
 pub mod service;
 pub mod stub;
 pub mod transport;
@@ -52,8 +54,8 @@ pub use error::Error;
 pub use events::EventMask;
 pub use options::{Endpoint, Options};
 pub use plugin::{Plugin, PluginError, PluginResult};
+/// The protobuf crate the messages are built with (for encoding and decoding them).
+pub use prost;
 pub use service::Service;
 pub use stub::{run, spawn, Running};
 pub use version::NRI_VERSION;
-/// The protobuf crate the messages are built with (for encoding and decoding them).
-pub use prost;

@@ -223,13 +223,12 @@ mod tests {
     use super::*;
     use crate::api::{
         ConfigureRequest, ConfigureResponse, Container, ContainerAdjustment,
-        CreateContainerRequest, CreateContainerResponse, PodSandbox, PLUGIN_SERVICE,
+        CreateContainerRequest, CreateContainerResponse, PodSandbox,
     };
     use crate::plugin::{Plugin, PluginResult};
-    use std::collections::HashMap;
-    use std::sync::{mpsc, Mutex};
+    use crate::runtime::Session;
+    use std::sync::mpsc;
     use std::time::Instant;
-    use ttrpc::{MethodHandler, TtrpcContext};
 
     /// Sleeps in CreateContainer for containers named "slow"; sets `NAME` to the name.
     struct Slow;
@@ -249,34 +248,17 @@ mod tests {
         }
     }
 
-    /// The fake runtime's `RegisterPlugin`: sends what it got to the test.
-    struct Register(Mutex<mpsc::Sender<RegisterPluginRequest>>);
-
-    impl MethodHandler for Register {
-        fn handler(&self, ctx: TtrpcContext, req: ttrpc::Request) -> ttrpc::Result<()> {
-            if let Ok(r) = RegisterPluginRequest::decode(req.payload.as_slice()) {
-                let _ = self.0.lock().unwrap().send(r);
-            }
-            ctx.respond(ctx.mh.stream_id, ttrpc::Response::new())
-        }
-    }
-
     fn plugin_server() -> PluginServer {
         PluginServer::start(Arc::new(Service::new(Arc::new(Slow), "10-demo".into()))).unwrap()
     }
 
     fn call<M: Message + Default>(
-        client: &ttrpc::Client,
+        runtime: &Session,
         method: &str,
         payload: Vec<u8>,
     ) -> Result<M, ttrpc::Error> {
-        let mut req = ttrpc::Request::new();
-        req.service = PLUGIN_SERVICE.to_string();
-        req.method = method.to_string();
-        req.payload = payload;
-        req.timeout_nano = Duration::from_secs(10).as_nanos() as i64;
-        let res = client.request(req)?;
-        Ok(M::decode(res.payload.as_slice()).expect("decode reply"))
+        let bytes = runtime.call_raw(method, payload)?;
+        Ok(M::decode(bytes.as_slice()).expect("decode reply"))
     }
 
     fn create(name: &str) -> Vec<u8> {
@@ -295,29 +277,8 @@ mod tests {
     fn registers_serves_and_a_slow_request_does_not_hold_up_the_others() {
         let (plugin_trunk, runtime_trunk) = UnixStream::pair().unwrap();
 
-        // the fake runtime: a server for connection 2, a client for connection 1
-        let (reg_tx, reg_rx) = mpsc::channel();
-        let mut methods: HashMap<String, Box<dyn MethodHandler + Send + Sync>> = HashMap::new();
-        methods.insert(
-            format!("/{RUNTIME_SERVICE}/RegisterPlugin"),
-            Box::new(Register(Mutex::new(reg_tx))),
-        );
-        let runtime_server = LocalServer::start(methods).unwrap();
-        let runtime_server_side = runtime_server.connect().unwrap();
-        let (client_fd, runtime_client_side) = UnixStream::pair().unwrap();
-        let (closed_tx, closed_rx) = mpsc::channel();
-        let runtime_mux = Mux::start(
-            runtime_trunk,
-            vec![
-                (PLUGIN_SERVICE_CONN, runtime_client_side),
-                (RUNTIME_SERVICE_CONN, runtime_server_side),
-            ],
-            move |_| {
-                let _ = closed_tx.send(());
-            },
-        )
-        .unwrap();
-        let client = ttrpc::Client::new(client_fd.into_raw_fd()).unwrap();
+        // the runtime's end: a server for connection 2, a client for connection 1
+        let runtime = Arc::new(Session::over(runtime_trunk).unwrap());
 
         // the plugin
         let server = plugin_server();
@@ -326,7 +287,7 @@ mod tests {
             let _ = plugin_closed_tx.send(());
         })
         .expect("register");
-        let reg = reg_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let reg = runtime.registered(Duration::from_secs(5)).unwrap();
         assert_eq!(
             (
                 reg.plugin_name.as_str(),
@@ -337,7 +298,7 @@ mod tests {
         );
 
         let rpl: ConfigureResponse = call(
-            &client,
+            &runtime,
             "Configure",
             ConfigureRequest::default().encode_to_vec(),
         )
@@ -349,16 +310,16 @@ mod tests {
         );
 
         // a slow CreateContainer and, while it runs, a fast one that must not wait for it
-        let slow_client = client.clone();
+        let slow_runtime = Arc::clone(&runtime);
         let start = Instant::now();
         let slow = std::thread::spawn(move || {
             let r: CreateContainerResponse =
-                call(&slow_client, "CreateContainer", create("slow")).unwrap();
+                call(&slow_runtime, "CreateContainer", create("slow")).unwrap();
             (r, start.elapsed())
         });
         std::thread::sleep(Duration::from_millis(200));
         let fast: CreateContainerResponse =
-            call(&client, "CreateContainer", create("fast")).unwrap();
+            call(&runtime, "CreateContainer", create("fast")).unwrap();
         let fast_took = start.elapsed();
         let (slow, slow_took) = slow.join().unwrap();
         assert_eq!(fast.adjust.unwrap().env[0].value, "fast");
@@ -369,23 +330,22 @@ mod tests {
         );
 
         // an unknown method is answered with an error, and the connection goes on
-        assert!(call::<ConfigureResponse>(&client, "Bogus", Vec::new()).is_err());
+        assert!(call::<ConfigureResponse>(&runtime, "Bogus", Vec::new()).is_err());
         let _: ConfigureResponse = call(
-            &client,
+            &runtime,
             "Configure",
             ConfigureRequest::default().encode_to_vec(),
         )
         .unwrap();
 
         // the runtime goes away: the plugin's side sees the trunk close
-        runtime_mux.close();
+        Arc::into_inner(runtime)
+            .expect("the slow call is done")
+            .close();
         plugin_closed_rx
             .recv_timeout(Duration::from_secs(5))
             .unwrap();
-        closed_rx.recv_timeout(Duration::from_secs(5)).unwrap();
         link.close();
-        runtime_mux.join();
-        drop(runtime_server);
     }
 
     #[test]
