@@ -26,6 +26,12 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+
+/// The plugin binary the external plugins run: `CPUPLAN_HOOK_BIN` runs another build of it
+/// under the same tests.
+fn plugin_bin() -> String {
+    std::env::var("CPUPLAN_HOOK_BIN").unwrap_or_else(|_| BIN.into())
+}
 /// The plugin's `INDEX-NAME` (the defaults) and its claims' scope.
 const PLUGIN: &str = "10-cpuplan";
 const SCOPE: &str = "nri:10-cpuplan";
@@ -118,7 +124,7 @@ impl Plugin {
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let stderr = std::fs::File::create(log.with_extension("stderr")).unwrap();
         argv.extend(["--log".to_string(), log.display().to_string()]);
-        let child = Command::new(BIN)
+        let child = Command::new(plugin_bin())
             .args(&argv)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -643,6 +649,210 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
     wait_until("the plugin's plans to go", ctx, || {
         std::fs::read_dir(nri_dir(&node)).is_ok_and(|mut d| d.next().is_none())
     });
+}
+
+/// `config` with a host directory `host` (holding a file `marker`) mounted at `at`.
+fn with_volume(mut config: api::ContainerConfig, host: &Path, at: &str) -> api::ContainerConfig {
+    std::fs::create_dir_all(host).unwrap();
+    std::fs::write(host.join("marker"), "the tenant's\n").unwrap();
+    config.mounts.push(api::Mount {
+        container_path: at.into(),
+        host_path: host.display().to_string(),
+        readonly: true,
+        ..Default::default()
+    });
+    config
+}
+
+/// What a probe container sees of its volume, its env and the plan directory.
+const VOLUME_PROBE: &str = r#"echo "--- env"; env | sort
+echo '--- ls'; ls /run/cpuplan /run/cpuplan/data 2>&1
+echo '--- marker'; cat /run/cpuplan/marker /run/cpuplan/data/marker 2>/dev/null; echo '--- end'"#;
+
+#[test]
+fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced() {
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let plugin = Plugin::external(&node, &cfg);
+    let ctx = || context(&node, &plugin.log());
+    let pod = node.run_pod(node.pod_config("volumes"), "");
+
+    // At /run/cpuplan/data: the plan mount would be read-only above it (runc: "mkdir
+    // .../run/cpuplan/data: read-only file system"); the container starts with its env.
+    let under = with_volume(
+        quota(node.container_config("under", VOLUME_PROBE), 100000, 100000),
+        &node.path("volumes/data"),
+        "/run/cpuplan/data",
+    );
+    let id = node
+        .try_create_container(&pod, under.clone())
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", ctx()));
+    node.try_start_container(&id).unwrap_or_else(|e| {
+        panic!(
+            "a volume under the plan directory stops the start: {e:?}\n{}",
+            ctx()
+        )
+    });
+    let out = node.wait_log(&pod, &under, "--- end");
+    assert!(
+        section(&out, "env").contains("OMP_NUM_THREADS=1"),
+        "{out}\n{}",
+        ctx()
+    );
+    assert_eq!(section(&out, "marker").trim(), "the tenant's", "{out}");
+    let spec = node.oci_spec(&id);
+    let dests: Vec<&str> = spec["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["destination"].as_str())
+        .collect();
+    assert!(!dests.contains(&"/run/cpuplan"), "no plan mount: {dests:?}");
+    assert_eq!(
+        plugin.count("covers the plan directory /run/cpuplan: env only, no plan mount"),
+        1,
+        "{}",
+        ctx()
+    );
+    node.remove_container(&id);
+
+    // At /run/cpuplan itself: the tenant's volume stays (NRI would replace a mount with the
+    // same destination).
+    let at = with_volume(
+        quota(node.container_config("at", VOLUME_PROBE), 100000, 100000),
+        &node.path("volumes/own"),
+        "/run/cpuplan",
+    );
+    let ran = node.run_container(&pod, at);
+    assert_eq!(ran.exit_code, 0, "{}\n{}", ran.log, ctx());
+    assert_eq!(
+        section(&ran.log, "marker").trim(),
+        "the tenant's",
+        "{}",
+        ran.log
+    );
+    assert!(!section(&ran.log, "ls").contains("plan.env"), "{}", ran.log);
+    assert!(
+        section(&ran.log, "env").contains("OMP_NUM_THREADS=1"),
+        "{}",
+        ran.log
+    );
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+}
+
+#[test]
+fn a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned() {
+    // The DaemonSet's own pod (or a second one in a rollout): hostPath /run/cpuplan, the
+    // parent of nri_dir and claims_dir, at /run/cpuplan.
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let plugin = Plugin::external(&node, &cfg);
+    let pod = node.run_pod(node.pod_config("plugin-like"), "");
+    let host = node.path("run/cpuplan");
+    let mut c = quota(
+        node.container_config("plugin", VOLUME_PROBE),
+        100000,
+        100000,
+    );
+    c.mounts.push(api::Mount {
+        container_path: "/run/cpuplan".into(),
+        host_path: host.display().to_string(),
+        ..Default::default()
+    });
+    let ran = node.run_container(&pod, c);
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    assert!(
+        section(&ran.log, "ls").contains("nri"),
+        "it sees the host's directory, not a plan: {}\n{}",
+        ran.log,
+        context(&node, &plugin.log())
+    );
+    assert!(
+        !section(&ran.log, "env").contains("OMP_NUM_THREADS="),
+        "{}",
+        ran.log
+    );
+    assert!(
+        plugin.count("not planned: it mounts") == 1,
+        "{}",
+        plugin.log()
+    );
+    node.remove_container(&ran.id);
+    node.remove_pod(&pod);
+}
+
+#[test]
+fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
+    let node = CriNode::new();
+    // nri_dir above claims_dir: the plugin refuses the config in one line naming both.
+    let d = node.path("run/cpuplan");
+    let bad = plugin_config(&node, json!({"nri_dir": d, "claims_dir": d.join("claims")}));
+    let stderr = node.path("var/log/overlap.stderr");
+    std::fs::create_dir_all(stderr.parent().unwrap()).unwrap();
+    let mut child = Command::new(plugin_bin())
+        .arg("--config")
+        .arg(&bad)
+        .args(["nri", "--socket"])
+        .arg(node.nri_socket())
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        status.is_some_and(|st| !st.success()),
+        "refused at once, not {status:?}: {err}"
+    );
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains(r#"keys "nri_dir" and "claims_dir" overlap"#))
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn synchronize_keeps_what_does_not_carry_the_plugin_s_record() {
+    // An operator's directory and a record-less one in nri_dir: a Synchronize (each
+    // connection, and after a containerd restart) keeps them.
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    let notes = nri_dir(&node).join("operator-notes");
+    let orphan = nri_dir(&node).join("0123abcd");
+    for d in [&notes, &orphan] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("keep"), "x").unwrap();
+    }
+    node.start();
+    let plugin = Plugin::external(&node, &cfg);
+    let pod = node.run_pod(node.pod_config("sync"), "");
+    let ran = node.run_container(
+        &pod,
+        quota(node.container_config("app", PROBE), 100000, 100000),
+    );
+    assert_eq!(ran.exit_code, 0, "{}", ran.log);
+    node.remove_container(&ran.id);
+    node.restart();
+    plugin.wait_for(&node, "nri: synchronized with", 2);
+    assert!(notes.join("keep").is_file(), "{}", plugin.log());
+    assert!(orphan.join("keep").is_file(), "{}", plugin.log());
+    node.remove_pod(&pod);
 }
 
 #[test]
