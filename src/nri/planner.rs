@@ -447,4 +447,70 @@ mod tests {
         assert_eq!(h.config(), c, "a bad config changes nothing");
         h.configure_with(r#"{"bogus": 1}"#).unwrap_err();
     }
+
+    #[test]
+    fn the_plugin_s_own_pod_is_found_in_its_cgroup() {
+        let uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        for text in [
+            format!("4:cpu,cpuacct:/kubepods/besteffort/pod{uid}/0123abcd\n"),
+            format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-0123.scope\n", uid.replace('-', "_")),
+            format!("12:pids:/\n4:cpu:/kubepods/pod{uid}/c\n"),
+        ] {
+            assert_eq!(pod_uid_of_cgroup(&text).as_deref(), Some(uid), "{text}");
+        }
+        for none in [
+            "0::/user.slice/session-1.scope\n",
+            "4:cpu:/podman/pod\n",
+            "",
+        ] {
+            assert_eq!(pod_uid_of_cgroup(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn a_mount_at_or_under_the_plan_directory_covers_it() {
+        let dir = Path::new("/run/cpuplan");
+        for covered in [
+            "/run/cpuplan",
+            "/run/cpuplan/",
+            "/run/cpuplan/data",
+            "/run/x/../cpuplan",
+        ] {
+            assert!(at_or_under(covered, dir), "{covered}");
+        }
+        for apart in ["/run", "/run/cpuplan2", "/var/run/cpuplan", "/", "data"] {
+            assert!(!at_or_under(apart, dir), "{apart}");
+        }
+    }
+
+    #[test]
+    fn a_container_that_mounts_the_plugin_s_directories_is_its_own() {
+        let config = HookConfig {
+            nri_dir: "/run/cpuplan/nri".into(),
+            claims_dir: "/run/cpuplan/claims".into(),
+            ..HookConfig::default()
+        };
+        let p = Planner::new(config, "10-cpuplan");
+        let with = |source: &str| Container {
+            mounts: vec![nri_plugin::api::Mount {
+                destination: "/x".into(),
+                source: source.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let pod = PodSandbox::default();
+        for own in [
+            "/run/cpuplan",
+            "/run",
+            "/",
+            "/run/cpuplan/nri/c1",
+            "/run/cpuplan/claims",
+        ] {
+            assert!(p.plugin_s_own(&pod, &with(own)).is_some(), "{own}");
+        }
+        for other in ["/run/cpuplan2", "/var/lib/data", "tmpfs", "/run/other"] {
+            assert!(p.plugin_s_own(&pod, &with(other)).is_none(), "{other}");
+        }
+    }
 }
