@@ -2,6 +2,9 @@
 //! on, its root, state, sockets and NRI socket under a temp dir, driven through CRI as kubelet
 //! drives it (host-network pods, no CNI), so that what a plugin answers reaches a real
 //! container. It fails (never skips) where it cannot run: not root, or a tool missing.
+//!
+//! `NRI_PLUGIN_TEST_CONTAINERD=DIR` runs the `containerd`, its shim and `ctr` in `DIR` (e.g. a
+//! containerd 2.x unpacked privately) instead of those on the `PATH`.
 #![allow(dead_code)]
 
 mod image;
@@ -57,6 +60,21 @@ pub struct Node {
     client: Mutex<Option<RuntimeServiceClient<Channel>>>,
 }
 
+/// The directory of the containerd under test, if not the one on the `PATH`.
+fn containerd_dir() -> Option<PathBuf> {
+    std::env::var_os("NRI_PLUGIN_TEST_CONTAINERD").map(PathBuf::from)
+}
+
+/// `tool` from the containerd under test.
+fn tool(name: &str) -> Command {
+    let mut c = Command::new(containerd_dir().map_or(PathBuf::from(name), |d| d.join(name)));
+    if let Some(d) = containerd_dir() {
+        let path = std::env::var("PATH").unwrap_or_default();
+        c.env("PATH", format!("{}:{path}", d.display()));
+    }
+    c
+}
+
 fn require(tool: &str) {
     let found = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -106,13 +124,12 @@ impl Node {
         for (reference, cmd) in [(PAUSE, &["sleep", "1000000"][..]), (IMAGE, &["sh"])] {
             let tar = node.path(&format!("{}.tar", reference.replace(['/', ':'], "_")));
             image::image_tar(&tar, reference, cmd);
-            let ok = node.ctr(&[
-                "images",
-                "import",
-                "--snapshotter",
-                "native",
-                tar.to_str().unwrap(),
-            ]);
+            let mut args = vec!["images", "import", "--snapshotter", "native"];
+            if containerd_dir().is_some() {
+                args.push("--local"); // containerd 2.x: not through the transfer service
+            }
+            args.push(tar.to_str().unwrap());
+            let ok = node.ctr(&args);
             assert!(ok, "ctr images import {reference}:\n{}", node.log());
         }
         node
@@ -182,7 +199,7 @@ state = "{t}/run/containerd"
             .append(true)
             .open(self.path("containerd.log"))
             .unwrap();
-        let child = Command::new("containerd")
+        let child = tool("containerd")
             .arg("--config")
             .arg(self.path("config.toml"))
             .stdin(Stdio::null())
@@ -227,7 +244,7 @@ state = "{t}/run/containerd"
 
     /// `ctr ARGS` against this node (namespace k8s.io); whether it succeeded.
     fn ctr(&self, args: &[&str]) -> bool {
-        Command::new("ctr")
+        tool("ctr")
             .arg("--address")
             .arg(self.path("run/containerd/containerd.sock"))
             .args(["--namespace", "k8s.io"])
