@@ -694,6 +694,7 @@ fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced() {
             ctx()
         )
     });
+    assert_eq!(node.wait_exit(&id, WAIT), 0);
     let out = node.wait_log(&pod, &under, "--- end");
     assert!(
         section(&out, "env").contains("OMP_NUM_THREADS=1"),
