@@ -744,6 +744,70 @@ fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced() {
 }
 
 #[test]
+fn an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt() {
+    // The plugin cannot see the image: its first container fails on the plan mount (runc:
+    // "not a directory"); kubelet's next attempt (a new container of the same name in the same
+    // pod) gets the env and no plan mount, under `allow`.
+    let node = CriNode::new();
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let image = "localhost/cpuplan-runfile:1";
+    let tar = node.path("images/runfile.tar");
+    cri::image_tar_with(
+        &tar,
+        image,
+        &["sh"],
+        &[("run/cpuplan", b"the image's own file\n")],
+    );
+    let r = node.ctr(&[
+        "images",
+        "import",
+        "--snapshotter",
+        "native",
+        tar.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 0, "{}{}", r.out, r.err);
+    let plugin = Plugin::external(&node, &cfg);
+    let ctx = || context(&node, &plugin.log());
+    let pod = node.run_pod(node.pod_config("runfile"), "");
+    let config = |attempt: u32| {
+        let mut c = quota(
+            node.container_config("app", "env | sort; echo '--- file'; cat /run/cpuplan"),
+            100000,
+            100000,
+        );
+        c.image.as_mut().unwrap().image = image.into();
+        c.metadata.as_mut().unwrap().attempt = attempt;
+        c.log_path = format!("app-{attempt}.log");
+        c
+    };
+    let first = node.create_container(&pod, config(0));
+    let err = node
+        .try_start_container(&first)
+        .expect_err("the plan mount on the image's file");
+    assert!(
+        err.message().contains("not a directory"),
+        "{err:?}\n{}",
+        ctx()
+    );
+    let second = config(1);
+    let id = node.create_container(&pod, second.clone());
+    node.try_start_container(&id)
+        .unwrap_or_else(|e| panic!("the next attempt starts: {e:?}\n{}", ctx()));
+    assert_eq!(node.wait_exit(&id, WAIT), 0);
+    let out = node.wait_log(&pod, &second, "the image's own file");
+    assert!(out.contains("OMP_NUM_THREADS=1"), "the env: {out}");
+    assert!(
+        plugin.count("got the plan mount and never ran") == 1,
+        "{}",
+        ctx()
+    );
+    node.remove_container(&id);
+    node.remove_container(&first);
+    node.remove_pod(&pod);
+}
+
+#[test]
 fn a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned() {
     // The DaemonSet's own pod (or a second one in a rollout): hostPath /run/cpuplan, the
     // parent of nri_dir and claims_dir, at /run/cpuplan.

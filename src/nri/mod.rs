@@ -2,11 +2,13 @@
 //! workspace's NRI stub crate (`crates/nri`, `nri_plugin`), which speaks the protocol.
 //!
 //! What is cpuplan's here: [`planner`] (the [`nri_plugin::Plugin`]: read, decide, claim,
-//! write, answer), [`ids`] (the one check of every id a path is built from), [`plandir`] (the
-//! host directory of plans), [`spec`] (NRI's container as the planner's spec), [`from_edit`]
+//! write, answer), [`ids`] (the one check of every id a path is built from), [`attempts`]
+//! (containers whose plan mount may have stopped their start), [`plandir`] (the host directory
+//! of plans), [`spec`] (NRI's container as the planner's spec), [`from_edit`]
 //! (the edit as NRI's adjustment), [`options`] (the command line).
 #![warn(missing_docs)]
 
+pub mod attempts;
 pub mod error;
 pub mod from_edit;
 pub mod ids;

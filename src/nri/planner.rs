@@ -32,6 +32,7 @@ use crate::edit::SpecEdit;
 use crate::read::host::Host;
 use crate::read::{read, Container as Ctr, Live};
 
+use super::attempts::Attempts;
 use super::from_edit::adjustment;
 use super::ids::ContainerId;
 use super::plandir::{PlanDirs, Record};
@@ -91,6 +92,8 @@ struct Planner {
     me: OnceLock<Holder>,
     /// The UID of the pod the plugin runs in, if it runs in one (from its own cgroup).
     own_pod: Option<String>,
+    /// Containers given a plan mount that have not stopped yet.
+    attempts: Attempts,
 }
 
 /// The UID of the Kubernetes pod whose cgroup `text` (a `/proc/PID/cgroup`) is in, if any:
@@ -133,6 +136,7 @@ impl Planner {
                 .ok()
                 .as_deref()
                 .and_then(pod_uid_of_cgroup),
+            attempts: Attempts::default(),
         }
     }
 
@@ -216,7 +220,12 @@ impl Planner {
     /// nothing.
     fn forget_named(&self, event: &str, id: &str) {
         match ContainerId::parse(id) {
-            Ok(id) => self.forget(&id),
+            Ok(id) => {
+                if event == "StopContainer" {
+                    self.attempts.stopped(&id);
+                }
+                self.forget(&id)
+            }
             Err(e) => log::warn!("nri: {event}: {e}: nothing released or removed"),
         }
     }
@@ -266,6 +275,18 @@ impl Planner {
                 self.config.dir.display()
             ));
         }
+        let retried = match (covered, self.config.on_error) {
+            (None, OnError::Allow) => self.attempts.never_started(&pod.id, &c.name),
+            _ => None,
+        };
+        if let Some(before) = &retried {
+            inputs.notes.push(format!(
+                "the pod's earlier {} ({before}) got the plan mount and never ran (an image's own file at {}?): env only, no plan mount",
+                c.name,
+                self.config.dir.display()
+            ));
+        }
+        let mount = covered.is_none() && retried.is_none();
         let decision = decide(&inputs, &self.config);
         if let Some(p) = &decision.problem {
             return self.problem(&id_text, p);
@@ -288,10 +309,10 @@ impl Planner {
                     log::info!("container {id}: {note}");
                 }
                 log::info!("{}", decision.summary(&inputs));
-                Ok(adjustment(
-                    &edit,
-                    covered.is_none().then_some(dir.as_path()),
-                ))
+                if mount {
+                    self.attempts.mounted(&pod.id, &c.name, id);
+                }
+                Ok(adjustment(&edit, mount.then_some(dir.as_path())))
             }
             Err(e) => {
                 self.forget(id);
@@ -391,6 +412,8 @@ impl Planner {
         // A runtime (re)connecting may come after a change of GPUs: read them anew.
         self.host.forget_inventory();
         let running: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        let live_pods: Vec<&str> = pods.iter().map(|p| p.id.as_str()).collect();
+        self.attempts.keep_pods(&live_pods);
         let (mut kept, mut dropped) = (0, 0);
         let ids = self.dirs.ids();
         self.dirs.sweep(&ids);

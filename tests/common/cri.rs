@@ -912,12 +912,20 @@ fn tar_file(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) {
 /// Writes an OCI image-layout tar at `out`: one layer with `/bin/busybox` and its applets, the
 /// image `reference` (annotated for `ctr images import`) running `cmd`.
 pub fn image_tar(out: &Path, reference: &str, cmd: &[&str]) {
+    image_tar_with(out, reference, cmd, &[]);
+}
+
+/// [`image_tar`] with the regular files `files` (path in the image, bytes) in its layer too.
+pub fn image_tar_with(out: &Path, reference: &str, cmd: &[&str], files: &[(&str, &[u8])]) {
     let busybox = std::fs::read(which("busybox")).expect("read busybox");
     let mut layer = tar::Builder::new(Vec::new());
     for d in ["bin", "proc", "sys", "dev", "tmp", "run", "etc"] {
         tar_dir(&mut layer, d);
     }
     tar_file(&mut layer, "bin/busybox", &busybox, 0o755);
+    for (path, data) in files {
+        tar_file(&mut layer, path, data, 0o644);
+    }
     for a in APPLETS {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Symlink);
