@@ -95,8 +95,9 @@ fn hostile_ids_remove_nothing_but_the_named_container_s_own_files() {
         std::fs::create_dir_all(t.join(d)).unwrap();
         std::fs::write(t.join(d).join("keep"), "x").unwrap();
     }
-    planned(&plans, "c1");
-    planned(&plans, "c2");
+    for id in ["c1", "c2", "c3"] {
+        planned(&plans, id);
+    }
 
     let listener = Listener::bind(&t.join("nri.sock")).unwrap();
     let log = std::fs::File::create(t.join("plugin.stderr")).unwrap();
@@ -128,7 +129,7 @@ fn hostile_ids_remove_nothing_but_the_named_container_s_own_files() {
         .unwrap()
         .events;
     assert_ne!(events, 0);
-    sync(&s, &["c1", "c2"]);
+    sync(&s, &["c1", "c2", "c3"]);
     let before = files(t);
 
     let abs = t.join("abs").display().to_string();
@@ -212,7 +213,16 @@ fn hostile_ids_remove_nothing_but_the_named_container_s_own_files() {
         stderr()
     );
 
-    // Synchronize with nothing running: c2's plan (with its record) goes, what has no record
+    // RemoveContainer as NRI v0.12 sends it, its own call: served (not "does not exist").
+    let remove = RemoveContainerRequest {
+        pod: None,
+        container: Some(container("c2")),
+    };
+    s.call::<RemoveContainerResponse>("RemoveContainer", &remove)
+        .expect("RemoveContainer is served");
+    assert!(!plans.join("c2").exists() && !plans.join("c2.claims.json").exists());
+
+    // Synchronize with nothing running: c3's plan (with its record) goes, what has no record
     // of the plugin stays.
     sync(&s, &[]);
     for kept in [
@@ -223,7 +233,7 @@ fn hostile_ids_remove_nothing_but_the_named_container_s_own_files() {
     ] {
         assert!(t.join(kept).exists(), "{kept} kept\n{}", stderr());
     }
-    assert!(!plans.join("c2").exists() && !plans.join("c2.claims.json").exists());
+    assert!(!plans.join("c3").exists() && !plans.join("c3.claims.json").exists());
     // Still serving.
     s.call::<ConfigureResponse>("Configure", &configure)
         .unwrap();
