@@ -12,195 +12,38 @@ mod common; // with tests/common/log_guard.rs: fails this binary if the real hoo
 
 #[path = "common/cri.rs"]
 mod cri;
+#[path = "common/nriplugin.rs"]
+mod nriplugin;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::procs::processes_running;
 use common::runc::line_value;
-use cri::{annotations, cri as api, gpu_host, quota, section, CriNode, NodeOptions, Pod};
+use cri::{annotations, cri as api, quota, section, CriNode, NodeOptions, Pod};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use nriplugin::{
+    claims, config_text, context, nri_dir, plan_json, plugin_config, wait_until, Plugin, BIN,
+    PLUGIN, PROBE, SCOPE, WAIT,
+};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
-
-/// The plugin binary the external plugins run: `CPUPLAN_HOOK_BIN` runs another build of it
-/// under the same tests.
-fn plugin_bin() -> String {
-    std::env::var("CPUPLAN_HOOK_BIN").unwrap_or_else(|_| BIN.into())
-}
-/// The plugin's `INDEX-NAME` (the defaults) and its claims' scope.
-const PLUGIN: &str = "10-cpuplan";
-const SCOPE: &str = "nri:10-cpuplan";
-/// How long the tests wait for the plugin or containerd to do something.
-const WAIT: Duration = Duration::from_secs(20);
-
-/// What the test containers print: their own environment, the plan directory's mount, a write
-/// into it, their CPUs, and the plan files.
-const PROBE: &str = r#"echo '--- env'; env | sort
-echo '--- mounts'; grep ' /run/cpuplan ' /proc/mounts
-echo '--- write'; (echo x > /run/cpuplan/x) 2>&1 || echo refused
-echo "--- cpus"; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status
-echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
-
-/// Polls `cond` every 50 ms until it holds; fails with `what` and `ctx()` after [`WAIT`].
-fn wait_until(what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\n{}",
-            ctx()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The plugin's config for `node`, written at `T/etc/cpuplan/hook.json`: the fake GPU host as
-/// topology, claims, plans and log under the node root, and `extra`'s keys.
-fn plugin_config(node: &CriNode, extra: Value) -> PathBuf {
-    let p = node.path("etc/cpuplan/hook.json");
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, config_text(node, extra)).unwrap();
+/// The plugin as `examples/kubernetes/nri-daemonset.yaml` runs it, on `node` with `config`:
+/// its command line with the node's socket, the config given.
+fn plugin_as_daemonset(node: &CriNode, config: &Path) -> Plugin {
+    let words = daemonset_argv(&daemonset());
+    let mut argv = vec!["--config".to_string(), config.display().to_string()];
+    let socket = node.nri_socket().display().to_string();
+    let mut rest = words[1..].to_vec();
+    let at = rest.iter().position(|w| w == "--socket").unwrap() + 1;
+    rest[at] = socket;
+    argv.extend(rest);
+    let p = Plugin::start(node, argv);
+    p.wait_for(node, "nri: synchronized with", 1);
     p
-}
-
-fn config_text(node: &CriNode, extra: Value) -> String {
-    let mut cfg = json!({
-        "step_thread_core": "auto",
-        "topology_root": gpu_host(node.root()),
-        "claims_dir": node.path("var/lib/cpuplan/claims"),
-        "nri_dir": node.path("run/cpuplan/nri"),
-        "log": node.path("var/log/cpuplan-nri.log"),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    serde_json::to_string_pretty(&cfg).unwrap()
-}
-
-/// The plugin's host directory of plans on `node`.
-fn nri_dir(node: &CriNode) -> PathBuf {
-    node.path("run/cpuplan/nri")
-}
-
-/// `cpuplan-hook claims --json` with the plugin's config.
-fn claims(node: &CriNode) -> Value {
-    common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
-}
-
-/// The plan files inside a probe's output.
-fn plan_json(out: &str) -> Value {
-    serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
-}
-
-/// A plugin started by the test: `cpuplan-hook --config CONFIG nri --socket S --log L ARGS`,
-/// its stderr in `L.stderr`. Dropping it kills it (a stopped one too).
-struct Plugin {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Plugin {
-    /// Starts an external plugin of `node` with `config` and `args`, logging to a file of its own.
-    fn spawn(node: &CriNode, config: &Path, args: &[&str]) -> Plugin {
-        let mut argv = vec![
-            "--config".to_string(),
-            config.display().to_string(),
-            "nri".into(),
-            "--socket".into(),
-            node.nri_socket().display().to_string(),
-        ];
-        argv.extend(args.iter().map(|a| a.to_string()));
-        Plugin::start(node, argv)
-    }
-
-    /// Starts `cpuplan-hook ARGV --log L`, `L` a log file of its own under the node.
-    fn start(node: &CriNode, mut argv: Vec<String>) -> Plugin {
-        let log = node.path(&format!("var/log/nri-plugin-{}.log", cri::unique()));
-        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        let stderr = std::fs::File::create(log.with_extension("stderr")).unwrap();
-        argv.extend(["--log".to_string(), log.display().to_string()]);
-        let child = Command::new(plugin_bin())
-            .args(&argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start the plugin");
-        Plugin { child, log }
-    }
-
-    /// The plugin as `examples/kubernetes/nri-daemonset.yaml` runs it, on `node` with `config`:
-    /// its command line with the node's socket, the config given.
-    fn as_daemonset(node: &CriNode, config: &Path) -> Plugin {
-        let words = daemonset_argv(&daemonset());
-        let mut argv = vec!["--config".to_string(), config.display().to_string()];
-        let socket = node.nri_socket().display().to_string();
-        let mut rest = words[1..].to_vec();
-        let at = rest.iter().position(|w| w == "--socket").unwrap() + 1;
-        rest[at] = socket;
-        argv.extend(rest);
-        let p = Plugin::start(node, argv);
-        p.wait_for(node, "nri: synchronized with", 1);
-        p
-    }
-
-    /// An external planning plugin of `node`, registered and synchronized.
-    fn external(node: &CriNode, config: &Path) -> Plugin {
-        let p = Plugin::spawn(node, config, &[]);
-        p.wait_for(node, "nri: synchronized with", 1);
-        p
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Its log so far (and its stderr, where a panic would go).
-    fn log(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        match std::fs::read_to_string(self.log.with_extension("stderr")) {
-            Ok(e) if e.contains("panicked") => format!("{log}\n--- stderr:\n{e}"),
-            _ => log,
-        }
-    }
-
-    /// How many lines of its log contain `what`.
-    fn count(&self, what: &str) -> usize {
-        self.log().lines().filter(|l| l.contains(what)).count()
-    }
-
-    /// Waits until `n` lines of its log contain `what`.
-    fn wait_for(&self, node: &CriNode, what: &str, n: usize) {
-        wait_until(
-            &format!("{n} plugin log lines with {what:?}"),
-            || context(node, &self.log()),
-            || self.count(what) >= n,
-        );
-    }
-
-    fn signal(&self, sig: Signal) {
-        kill(Pid::from_raw(self.pid() as i32), sig).unwrap();
-    }
-}
-
-impl Drop for Plugin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A failure's context: the plugin's log and containerd's.
-fn context(node: &CriNode, plugin_log: &str) -> String {
-    format!(
-        "--- plugin log:\n{plugin_log}\n--- containerd log:\n{}",
-        node.log_tail()
-    )
 }
 
 #[test]
@@ -208,7 +51,7 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
     let node = CriNode::new();
     let cfg = plugin_config(&node, json!({}));
     node.start();
-    let plugin = Plugin::as_daemonset(&node, &cfg);
+    let plugin = plugin_as_daemonset(&node, &cfg);
     // The pod annotation reaches the plugin although containerd's pod_annotations is unset.
     let mut pc = node.pod_config("quota");
     pc.annotations = annotations(&[("cpuplan.step-thread-core", "off")]);
@@ -649,275 +492,6 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
     wait_until("the plugin's plans to go", ctx, || {
         std::fs::read_dir(nri_dir(&node)).is_ok_and(|mut d| d.next().is_none())
     });
-}
-
-/// `config` with a host directory `host` (holding a file `marker`) mounted at `at`.
-fn with_volume(mut config: api::ContainerConfig, host: &Path, at: &str) -> api::ContainerConfig {
-    std::fs::create_dir_all(host).unwrap();
-    std::fs::write(host.join("marker"), "the tenant's\n").unwrap();
-    config.mounts.push(api::Mount {
-        container_path: at.into(),
-        host_path: host.display().to_string(),
-        readonly: true,
-        ..Default::default()
-    });
-    config
-}
-
-/// What a probe container sees of its volume, its env and the plan directory.
-const VOLUME_PROBE: &str = r#"echo "--- env"; env | sort
-echo '--- ls'; ls /run/cpuplan /run/cpuplan/data 2>&1
-echo '--- marker'; cat /run/cpuplan/marker /run/cpuplan/data/marker 2>/dev/null; echo '--- end'"#;
-
-#[test]
-fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced() {
-    let node = CriNode::new();
-    let cfg = plugin_config(&node, json!({}));
-    node.start();
-    let plugin = Plugin::external(&node, &cfg);
-    let ctx = || context(&node, &plugin.log());
-    let pod = node.run_pod(node.pod_config("volumes"), "");
-
-    // At /run/cpuplan/data: the plan mount would be read-only above it (runc: "mkdir
-    // .../run/cpuplan/data: read-only file system"); the container starts with its env.
-    let under = with_volume(
-        quota(node.container_config("under", VOLUME_PROBE), 100000, 100000),
-        &node.path("volumes/data"),
-        "/run/cpuplan/data",
-    );
-    let id = node
-        .try_create_container(&pod, under.clone())
-        .unwrap_or_else(|e| panic!("{e:?}\n{}", ctx()));
-    node.try_start_container(&id).unwrap_or_else(|e| {
-        panic!(
-            "a volume under the plan directory stops the start: {e:?}\n{}",
-            ctx()
-        )
-    });
-    assert_eq!(node.wait_exit(&id, WAIT), 0);
-    let out = node.wait_log(&pod, &under, "--- end");
-    assert!(
-        section(&out, "env").contains("OMP_NUM_THREADS=1"),
-        "{out}\n{}",
-        ctx()
-    );
-    assert_eq!(section(&out, "marker").trim(), "the tenant's", "{out}");
-    let spec = node.oci_spec(&id);
-    let dests: Vec<&str> = spec["mounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["destination"].as_str())
-        .collect();
-    assert!(!dests.contains(&"/run/cpuplan"), "no plan mount: {dests:?}");
-    assert_eq!(
-        plugin.count("covers the plan directory /run/cpuplan: env only, no plan mount"),
-        1,
-        "{}",
-        ctx()
-    );
-    node.remove_container(&id);
-
-    // At /run/cpuplan itself: the tenant's volume stays (NRI would replace a mount with the
-    // same destination).
-    let at = with_volume(
-        quota(node.container_config("at", VOLUME_PROBE), 100000, 100000),
-        &node.path("volumes/own"),
-        "/run/cpuplan",
-    );
-    let ran = node.run_container(&pod, at);
-    assert_eq!(ran.exit_code, 0, "{}\n{}", ran.log, ctx());
-    assert_eq!(
-        section(&ran.log, "marker").trim(),
-        "the tenant's",
-        "{}",
-        ran.log
-    );
-    assert!(!section(&ran.log, "ls").contains("plan.env"), "{}", ran.log);
-    assert!(
-        section(&ran.log, "env").contains("OMP_NUM_THREADS=1"),
-        "{}",
-        ran.log
-    );
-    node.remove_container(&ran.id);
-    node.remove_pod(&pod);
-}
-
-#[test]
-fn an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt() {
-    // The plugin cannot see the image: its first container fails on the plan mount (runc:
-    // "not a directory"); kubelet's next attempt (a new container of the same name in the same
-    // pod) gets the env and no plan mount, under `allow`.
-    let node = CriNode::new();
-    let cfg = plugin_config(&node, json!({}));
-    node.start();
-    let image = "localhost/cpuplan-runfile:1";
-    let tar = node.path("images/runfile.tar");
-    cri::image_tar_with(
-        &tar,
-        image,
-        &["sh"],
-        &[("run/cpuplan", b"the image's own file\n")],
-    );
-    let r = node.ctr(&[
-        "images",
-        "import",
-        "--snapshotter",
-        "native",
-        tar.to_str().unwrap(),
-    ]);
-    assert_eq!(r.rc, 0, "{}{}", r.out, r.err);
-    let plugin = Plugin::external(&node, &cfg);
-    let ctx = || context(&node, &plugin.log());
-    let pod = node.run_pod(node.pod_config("runfile"), "");
-    let config = |attempt: u32| {
-        let mut c = quota(
-            node.container_config("app", "env | sort; echo '--- file'; cat /run/cpuplan"),
-            100000,
-            100000,
-        );
-        c.image.as_mut().unwrap().image = image.into();
-        c.metadata.as_mut().unwrap().attempt = attempt;
-        c.log_path = format!("app-{attempt}.log");
-        c
-    };
-    let first = node.create_container(&pod, config(0));
-    let err = node
-        .try_start_container(&first)
-        .expect_err("the plan mount on the image's file");
-    assert!(
-        err.message().contains("not a directory"),
-        "{err:?}\n{}",
-        ctx()
-    );
-    let second = config(1);
-    let id = node.create_container(&pod, second.clone());
-    node.try_start_container(&id)
-        .unwrap_or_else(|e| panic!("the next attempt starts: {e:?}\n{}", ctx()));
-    assert_eq!(node.wait_exit(&id, WAIT), 0);
-    let out = node.wait_log(&pod, &second, "the image's own file");
-    assert!(out.contains("OMP_NUM_THREADS=1"), "the env: {out}");
-    assert!(
-        plugin.count("got the plan mount and never ran") == 1,
-        "{}",
-        ctx()
-    );
-    node.remove_container(&id);
-    node.remove_container(&first);
-    node.remove_pod(&pod);
-}
-
-#[test]
-fn a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned() {
-    // The DaemonSet's own pod (or a second one in a rollout): hostPath /run/cpuplan, the
-    // parent of nri_dir and claims_dir, at /run/cpuplan.
-    let node = CriNode::new();
-    let cfg = plugin_config(&node, json!({}));
-    node.start();
-    let plugin = Plugin::external(&node, &cfg);
-    let pod = node.run_pod(node.pod_config("plugin-like"), "");
-    let host = node.path("run/cpuplan");
-    let mut c = quota(
-        node.container_config("plugin", VOLUME_PROBE),
-        100000,
-        100000,
-    );
-    c.mounts.push(api::Mount {
-        container_path: "/run/cpuplan".into(),
-        host_path: host.display().to_string(),
-        ..Default::default()
-    });
-    let ran = node.run_container(&pod, c);
-    assert_eq!(ran.exit_code, 0, "{}", ran.log);
-    assert!(
-        section(&ran.log, "ls").contains("nri"),
-        "it sees the host's directory, not a plan: {}\n{}",
-        ran.log,
-        context(&node, &plugin.log())
-    );
-    assert!(
-        !section(&ran.log, "env").contains("OMP_NUM_THREADS="),
-        "{}",
-        ran.log
-    );
-    assert!(
-        plugin.count("not planned: it mounts") == 1,
-        "{}",
-        plugin.log()
-    );
-    node.remove_container(&ran.id);
-    node.remove_pod(&pod);
-}
-
-#[test]
-fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
-    let node = CriNode::new();
-    // nri_dir above claims_dir: the plugin refuses the config in one line naming both.
-    let d = node.path("run/cpuplan");
-    let bad = plugin_config(&node, json!({"nri_dir": d, "claims_dir": d.join("claims")}));
-    let stderr = node.path("var/log/overlap.stderr");
-    std::fs::create_dir_all(stderr.parent().unwrap()).unwrap();
-    let mut child = Command::new(plugin_bin())
-        .arg("--config")
-        .arg(&bad)
-        .args(["nri", "--socket"])
-        .arg(node.nri_socket())
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break Some(st);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let err = std::fs::read_to_string(&stderr).unwrap();
-    assert!(
-        status.is_some_and(|st| !st.success()),
-        "refused at once, not {status:?}: {err}"
-    );
-    assert_eq!(
-        err.lines()
-            .filter(|l| l.contains(r#"keys "nri_dir" and "claims_dir" overlap"#))
-            .count(),
-        1,
-        "{err}"
-    );
-}
-
-#[test]
-fn synchronize_keeps_what_does_not_carry_the_plugin_s_record() {
-    // An operator's directory and a record-less one in nri_dir: a Synchronize (each
-    // connection, and after a containerd restart) keeps them.
-    let node = CriNode::new();
-    let cfg = plugin_config(&node, json!({}));
-    let notes = nri_dir(&node).join("operator-notes");
-    let orphan = nri_dir(&node).join("0123abcd");
-    for d in [&notes, &orphan] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(d.join("keep"), "x").unwrap();
-    }
-    node.start();
-    let plugin = Plugin::external(&node, &cfg);
-    let pod = node.run_pod(node.pod_config("sync"), "");
-    let ran = node.run_container(
-        &pod,
-        quota(node.container_config("app", PROBE), 100000, 100000),
-    );
-    assert_eq!(ran.exit_code, 0, "{}", ran.log);
-    node.remove_container(&ran.id);
-    node.restart();
-    plugin.wait_for(&node, "nri: synchronized with", 2);
-    assert!(notes.join("keep").is_file(), "{}", plugin.log());
-    assert!(orphan.join("keep").is_file(), "{}", plugin.log());
-    node.remove_pod(&pod);
 }
 
 #[test]
