@@ -55,9 +55,12 @@ impl Running {
     /// Stops the plugin (its connection closes) and waits for its thread.
     pub fn stop(self) -> Result<(), Error> {
         let _ = self.tx.send(Wake::Stop("stop"));
-        self.thread
-            .join()
-            .unwrap_or_else(|_| Err(Error::Identity("the plugin's thread panicked".into())))
+        self.thread.join().unwrap_or_else(|_| {
+            Err(Error::Transport {
+                what: "plugin thread",
+                source: std::io::Error::other("it panicked"),
+            })
+        })
     }
 }
 
