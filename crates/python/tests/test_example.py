@@ -12,7 +12,7 @@ from typing import Dict, Optional, Tuple
 from conftest import PLAN_VARS, plan_json
 
 import cpuplan
-from cpuplan import CpuPlan, StepCpus
+from cpuplan import HookPlan, StepCpus
 
 
 def run_worker(repo: Path, device: str, env: Dict[str, str]) -> Tuple[int, str, str]:
@@ -23,7 +23,7 @@ def run_worker(repo: Path, device: str, env: Dict[str, str]) -> Tuple[int, str, 
     return out.returncode, out.stdout, out.stderr
 
 
-def write_plan(path: Path, plan: CpuPlan, extra: Optional[dict] = None) -> Path:
+def write_plan(path: Path, plan: HookPlan, extra: Optional[dict] = None) -> Path:
     """plan as the planner's plan.json, with extra keys (as the hook adds)."""
     data = plan_json(plan)
     data.update(extra or {})
@@ -34,7 +34,7 @@ def write_plan(path: Path, plan: CpuPlan, extra: Optional[dict] = None) -> Path:
 def test_the_worker_pins_itself_and_its_helpers_run_on_the_process_mask(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
     a, b = two_cpus
     ab = cpuplan.format_cpu_list({a, b})
-    plan = CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), StepCpus(frozenset({a}), "api"), "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"))
+    plan = HookPlan(frozenset({a, b}), 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), a, "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"), StepCpus(frozenset({a}), "api"))
     path = write_plan(tmp_path / "plan.json", plan, {"container": "test", "inputs": {"gpus": ["0000:2a:00.0", "0000:3a:00.0"]}})
     rc, out, err = run_worker(repo, "00000000:2A:00.0", {"CPUPLAN_PLAN": str(path)})
     assert rc == 0, err
@@ -58,7 +58,7 @@ def test_the_worker_runs_unpinned_without_a_plan(repo: Path, tmp_path: Path) -> 
     mask = cpuplan.format_cpu_list(cpuplan.process_mask())
     lines = out.splitlines()
     assert lines[0] == f"plan: setting=off mask={mask} usable={cpuplan.usable_cpus()} left={cpuplan.usable_cpus()} devices="
-    assert lines[1].startswith("why: no plan installed and no hook plan")
+    assert lines[1] == "why: step_thread_core off"
     assert lines[2:] == ["cuda:0: no worker of the plan", f"main cpus={mask}", f"helper cpus={mask}", f"pool cpus={mask}"]
 
 
@@ -73,7 +73,7 @@ def readme_block(repo: Path, name: str) -> str:
 
 def test_the_readme_example_pins_worker_0_and_starts_a_helper(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
     a, b = two_cpus
-    plan = CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), StepCpus(frozenset({a}), "api"), "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"))
+    plan = HookPlan(frozenset({a, b}), 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), a, "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"), StepCpus(frozenset({a}), "api"))
     path = write_plan(tmp_path / "plan.json", plan)
     base = {k: v for k, v in os.environ.items() if k not in PLAN_VARS and k != "CPUPLAN_PLAN"}
     base["CPUPLAN_PLAN"] = str(path)
