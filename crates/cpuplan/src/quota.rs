@@ -61,7 +61,10 @@ pub fn v2_quota_under(mount: &Path, proc_cgroup: &Path) -> Result<Option<f64>> {
     else {
         return Ok(None);
     };
-    let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
     if parts.contains(&"..") {
         return Ok(None);
     }
@@ -241,7 +244,10 @@ mod tests {
         // No v2 line (a v1-only host), a path out of the mount's view, no file: cgroup v2 is absent.
         assert_eq!(quota("1:cpu,cpuacct:/a/b\n"), None);
         assert_eq!(quota("0::/a/../b\n"), None);
-        assert_eq!(v2_quota_under(&mount, &t.path().join("none")).unwrap(), None);
+        assert_eq!(
+            v2_quota_under(&mount, &t.path().join("none")).unwrap(),
+            None
+        );
         std::fs::write(mount.join("a/cpu.max"), "junk\n").unwrap();
         std::fs::write(&cg, "0::/a/b\n").unwrap();
         let e = v2_quota_under(&mount, &cg).unwrap_err().to_string();
