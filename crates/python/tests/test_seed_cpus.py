@@ -422,6 +422,18 @@ def test_importing_changes_no_environment_variable_and_reads_no_plan() -> None:
     assert out.stdout == "FASTEST_FIRST\n", out.stderr
 
 
+def test_importing_needs_no_writable_temporary_directory() -> None:
+    # A container with a read-only rootfs and no /tmp: the import touches no file.
+    code = (
+        "import tempfile\n"
+        "def none(): raise FileNotFoundError('no usable temporary directory')\n"
+        "tempfile.tempdir = None; tempfile._get_default_tempdir = none\n"
+        "import cpuplan; print(cpuplan.cpus._GPU_LOCK_DIR)"
+    )
+    out = python(code)
+    assert (out.returncode, out.stdout) == (0, "/tmp/cpuplan-gpu-locks\n"), out.stderr
+
+
 def test_the_seeds_modules_are_importable_as_the_seeds_were() -> None:
     out = python("from cpuplan import cpus, threads; from cpuplan.cpus import CpuPlan, deployment_plan; from cpuplan.threads import Thread; print('ok')")
     assert out.stdout == "ok\n", out.stderr

@@ -29,7 +29,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +65,9 @@ _CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: The PCI devices directory host_gpus and deployment_plan read by default.
 _PCI_DEVICES = Path("/sys/bus/pci/devices")
 #: Where claim_gpus keeps one lock file per GPU; servers that share it see each other's locks.
-_GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "cpuplan-gpu-locks"
+#: A fixed path, so that every process on a host (or in a container) agrees on it; made at
+#: the first claim, never at import (a read-only /tmp must not stop the import).
+_GPU_LOCK_DIR = Path("/tmp/cpuplan-gpu-locks")
 
 CpuPlanError.__doc__ = "A step_thread_core value the process mask can't honour."
 
