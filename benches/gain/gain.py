@@ -199,7 +199,8 @@ def plot(results: Dict[str, Dict[str, List[dict]]], summary: Dict[str, Dict[str,
             lat = sorted(x for r in runs for x in r["latencies_ms"])
             s = summary[workload][variant]
             ys = [(i + 1) / len(lat) for i in range(len(lat))]
-            ax.plot(lat, ys, color=colors[variant], label=f"{labels[variant]} ({s['threads'] or 'default'} threads): p50 {s['p50_ms']:.1f}, p99 {s['p99_ms']:.1f} ms")
+            threads = "default threads" if not s["threads"] else f"{s['threads']} thread{'s' if s['threads'] != 1 else ''}"
+            ax.plot(lat, ys, color=colors[variant], label=f"{labels[variant]} ({threads}): p50 {s['p50_ms']:.1f}, p99 {s['p99_ms']:.1f} ms")
             ax.axvline(s["p99_ms"], color=colors[variant], linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set_xlabel("latency of one op (ms, log scale)")
