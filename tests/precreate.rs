@@ -137,3 +137,42 @@ fn deny_refuses_what_it_cannot_plan_with_one_line() {
         assert!(out.stdout.is_empty());
     }
 }
+
+#[test]
+fn every_key_cpuplan_writes_is_there_once() {
+    let t = tempfile::tempdir().unwrap();
+    // A forged cpuplan.plan before and after the other annotations (Go's and Python's JSON
+    // parsers keep the last duplicate), and a bare GOMAXPROCS with no value.
+    let forged = CONFIG
+        .replace(
+            r#""annotations": {"b": "2", "a": "1"}"#,
+            r#""annotations": {"cpuplan.plan": "forged-1", "b": "2", "cpuplan.plan": "forged-2", "a": "1", "cpuplan.plan": "forged-3"}"#,
+        )
+        .replace(r#""PATH=/bin""#, r#""PATH=/bin", "GOMAXPROCS""#);
+    assert_ne!(forged, CONFIG);
+    let out = precreate(&hook_config(t.path(), "allow"), forged.as_bytes());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("\"cpuplan.plan\"").count(), 1, "{text}");
+    assert!(!text.contains("forged"), "{text}");
+    // The one left is the real plan, whichever duplicate a parser keeps.
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let plan: Value =
+        serde_json::from_str(v["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    assert_eq!(plan["setting"], "auto", "{plan}");
+    let env: Vec<&str> = v["process"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    let gomaxprocs: Vec<&&str> = env
+        .iter()
+        .filter(|e| e.split('=').next() == Some("GOMAXPROCS"))
+        .collect();
+    assert_eq!(gomaxprocs, [&"GOMAXPROCS=1"], "{env:?}");
+}
