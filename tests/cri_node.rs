@@ -242,8 +242,19 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
         .unwrap()
         .to_string();
     assert!(
-        why.contains("pins nothing") && why.contains(&format!("held by live container {a}")),
+        why.contains("pins nothing") && why.contains("held by another container"),
         "{why}"
+    );
+    assert!(!why.contains(a.as_str()), "A's id shown to B: {why}");
+    assert!(
+        !section(&ran.log, "planjson").contains(a.as_str()),
+        "A's id in B's plan.json: {}",
+        ran.log
+    );
+    assert!(
+        hook_log(&node).contains(&format!("is held by live container {a} (pid ")),
+        "the host log names the holder: {}",
+        hook_log(&node)
     );
     assert_eq!(claims(&node)[0]["holder"]["container"], a.as_str());
     node.remove_container(&ran.id);

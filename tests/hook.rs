@@ -310,10 +310,20 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
         .unwrap()
         .unwrap();
     assert!(r2.plan.plan.workers.iter().all(|w| w.is_none()));
+    // The plan (the second tenant's to read) says the GPU is held, never by whom.
+    let why = &r2.plan.plan.why;
     assert!(
-        r2.plan.plan.why.contains("held by live container ctr"),
-        "{}",
-        r2.plan.plan.why
+        why.contains("GPU 0000:18:00.0 is held by another container"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("ctr ") && !why.contains("ctr)") && !why.contains("4242"),
+        "the holder's id or pid in the plan: {why}"
+    );
+    let json = h.plan_file("plan.json").unwrap();
+    assert!(
+        !json.contains("\"ctr\"") && !json.contains("4242"),
+        "the holder in plan.json: {json}"
     );
 
     // poststop of the first releases its claims; the second container's next start takes them.
