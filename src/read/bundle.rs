@@ -59,7 +59,10 @@ pub fn load_bundle(bundle: &Path) -> Result<ContainerSpec, BundleError> {
         return Err(BundleError::Field {
             path,
             field: "root.path",
-            message: format!("{:?} is not a directory", rootfs.display().to_string()),
+            message: format!(
+                "{} is not a directory",
+                cpuplan::quoted(&rootfs.display().to_string())
+            ),
         });
     }
     Ok(spec)

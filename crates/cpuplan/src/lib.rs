@@ -23,6 +23,7 @@ mod plan;
 pub mod planenv;
 mod proc_cgroup;
 mod quota;
+mod quote;
 mod smt;
 mod topology;
 
@@ -41,6 +42,7 @@ pub use mask::{process_mask, usable_cpus};
 pub use pci::PciAddress;
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
 pub use quota::cgroup_cpu_quota;
+pub use quote::{quoted, Quoted, QUOTE_MAX};
 pub use smt::smt_siblings;
 pub use topology::{
     numa_nodes, online_cpus, NumaNode, StaticTopology, SysfsTopology, Topology, TopologyCache,
