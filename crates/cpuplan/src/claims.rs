@@ -14,6 +14,13 @@
 //! hook's scope is the container's bundle path; other claimers name theirs (`nri:<plugin>`,
 //! `python`). Claim files written before scopes existed have none (an empty scope): they
 //! are released by nobody, and are taken over once their pid no longer runs.
+//!
+//! A pid is numbered in a pid namespace: a holder records its claimer's ([`crate::pidns`]). A
+//! reader in that namespace judges the pid as it is; one in another looks the process up by
+//! namespace where it can see it (from the host, every container's), and where it cannot (from
+//! a container, the host's claims) the holder holds: a claim is never taken over across pid
+//! namespaces on a guess. Claim files written before namespaces were recorded have none (0):
+//! their pid is judged in the reader's namespace, as before.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -28,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::fsutil::{read_file, read_optional, under};
 pub use crate::pci::is_pci_address;
+use crate::pidns::{own_pid_ns, seen_in, Seen};
 
 /// The lock file's name in a claims directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -58,10 +66,15 @@ pub struct Holder {
     pub pid: u32,
     /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot).
     pub start_time: u64,
+    /// The pid namespace `pid` is numbered in (the inode of the claimer's `/proc/self/ns/pid`;
+    /// 0 in a claim file written before namespaces were recorded: the reader's).
+    #[serde(default)]
+    pub pid_ns: u64,
 }
 
 impl Holder {
-    /// The holder for `container` in `scope` whose init is `pid`, its start time read under `root`; `None` if the pid is gone or a zombie.
+    /// The holder for `container` in `scope` whose init is `pid` (numbered in the caller's pid
+    /// namespace), its start time read under `root`; `None` if the pid is gone or a zombie.
     pub fn of_pid(
         root: &Path,
         container: &str,
@@ -73,12 +86,25 @@ impl Holder {
             scope: scope.to_string(),
             pid,
             start_time,
+            pid_ns: own_pid_ns(),
         }))
     }
 
-    /// Whether the holder's pid still runs, not a zombie, with the recorded start time (read under `root`).
+    /// Whether the holder's pid still runs, not a zombie, with the recorded start time (read
+    /// under `root`). A holder of another pid namespace than the caller's is looked up by its
+    /// namespace; where the caller cannot see that namespace it counts as live (it holds).
     pub fn is_live(&self, root: &Path) -> Result<bool, ClaimError> {
-        Ok(live_start_time(root, self.pid)? == Some(self.start_time))
+        let mine = own_pid_ns();
+        if self.pid_ns == 0 || mine == 0 || self.pid_ns == mine {
+            return Ok(live_start_time(root, self.pid)? == Some(self.start_time));
+        }
+        Ok(
+            match seen_in(root, self.pid_ns, self.pid, self.start_time, mine)? {
+                Seen::Runs(start) => start == self.start_time,
+                Seen::Gone => false,
+                Seen::Unknown => true,
+            },
+        )
     }
 
     /// Whether this holder is container `container` of `scope` (a holder without a scope is nobody's).
@@ -211,11 +237,12 @@ pub fn claim_gpus(
                     });
                 }
                 log::info!(
-                    "taking over stale claim {}: {} (scope {:?}, pid {}) no longer runs",
+                    "taking over stale claim {}: {} (scope {:?}, pid {} of pid namespace {}) no longer runs",
                     path.display(),
                     h.container,
                     h.scope,
-                    h.pid
+                    h.pid,
+                    h.pid_ns
                 );
                 false
             }

@@ -19,6 +19,7 @@ mod json;
 mod mask;
 mod mountinfo;
 mod pci;
+mod pidns;
 mod plan;
 pub mod planenv;
 mod proc_cgroup;
@@ -40,6 +41,7 @@ pub use gpus::{host_gpus, nvidia_host_gpus, pci_base_class, HostGpu, NVIDIA_VEND
 pub use json::{PlanFile, Pools, ResultJson, WorkerJson, PLAN_VERSION};
 pub use mask::{process_mask, usable_cpus};
 pub use pci::PciAddress;
+pub use pidns::{own_pid_ns, INIT_PID_NS};
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
 pub use quota::cgroup_cpu_quota;
 pub use quote::{quoted, Quoted, QUOTE_MAX};
