@@ -185,7 +185,7 @@ fn create_runtime(
         annotations: state.annotations().clone(),
         nodes: rootfs
             .as_ref()
-            .map(|fd| gpu_nodes(fd.as_fd()))
+            .map(|fd| gpu_nodes(fd.as_fd(), &spec.mounts))
             .unwrap_or_default(),
     };
     let mut inputs = read(&host, config, container, spec, &live);
