@@ -164,13 +164,8 @@ fn a_tenants_environment_cannot_take_every_gpu_from_the_next_container() {
         .contains(&format!("container {}: stopped, released 1", victim.id)));
 }
 
-#[test]
-fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
-    // NVIDIA's legacy hook injects /dev/nvidiaN without touching config.json: libnvidia-container
-    // enters the container's mount namespace and bind-mounts the host's node onto its /dev
-    // tmpfs. Here an operator's createRuntime hook before cpuplan's does the same with a host
-    // char device 195:0 (made by the test; nothing opens it).
-    let node = Node::new(&fixtures().join("e2e-host"));
+/// A host char device 195:0 in the node's dir (made by the test; nothing opens it).
+fn host_gpu_node(node: &Node) -> PathBuf {
     let dev = node.dir.path().join("nvidia0");
     nix::sys::stat::mknod(
         &dev,
@@ -179,6 +174,17 @@ fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
         nix::sys::stat::makedev(195, 0),
     )
     .unwrap();
+    dev
+}
+
+#[test]
+fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
+    // NVIDIA's legacy hook injects /dev/nvidiaN without touching config.json: libnvidia-container
+    // enters the container's mount namespace and bind-mounts the host's node onto its /dev
+    // tmpfs. Here an operator's createRuntime hook before cpuplan's does the same with a host
+    // char device 195:0 (made by the test; nothing opens it).
+    let node = Node::new(&fixtures().join("e2e-host"));
+    let dev = host_gpu_node(&node);
     let mut b = Bundle::new("node", HOLD);
     let target = b.rootfs().join("dev/nvidia0");
     let inject = format!(
@@ -205,14 +211,7 @@ fn a_gpu_device_node_a_mount_of_the_spec_puts_in_dev_is_never_claimed() {
     // The same node as a mount of the spec (an emptyDir's node through subPath, a volume at
     // /dev): the tenant's, so planned for but not claimed.
     let node = Node::new(&fixtures().join("e2e-host"));
-    let dev = node.dir.path().join("nvidia0");
-    nix::sys::stat::mknod(
-        &dev,
-        nix::sys::stat::SFlag::S_IFCHR,
-        nix::sys::stat::Mode::from_bits_truncate(0o600),
-        nix::sys::stat::makedev(195, 0),
-    )
-    .unwrap();
+    let dev = host_gpu_node(&node);
     let mut b = node.bundle("specnode", HOLD);
     b.config["mounts"].as_array_mut().unwrap().push(
         json!({"destination": "/dev/nvidia0", "type": "bind", "source": dev, "options": ["bind"]}),

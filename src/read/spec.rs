@@ -59,17 +59,7 @@ impl SpecMount {
 /// `path` made absolute and normal as a runtime reads a mount destination before following
 /// links: relative to `/`, `.` and empty components dropped, `..` going up, never above `/`.
 pub fn clean_destination(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for c in path.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    format!("/{}", parts.join("/"))
+    format!("/{}", cpuplan::lexical_components(path).join("/"))
 }
 
 /// The parts of a runtime spec the planner uses; everything else is never kept.

@@ -32,7 +32,7 @@ mod topology;
 pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupMounts, CgroupVersion, Cgroups};
-pub use cgroup_path::{cgroups_path_names, expand_cgroups_path};
+pub use cgroup_path::{cgroups_path_names, expand_cgroups_path, lexical_components};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};

@@ -434,6 +434,20 @@ fn sixteen_threads_racing_for_the_same_gpus_yield_one_winner() {
 
 const CHILD_DIR: &str = "CPUPLAN_CLAIMS_TEST_CHILD_DIR";
 
+/// What a [`race_child`] said of its claim (`true` or `false`), read from its output `out`;
+/// `silent` is the failure when it says nothing.
+fn outcome(out: &mut BufReader<std::process::ChildStdout>, silent: &str) -> String {
+    let mut line = String::new();
+    // libtest may print "test race_child ... " before the outcome on the same line.
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "{silent}");
+        if let Some((_, said)) = line.split_once("OUTCOME=") {
+            return said.trim().to_string();
+        }
+    }
+}
+
 /// Run as a child process by the process race and the pid namespace tests below; does nothing
 /// in a normal test run.
 ///
@@ -479,18 +493,7 @@ fn processes_racing_for_the_same_gpus_yield_one_winner() {
     let mut outs = Vec::new();
     for child in &mut children {
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        // libtest may print "test race_child ... " before the outcome on the same line.
-        let said = loop {
-            line.clear();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "child said no outcome"
-            );
-            if let Some((_, said)) = line.split_once("OUTCOME=") {
-                break said.trim().to_string();
-            }
-        };
+        let said = outcome(&mut out, "child said no outcome");
         match said.as_str() {
             "true" => wins += 1,
             other => assert_eq!(other, "false"),
@@ -807,18 +810,11 @@ fn spawn_in_a_new_pid_namespace(
         .spawn()
         .expect("unshare (util-linux; the test runs as root)");
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let claimed = loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child in a new pid namespace said no outcome (unshare -p needs root)"
-        );
-        if let Some((_, said)) = line.split_once("OUTCOME=") {
-            break said.trim() == "true";
-        }
-    };
-    (child, out, claimed)
+    let said = outcome(
+        &mut out,
+        "the child in a new pid namespace said no outcome (unshare -p needs root)",
+    );
+    (child, out, said == "true")
 }
 
 /// Ends a child of [`spawn_in_a_new_pid_namespace`]: closes its stdin and waits.
