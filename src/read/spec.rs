@@ -85,6 +85,13 @@ pub struct ContainerSpec {
     pub mounts: Vec<SpecMount>,
 }
 
+impl ContainerSpec {
+    /// Whether the container sets `key` in its environment (only keys of interest are known).
+    pub fn sets_env(&self, key: &str) -> bool {
+        self.env.contains_key(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,12 +112,5 @@ mod tests {
         }
         let m = SpecMount::new("/dev/", "tmpfs", &["nosuid".into(), "tmpcopyup".into()]);
         assert_eq!((m.clean.as_str(), m.copies_up), ("/dev", true));
-    }
-}
-
-impl ContainerSpec {
-    /// Whether the container sets `key` in its environment (only keys of interest are known).
-    pub fn sets_env(&self, key: &str) -> bool {
-        self.env.contains_key(key)
     }
 }
