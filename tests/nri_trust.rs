@@ -125,7 +125,10 @@ fn an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt()
         &tar,
         image,
         &["sh"],
-        &[("run/cpuplan", b"the image's own file\n")],
+        cri::ImageExtra {
+            files: &[("run/cpuplan", b"the image's own file\n")],
+            ..Default::default()
+        },
     );
     let r = node.ctr(&[
         "images",
