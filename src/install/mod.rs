@@ -2,12 +2,14 @@
 //! with `--containerd`, containerd's registration ([`containerd`]).
 
 pub mod containerd;
+mod files;
+pub mod hooks_dir;
 pub mod import;
 pub mod nri;
 
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use files::{io, write_with_mode};
 
 use serde_json::{json, Value};
 
@@ -16,7 +18,7 @@ use serde_json::{json, Value};
 pub struct Layout {
     /// `--prefix` (default `/usr/local`).
     pub prefix: PathBuf,
-    /// `--hooks-dir` (default `/etc/containers/oci/hooks.d`).
+    /// `--hooks-dir` (default: where podman reads, [`hooks_dir::podman_hooks_dir`]).
     pub hooks_dir: PathBuf,
     /// The hook config (the global `--config`, default `/etc/cpuplan/hook.json`).
     pub config: PathBuf,
@@ -54,9 +56,17 @@ impl Options {
             Some(p) => abs(p),
             None => Ok(root.join(default.trim_start_matches('/'))),
         };
+        let hooks_dir = match &self.hooks_dir {
+            Some(p) => abs(p)?,
+            None => {
+                let env = std::env::var_os("CONTAINERS_CONF").map(PathBuf::from);
+                let (dir, _) = hooks_dir::podman_hooks_dir(&root, env.as_deref())?;
+                root.join(dir.strip_prefix("/").unwrap_or(&dir))
+            }
+        };
         let layout = Layout {
             prefix: path(&self.prefix, DEFAULT_PREFIX)?,
-            hooks_dir: path(&self.hooks_dir, DEFAULT_HOOKS_DIR)?,
+            hooks_dir,
             config: path(&self.config, crate::config::DEFAULT_CONFIG)?,
         };
         let containerd = match self.containerd {
@@ -73,8 +83,8 @@ impl Options {
 
 /// The default prefix.
 pub const DEFAULT_PREFIX: &str = "/usr/local";
-/// The default hooks directory of podman and CRI-O.
-pub const DEFAULT_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+/// The default hooks directory of podman and CRI-O (install's when no containers.conf sets one).
+pub use hooks_dir::DEFAULT_HOOKS_DIR;
 /// The createRuntime/poststop registration's file name.
 pub const HOOK_FILE: &str = "cpuplan.json";
 /// The precreate registration's file name.
@@ -115,15 +125,9 @@ pub enum InstallError {
     /// The containerd registration cannot be made.
     #[error(transparent)]
     Containerd(#[from] containerd::ContainerdError),
-}
-
-/// An I/O error of `step` on `path`.
-fn io<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> InstallError + 'a {
-    move |source| InstallError::Io {
-        step,
-        path: path.to_path_buf(),
-        source,
-    }
+    /// containerd's config cannot be read or edited.
+    #[error(transparent)]
+    Config(#[from] import::ConfigError),
 }
 
 impl Layout {
@@ -182,44 +186,12 @@ pub fn default_config() -> Value {
     serde_json::from_str(DEFAULT_CONFIG_TEXT).unwrap_or(Value::Null)
 }
 
-/// Whether `bytes` are a default config: today's, or an earlier install's (before `log_level`).
-fn is_default_config(bytes: &[u8]) -> bool {
-    let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
-        return false;
-    };
-    let mut earlier = default_config();
-    if let Some(m) = earlier.as_object_mut() {
-        m.remove("log_level");
+impl Layout {
+    /// Install's record of the config it wrote: a copy of the bytes, beside the binary. uninstall
+    /// removes the config only while it still holds exactly those bytes.
+    pub fn config_record(&self) -> PathBuf {
+        self.prefix.join("libexec/cpuplan/config.installed")
     }
-    v == default_config() || v == earlier
-}
-
-/// Writes `bytes` to `path` (mode `mode`) through a temp file renamed over it; errors name `step`
-/// and `path`.
-fn write_atomic(
-    step: &'static str,
-    path: &Path,
-    bytes: &[u8],
-    mode: u32,
-) -> Result<(), InstallError> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(io(step, path))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(io(step, path))
 }
 
 /// Whether the hooks.d file at `path` is absent or was written by install for `layout`.
@@ -239,6 +211,38 @@ fn ours_or_absent(layout: &Layout, path: &Path) -> Result<bool, InstallError> {
 fn ours(layout: &Layout, bytes: &[u8]) -> bool {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     v.pointer("/hook/path").and_then(Value::as_str) == Some(&layout.binary().display().to_string())
+}
+
+/// Whose the existing config is, by install's record of what it wrote.
+enum ConfigState {
+    /// install wrote it and it still holds those bytes.
+    Ours,
+    /// install wrote it, and it was changed since.
+    Changed,
+    /// install did not write it (the package's conffile, an operator's, or an install older
+    /// than the record).
+    NotOurs,
+}
+
+fn config_state(layout: &Layout) -> Result<ConfigState, InstallError> {
+    let record = layout.config_record();
+    let written = match std::fs::read(&record) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigState::NotOurs),
+        Err(source) => {
+            return Err(InstallError::Io {
+                step: "reading the record of the config",
+                path: record,
+                source,
+            })
+        }
+    };
+    let now = std::fs::read(&layout.config).map_err(io("reading the config", &layout.config))?;
+    Ok(if now == written {
+        ConfigState::Ours
+    } else {
+        ConfigState::Changed
+    })
 }
 
 /// What `install` is asked for besides the layout.
@@ -312,13 +316,13 @@ pub fn install(
     let target = layout.binary();
     if std::fs::canonicalize(binary).ok() != std::fs::canonicalize(&target).ok() {
         let bytes = std::fs::read(binary).map_err(io("reading the binary", binary))?;
-        write_atomic("writing the binary", &target, &bytes, 0o755)?;
+        write_with_mode("writing the binary", &target, &bytes, 0o755)?;
     }
     said.push(format!("installed {}", target.display()));
     for (path, json) in files {
         let mut text = serde_json::to_vec_pretty(&json).unwrap_or_default();
         text.push(b'\n');
-        write_atomic("writing the hooks.d file", &path, &text, 0o644)?;
+        write_with_mode("writing the hooks.d file", &path, &text, 0o644)?;
         said.push(format!("registered {}", path.display()));
     }
     if !flags.with_precreate {
@@ -345,10 +349,17 @@ pub fn install(
             }
         }
     }
+    let record = layout.config_record();
     if !layout.config.exists() {
-        write_atomic(
+        write_with_mode(
             "writing the default config",
             &layout.config,
+            DEFAULT_CONFIG_TEXT.as_bytes(),
+            0o644,
+        )?;
+        write_with_mode(
+            "writing the record of the config",
+            &record,
             DEFAULT_CONFIG_TEXT.as_bytes(),
             0o644,
         )?;
@@ -357,8 +368,13 @@ pub fn install(
             layout.config.display()
         ));
     } else {
+        let how = match config_state(layout)? {
+            ConfigState::Ours => "written by an earlier install, unchanged",
+            ConfigState::Changed => "changed since install wrote it; uninstall keeps it",
+            ConfigState::NotOurs => "not written by install; uninstall keeps it",
+        };
         said.push(format!(
-            "kept the existing config {}",
+            "kept the existing config {} ({how})",
             layout.config.display()
         ));
     }
@@ -392,26 +408,32 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
         std::fs::remove_file(&bin).map_err(io("removing the binary", &bin))?;
         said.push(format!("removed {}", bin.display()));
     }
+    if layout.config.exists() {
+        match config_state(layout)? {
+            ConfigState::Ours => {
+                std::fs::remove_file(&layout.config)
+                    .map_err(io("removing the default config", &layout.config))?;
+                said.push(format!(
+                    "removed the default config {} (install wrote it; unchanged)",
+                    layout.config.display()
+                ));
+            }
+            ConfigState::Changed => said.push(format!(
+                "kept the edited config {}: changed since install wrote it",
+                layout.config.display()
+            )),
+            ConfigState::NotOurs => said.push(format!(
+                "kept the config {}: install did not write it",
+                layout.config.display()
+            )),
+        }
+    }
+    let record = layout.config_record();
+    if record.exists() {
+        std::fs::remove_file(&record).map_err(io("removing the record of the config", &record))?;
+    }
     for dir in [bin.parent(), layout.config.parent()].into_iter().flatten() {
         let _ = std::fs::remove_dir(dir);
-    }
-    if let Ok(bytes) = std::fs::read(&layout.config) {
-        if is_default_config(&bytes) {
-            std::fs::remove_file(&layout.config)
-                .map_err(io("removing the default config", &layout.config))?;
-            said.push(format!(
-                "removed the default config {}",
-                layout.config.display()
-            ));
-            if let Some(d) = layout.config.parent() {
-                let _ = std::fs::remove_dir(d);
-            }
-        } else {
-            said.push(format!(
-                "kept the edited config {}",
-                layout.config.display()
-            ));
-        }
     }
     if !said.iter().any(|l| l.starts_with("removed")) {
         said.insert(
@@ -429,6 +451,7 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn layout(t: &Path) -> Layout {
         Layout {
@@ -486,7 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_config_is_every_default_and_an_earlier_one_counts_as_default() {
+    fn the_default_config_is_every_default() {
         let c = crate::config::HookConfig::parse(
             Path::new("hooks/hook.json"),
             DEFAULT_CONFIG_TEXT.as_bytes(),
@@ -494,10 +517,60 @@ mod tests {
         .unwrap();
         assert_eq!(c, crate::config::HookConfig::default());
         assert_eq!(default_config()["log"], crate::config::DEFAULT_LOG);
-        let earlier = br#"{"step_thread_core": "auto", "cpuset": "numa", "dir": "/run/cpuplan",
-            "claims_dir": "/run/cpuplan/claims", "on_error": "allow", "log": "/var/log/cpuplan-hook.log"}"#;
-        assert!(is_default_config(earlier));
-        assert!(!is_default_config(br#"{"on_error": "deny"}"#));
+    }
+
+    #[test]
+    fn uninstall_removes_only_a_config_install_wrote_and_nobody_changed() {
+        let t = tempfile::tempdir().unwrap();
+        let l = layout(t.path());
+        let bin = t.path().join("hook");
+        tiny_static_elf(&bin);
+        // A config install did not write, byte for byte the default (the package's conffile).
+        std::fs::create_dir_all(l.config.parent().unwrap()).unwrap();
+        std::fs::write(&l.config, DEFAULT_CONFIG_TEXT).unwrap();
+        let said = install(&l, &bin, InstallFlags::default()).unwrap();
+        assert!(
+            said.iter()
+                .any(|s| s.contains("not written by install; uninstall keeps it")),
+            "{said:?}"
+        );
+        let said = uninstall(&l).unwrap();
+        assert!(
+            said.iter()
+                .any(|s| s.contains("kept the config") && s.contains("install did not write it")),
+            "{said:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&l.config).unwrap(),
+            DEFAULT_CONFIG_TEXT
+        );
+        // Written by install, then changed: kept.
+        std::fs::remove_file(&l.config).unwrap();
+        install(&l, &bin, InstallFlags::default()).unwrap();
+        let said = install(&l, &bin, InstallFlags::default()).unwrap();
+        assert!(
+            said.iter()
+                .any(|s| s.contains("written by an earlier install, unchanged")),
+            "{said:?}"
+        );
+        std::fs::write(
+            &l.config,
+            DEFAULT_CONFIG_TEXT.replace("\"allow\"", "\"deny\""),
+        )
+        .unwrap();
+        let said = uninstall(&l).unwrap();
+        assert!(
+            said.iter()
+                .any(|s| s.contains("changed since install wrote it")),
+            "{said:?}"
+        );
+        assert!(l.config.exists());
+        assert!(!l.config_record().exists() && !t.path().join("prefix/libexec/cpuplan").exists());
+        // Written by install and unchanged: removed, its directory with it.
+        std::fs::remove_file(&l.config).unwrap();
+        install(&l, &bin, InstallFlags::default()).unwrap();
+        uninstall(&l).unwrap();
+        assert!(!l.config.exists() && !l.config.parent().unwrap().exists());
     }
 
     #[test]
@@ -521,7 +594,9 @@ mod tests {
         install(&l, Path::new("/bin/sh"), ANY).unwrap();
         let said = uninstall(&l).unwrap();
         assert!(
-            said.iter().any(|s| s.starts_with("kept the edited config")),
+            said.iter().any(
+                |s| s.starts_with("kept the config") && s.ends_with("install did not write it")
+            ),
             "{said:?}"
         );
         assert_eq!(
@@ -601,12 +676,11 @@ mod tests {
     #[test]
     fn a_failed_write_names_the_step_and_the_path() {
         let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
+        let mut l = layout(t.path());
         let bin = t.path().join("hook");
         tiny_static_elf(&bin);
-        // A directory where the temp file for cpuplan.json goes: reading works, writing fails.
-        let tmp = format!(".{HOOK_FILE}.tmp{}", std::process::id());
-        std::fs::create_dir_all(l.hooks_dir.join(tmp)).unwrap();
+        // A hooks dir in /proc: reading finds no file, writing fails (root included).
+        l.hooks_dir = PathBuf::from("/proc/cpuplan-no-such-dir");
         let e = install(&l, &bin, InstallFlags::default())
             .unwrap_err()
             .to_string();
