@@ -143,7 +143,7 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
         "nri",
     )?;
     said.push(
-        "restart containerd to load it; then run the plugin (`cpuplan-hook nri`, or examples/kubernetes/nri-daemonset.yaml)"
+        "restart containerd to load it; then run the plugin (`cpuplan-hook nri`, or deploy/kubernetes/overlays/containerd-1.7)"
             .into(),
     );
     Ok(said)
