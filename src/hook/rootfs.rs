@@ -121,9 +121,24 @@ pub fn open_dir_below(
     parent_path: &Path,
     dir: &Path,
 ) -> Result<OwnedFd, RootfsError> {
-    let root = parent;
+    walk_dirs(parent, parent_path, dir, true)?.ok_or_else(|| RootfsError::Path {
+        path: dir.to_path_buf(),
+        what: "the plan directory cannot be the container's /",
+        errno: Errno::EINVAL,
+    })
+}
+
+/// Opens each component of `dir` below `root` (at `root_path`) with `O_NOFOLLOW`, creating a
+/// missing one (0755) when `create`; `Ok(None)` when one is missing and not created, or `dir`
+/// is `/`.
+fn walk_dirs(
+    root: &OwnedFd,
+    root_path: &Path,
+    dir: &Path,
+    create: bool,
+) -> Result<Option<OwnedFd>, RootfsError> {
     let mut cur: Option<OwnedFd> = None;
-    let mut sofar = parent_path.to_path_buf();
+    let mut sofar = root_path.to_path_buf();
     for comp in dir.components() {
         let name = match comp {
             Component::RootDir => continue,
@@ -141,6 +156,7 @@ pub fn open_dir_below(
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = match openat(Some(parent), name, flags, Mode::empty()) {
             Ok(fd) => fd,
+            Err(Errno::ENOENT) if !create => return Ok(None),
             Err(Errno::ENOENT) => {
                 match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
                     Ok(()) | Err(Errno::EEXIST) => {}
@@ -161,11 +177,7 @@ pub fn open_dir_below(
         };
         cur = Some(own(fd));
     }
-    cur.ok_or_else(|| RootfsError::Path {
-        path: dir.to_path_buf(),
-        what: "the plan directory cannot be the container's /",
-        errno: Errno::EINVAL,
-    })
+    Ok(cur)
 }
 
 fn path_err(parent: RawFd, name: &std::ffi::OsStr, path: &Path, errno: Errno) -> RootfsError {
@@ -382,35 +394,6 @@ pub fn write_files_at(
 /// The most bytes of a plan.json read at poststop to see whose it is.
 const MAX_OWNER_FILE: u64 = 1 << 20;
 
-/// Opens each existing component of `dir` below `root` without following links or creating
-/// any; `None` when one is missing.
-fn open_existing_dir_in(root: &OwnedFd, dir: &Path) -> Result<Option<OwnedFd>, RootfsError> {
-    let mut cur: Option<OwnedFd> = None;
-    let mut sofar = PathBuf::from("/");
-    for comp in dir.components() {
-        let name = match comp {
-            Component::RootDir => continue,
-            Component::Normal(n) => n,
-            _ => {
-                return Err(RootfsError::Path {
-                    path: dir.to_path_buf(),
-                    what: "the plan directory holds . or ..",
-                    errno: Errno::EINVAL,
-                })
-            }
-        };
-        sofar.push(name);
-        let parent = cur.as_ref().unwrap_or(root).as_raw_fd();
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        match openat(Some(parent), name, flags, Mode::empty()) {
-            Ok(fd) => cur = Some(own(fd)),
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(errno) => return Err(path_err(parent, name, &sofar, errno)),
-        }
-    }
-    Ok(cur)
-}
-
 /// The `container` that the JSON file `name` in `dirfd` names (a regular file, read without
 /// following a link or blocking on a FIFO, at most [`MAX_OWNER_FILE`] bytes); `None` otherwise.
 fn named_container(dirfd: &OwnedFd, name: &str) -> Option<String> {
@@ -444,7 +427,7 @@ pub fn remove_plan_files_of(
     container: &str,
 ) -> Result<bool, RootfsError> {
     let root = open_rootfs(Path::new("/"), None, rootfs)?;
-    let Some(dirfd) = open_existing_dir_in(&root, dir)? else {
+    let Some(dirfd) = walk_dirs(&root, Path::new("/"), dir, false)? else {
         return Ok(false);
     };
     if named_container(&dirfd, owner_file).as_deref() != Some(container) {

@@ -3,6 +3,7 @@
 
 pub mod containerd;
 mod files;
+mod hook_config;
 pub mod hooks_dir;
 pub mod import;
 pub mod nri;
@@ -10,6 +11,7 @@ pub mod nri;
 use std::path::{Path, PathBuf};
 
 use files::{io, write_with_mode};
+pub use hook_config::{default_config, DEFAULT_CONFIG_TEXT};
 
 use serde_json::{json, Value};
 
@@ -177,23 +179,6 @@ impl Layout {
     }
 }
 
-/// The default hook config `install` writes where none exists, as written (`hooks/hook.json`,
-/// which the Debian package installs as its conffile): every key at its default value.
-pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../hooks/hook.json");
-
-/// [`DEFAULT_CONFIG_TEXT`] as JSON.
-pub fn default_config() -> Value {
-    serde_json::from_str(DEFAULT_CONFIG_TEXT).unwrap_or(Value::Null)
-}
-
-impl Layout {
-    /// Install's record of the config it wrote: a copy of the bytes, beside the binary. uninstall
-    /// removes the config only while it still holds exactly those bytes.
-    pub fn config_record(&self) -> PathBuf {
-        self.prefix.join("libexec/cpuplan/config.installed")
-    }
-}
-
 /// Whether the hooks.d file at `path` is absent or was written by install for `layout`.
 fn ours_or_absent(layout: &Layout, path: &Path) -> Result<bool, InstallError> {
     match std::fs::read(path) {
@@ -211,38 +196,6 @@ fn ours_or_absent(layout: &Layout, path: &Path) -> Result<bool, InstallError> {
 fn ours(layout: &Layout, bytes: &[u8]) -> bool {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     v.pointer("/hook/path").and_then(Value::as_str) == Some(&layout.binary().display().to_string())
-}
-
-/// Whose the existing config is, by install's record of what it wrote.
-enum ConfigState {
-    /// install wrote it and it still holds those bytes.
-    Ours,
-    /// install wrote it, and it was changed since.
-    Changed,
-    /// install did not write it (the package's conffile, an operator's, or an install older
-    /// than the record).
-    NotOurs,
-}
-
-fn config_state(layout: &Layout) -> Result<ConfigState, InstallError> {
-    let record = layout.config_record();
-    let written = match std::fs::read(&record) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigState::NotOurs),
-        Err(source) => {
-            return Err(InstallError::Io {
-                step: "reading the record of the config",
-                path: record,
-                source,
-            })
-        }
-    };
-    let now = std::fs::read(&layout.config).map_err(io("reading the config", &layout.config))?;
-    Ok(if now == written {
-        ConfigState::Ours
-    } else {
-        ConfigState::Changed
-    })
 }
 
 /// What `install` is asked for besides the layout.
@@ -349,35 +302,7 @@ pub fn install(
             }
         }
     }
-    let record = layout.config_record();
-    if !layout.config.exists() {
-        write_with_mode(
-            "writing the default config",
-            &layout.config,
-            DEFAULT_CONFIG_TEXT.as_bytes(),
-            0o644,
-        )?;
-        write_with_mode(
-            "writing the record of the config",
-            &record,
-            DEFAULT_CONFIG_TEXT.as_bytes(),
-            0o644,
-        )?;
-        said.push(format!(
-            "wrote the default config {}",
-            layout.config.display()
-        ));
-    } else {
-        let how = match config_state(layout)? {
-            ConfigState::Ours => "written by an earlier install, unchanged",
-            ConfigState::Changed => "changed since install wrote it; uninstall keeps it",
-            ConfigState::NotOurs => "not written by install; uninstall keeps it",
-        };
-        said.push(format!(
-            "kept the existing config {} ({how})",
-            layout.config.display()
-        ));
-    }
+    said.push(hook_config::write_default_or_keep(layout)?);
     said.push(
         "containerd (CRI) nodes: `install --containerd` also registers the hook with containerd"
             .into(),
@@ -385,8 +310,8 @@ pub fn install(
     Ok(said)
 }
 
-/// Removes what [`install`] wrote (the config only if it is still the default); returns what it
-/// did, or a line saying there was nothing to remove.
+/// Removes what [`install`] wrote (the config only if install wrote it and it is unchanged);
+/// returns what it did, or a line saying there was nothing to remove.
 pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
     for name in [HOOK_FILE, PRECREATE_FILE] {
@@ -408,30 +333,7 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
         std::fs::remove_file(&bin).map_err(io("removing the binary", &bin))?;
         said.push(format!("removed {}", bin.display()));
     }
-    if layout.config.exists() {
-        match config_state(layout)? {
-            ConfigState::Ours => {
-                std::fs::remove_file(&layout.config)
-                    .map_err(io("removing the default config", &layout.config))?;
-                said.push(format!(
-                    "removed the default config {} (install wrote it; unchanged)",
-                    layout.config.display()
-                ));
-            }
-            ConfigState::Changed => said.push(format!(
-                "kept the edited config {}: changed since install wrote it",
-                layout.config.display()
-            )),
-            ConfigState::NotOurs => said.push(format!(
-                "kept the config {}: install did not write it",
-                layout.config.display()
-            )),
-        }
-    }
-    let record = layout.config_record();
-    if record.exists() {
-        std::fs::remove_file(&record).map_err(io("removing the record of the config", &record))?;
-    }
+    said.extend(hook_config::remove_if_ours(layout)?);
     for dir in [bin.parent(), layout.config.parent()].into_iter().flatten() {
         let _ = std::fs::remove_dir(dir);
     }
@@ -453,7 +355,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn layout(t: &Path) -> Layout {
+    pub(super) fn layout(t: &Path) -> Layout {
         Layout {
             prefix: t.join("prefix"),
             hooks_dir: t.join("hooks.d"),
@@ -471,7 +373,7 @@ mod tests {
     };
 
     /// A 64-bit little-endian ELF header with no program headers: static as far as install checks.
-    fn tiny_static_elf(path: &Path) {
+    pub(super) fn tiny_static_elf(path: &Path) {
         let mut b = b"\x7fELF\x02\x01\x01".to_vec();
         b.resize(64, 0);
         std::fs::write(path, b).unwrap();
@@ -506,71 +408,6 @@ mod tests {
         let said = uninstall(&l).unwrap();
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(said[0].starts_with("nothing to remove: no "), "{said:?}");
-    }
-
-    #[test]
-    fn the_default_config_is_every_default() {
-        let c = crate::config::HookConfig::parse(
-            Path::new("hooks/hook.json"),
-            DEFAULT_CONFIG_TEXT.as_bytes(),
-        )
-        .unwrap();
-        assert_eq!(c, crate::config::HookConfig::default());
-        assert_eq!(default_config()["log"], crate::config::DEFAULT_LOG);
-    }
-
-    #[test]
-    fn uninstall_removes_only_a_config_install_wrote_and_nobody_changed() {
-        let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
-        let bin = t.path().join("hook");
-        tiny_static_elf(&bin);
-        // A config install did not write, byte for byte the default (the package's conffile).
-        std::fs::create_dir_all(l.config.parent().unwrap()).unwrap();
-        std::fs::write(&l.config, DEFAULT_CONFIG_TEXT).unwrap();
-        let said = install(&l, &bin, InstallFlags::default()).unwrap();
-        assert!(
-            said.iter()
-                .any(|s| s.contains("not written by install; uninstall keeps it")),
-            "{said:?}"
-        );
-        let said = uninstall(&l).unwrap();
-        assert!(
-            said.iter()
-                .any(|s| s.contains("kept the config") && s.contains("install did not write it")),
-            "{said:?}"
-        );
-        assert_eq!(
-            std::fs::read_to_string(&l.config).unwrap(),
-            DEFAULT_CONFIG_TEXT
-        );
-        // Written by install, then changed: kept.
-        std::fs::remove_file(&l.config).unwrap();
-        install(&l, &bin, InstallFlags::default()).unwrap();
-        let said = install(&l, &bin, InstallFlags::default()).unwrap();
-        assert!(
-            said.iter()
-                .any(|s| s.contains("written by an earlier install, unchanged")),
-            "{said:?}"
-        );
-        std::fs::write(
-            &l.config,
-            DEFAULT_CONFIG_TEXT.replace("\"allow\"", "\"deny\""),
-        )
-        .unwrap();
-        let said = uninstall(&l).unwrap();
-        assert!(
-            said.iter()
-                .any(|s| s.contains("changed since install wrote it")),
-            "{said:?}"
-        );
-        assert!(l.config.exists());
-        assert!(!l.config_record().exists() && !t.path().join("prefix/libexec/cpuplan").exists());
-        // Written by install and unchanged: removed, its directory with it.
-        std::fs::remove_file(&l.config).unwrap();
-        install(&l, &bin, InstallFlags::default()).unwrap();
-        uninstall(&l).unwrap();
-        assert!(!l.config.exists() && !l.config.parent().unwrap().exists());
     }
 
     #[test]
