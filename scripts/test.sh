@@ -22,6 +22,14 @@ setup_only=false
 if [ "${1:-}" = --setup-only ]; then setup_only=true; shift; fi
 [ "$(id -u)" = 0 ] || { echo "test.sh: run it as root (sudo scripts/test.sh): the tests start runtimes" >&2; exit 1; }
 target=${CARGO_TARGET_DIR:-$PWD/target}
+# sudo resets PATH: find the invoking user's cargo (rustup's ~/.cargo/bin) when root has none.
+if ! command -v cargo >/dev/null; then
+  for d in "${CARGO_HOME:-/nonexistent}/bin" "$HOME/.cargo/bin" \
+      "$(getent passwd "${SUDO_USER:-root}" | cut -d: -f6)/.cargo/bin"; do
+    if [ -x "$d/cargo" ]; then PATH="$d:$PATH"; break; fi
+  done
+  command -v cargo >/dev/null || { echo "test.sh: no cargo on PATH (install Rust with rustup first)" >&2; exit 1; }
+fi
 
 export DEBIAN_FRONTEND=noninteractive
 packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils)
