@@ -789,3 +789,46 @@ fn install_registers_where_podman_reads_and_podman_runs_precreate_from_there() {
     assert_eq!(rc, 0, "{err}");
     assert!(!dir.join("cpuplan.json").exists());
 }
+
+/// With no `--hooks-dir`, install moves an earlier install's registration out of
+/// `/etc/containers/oci/hooks.d` (where it wrote before, and podman 4.3 does not read) into
+/// the hooks dir podman reads, and leaves a file there that is not its own.
+#[test]
+fn install_moves_an_earlier_install_s_registration_out_of_etc_containers() {
+    let i = Installed::new();
+    let root = i.tmp.path();
+    let r = root.to_str().unwrap();
+    let legacy = root.join("etc/containers/oci/hooks.d");
+    std::fs::create_dir_all(&legacy).unwrap();
+    let binary = root.join("usr/local/libexec/cpuplan/cpuplan-hook");
+    let ours = json!({"version": "1.0.0", "hook": {"path": binary}, "when": {"always": true}, "stages": ["prestart"]});
+    std::fs::write(legacy.join("cpuplan.json"), ours.to_string()).unwrap();
+    let foreign = r#"{"hook":{"path":"/opt/other"}}"#;
+    std::fs::write(legacy.join("cpuplan-precreate.json"), foreign).unwrap();
+    let out = Command::new(static_hook())
+        .args(["install", "--root-prefix", r])
+        .env_remove("CONTAINERS_CONF")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "removed {} (an earlier install's",
+            legacy.join("cpuplan.json").display()
+        )),
+        "{text}"
+    );
+    assert!(!legacy.join("cpuplan.json").exists());
+    assert!(root
+        .join("usr/share/containers/oci/hooks.d/cpuplan.json")
+        .exists());
+    assert_eq!(
+        std::fs::read_to_string(legacy.join("cpuplan-precreate.json")).unwrap(),
+        foreign
+    );
+}

@@ -168,6 +168,12 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         allow_dynamic: a.switch("allow-dynamic"),
     };
     let mut said = crate::install::install(&layout, &me, flags).map_err(failed("install"))?;
+    if let Some(legacy) = options(ctx, a)
+        .legacy_hooks_dir()
+        .map_err(failed("install"))?
+    {
+        said.extend(crate::install::remove_legacy(&layout, &legacy).map_err(failed("install"))?);
+    }
     if let Some(c) = &registration {
         said.extend(containerd::install(&layout, c).map_err(failed("install --containerd"))?);
     }
@@ -186,5 +192,11 @@ fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
         said.extend(containerd::uninstall(&layout, c).map_err(failed("uninstall --containerd"))?);
     }
     said.extend(crate::install::uninstall(&layout).map_err(failed("uninstall"))?);
+    if let Some(legacy) = options(ctx, a)
+        .legacy_hooks_dir()
+        .map_err(failed("uninstall"))?
+    {
+        said.extend(crate::install::remove_legacy(&layout, &legacy).map_err(failed("uninstall"))?);
+    }
     say(out, said)
 }

@@ -83,6 +83,46 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Where `install` registered before it looked for podman's hooks dir
+    /// (`/etc/containers/oci/hooks.d`, which Debian 12's podman 4.3 does not read), under the
+    /// root prefix; `None` when `--hooks-dir` is given.
+    pub fn legacy_hooks_dir(&self) -> Result<Option<PathBuf>, InstallError> {
+        if self.hooks_dir.is_some() {
+            return Ok(None);
+        }
+        let root = self.root_prefix.as_deref().unwrap_or(Path::new("/"));
+        let root = std::path::absolute(root).map_err(io("resolving the path", root))?;
+        Ok(Some(root.join(LEGACY_HOOKS_DIR.trim_start_matches('/'))))
+    }
+}
+
+/// The hooks dir `install` wrote to before it followed podman's.
+pub const LEGACY_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+
+/// Removes the registrations an earlier install wrote into `legacy` (when it is not the hooks
+/// dir in use now, and only files that register `layout`'s binary); returns what it did.
+pub fn remove_legacy(layout: &Layout, legacy: &Path) -> Result<Vec<String>, InstallError> {
+    let mut said = Vec::new();
+    if legacy == layout.hooks_dir {
+        return Ok(said);
+    }
+    for name in [HOOK_FILE, PRECREATE_FILE] {
+        let path = legacy.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) if ours(layout, &bytes) => {
+                std::fs::remove_file(&path).map_err(io("removing the hooks.d file", &path))?;
+                said.push(format!(
+                    "removed {} (an earlier install's, in {LEGACY_HOOKS_DIR}, which podman may not read)",
+                    path.display()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(said)
+}
+
 /// The default prefix.
 pub const DEFAULT_PREFIX: &str = "/usr/local";
 /// The default hooks directory of podman and CRI-O (install's when no containers.conf sets one).
