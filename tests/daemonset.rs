@@ -203,7 +203,6 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
     }
     let container = |c: &Value| -> api::ContainerConfig {
         let cname = c["name"].as_str().unwrap();
-        let argv = kustomize::argv(c);
         let mut mounts: Vec<api::Mount> = c["volumeMounts"]
             .as_array()
             .map(|a| a.to_vec())
@@ -242,11 +241,8 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
                 image: c["image"].as_str().unwrap().into(),
                 ..Default::default()
             }),
-            command: c["command"]
-                .as_array()
-                .map(|_| argv[..1].to_vec())
-                .unwrap_or_default(),
-            args: argv[1..].to_vec(),
+            command: strings(&c["command"]),
+            args: strings(&c["args"]),
             mounts,
             log_path: format!("{cname}.log"),
             linux: Some(api::LinuxContainerConfig {
@@ -272,6 +268,13 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
     let id = node.create_container(&pod, container(&cs[0]));
     node.start_container(&id);
     PluginPod { pod, container: id }
+}
+
+/// A manifest's list of strings (`command`, `args`), empty when absent.
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().map(|w| w.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// The ConfigMap's hook.json with the node's `nri_dir` and GPU host (see the module's doc).
