@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The Python package: build the abi3 wheel with maturin, install it into a fresh venv with
-# pytest, and run crates/python/tests on the installed package (never the source tree).
+# The Python package: build the abi3 manylinux2014 wheel (glibc 2.17) with maturin and zig,
+# confirm its tag with auditwheel, check that the sdist stops at once without Rust, install
+# the wheel into a fresh venv with pytest, and run crates/python/tests on the installed
+# package (never the source tree).
 #
 #   scripts/python-wheel.sh [PYTEST ARGS...]
 #
@@ -11,8 +13,9 @@
 #                its `wheel` profile, the venvs and the wheel go to $CARGO_TARGET_DIR/python.
 # PIP_*          pip's own settings (index, cache) apply.
 #
-# maturin (from PyPI) is installed once into $CARGO_TARGET_DIR/python/tools and kept; the
-# test venv is made anew on every run. Exits with pytest's status.
+# maturin, ziglang (zig as maturin's linker, for glibc 2.17) and auditwheel come from PyPI,
+# installed once into $CARGO_TARGET_DIR/python/tools and kept; the test venv is made anew on
+# every run. Exits with pytest's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -22,22 +25,26 @@ python=${PYTHON:-python3}
 mkdir -p "$work"
 start=$(date +%s)
 
-if ! "$work/tools/bin/maturin" --version >/dev/null 2>&1; then
-    echo "== installing maturin into $work/tools"
-    rm -rf "$work/tools"
-    "$python" -m venv "$work/tools"
-    "$work/tools/bin/pip" install -q "maturin>=1.5,<2"
-fi
+tools=$work/tools
+# shellcheck source=scripts/python-tools.sh
+. scripts/python-tools.sh
+python_tools "$python" "$tools"
 
-echo "== maturin build (profile wheel)"
+echo "== maturin build --zig --compatibility manylinux2014 (profile wheel)"
 rm -rf "$work/wheels"
-CARGO_TARGET_DIR=$target "$work/tools/bin/maturin" build -m crates/python/Cargo.toml --out "$work/wheels"
+PATH=$tools/bin:$PATH CARGO_TARGET_DIR=$target "$tools/bin/maturin" build -m crates/python/Cargo.toml \
+    --zig --compatibility manylinux2014 --out "$work/wheels"
 wheels=("$work"/wheels/cpuplan-*-abi3-*.whl)
 if [ ${#wheels[@]} -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
     echo "expected one abi3 wheel in $work/wheels, found: ${wheels[*]}" >&2
     exit 1
 fi
 built=$(date +%s)
+echo "== auditwheel show ${wheels[0]##*/}"
+check_manylinux2014 "$tools" "${wheels[0]}" x86_64
+
+echo "== the sdist without Rust: stops at once, saying what it needs"
+check_sdist_needs_rust "$tools" "$work/sdist"
 
 echo "== fresh venv with ${wheels[0]##*/} and pytest"
 rm -rf "$work/venv"

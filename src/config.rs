@@ -138,6 +138,18 @@ pub enum ConfigError {
     },
 }
 
+/// The keys a config that fails to load still gives a run, each where it is valid on its own:
+/// what a planning problem does, where it is logged, where the `off` plan goes, and the host
+/// roots the container is read under.
+pub const KEPT_WHEN_UNUSABLE: [&str; 6] = [
+    "on_error",
+    "log",
+    "log_level",
+    "dir",
+    "root",
+    "topology_root",
+];
+
 /// The most bytes of a hook config read (1 MiB).
 pub const MAX_HOOK_CONFIG: usize = 1 << 20;
 
@@ -168,30 +180,29 @@ impl HookConfig {
         Self::of_unusable(path).on_error
     }
 
-    /// The config a run uses when the file at `path` failed to load: the defaults, except
-    /// `on_error`, `log` and `log_level` where the file is JSON and each of them is valid on its
-    /// own (so `deny` holds, and the problem is logged where the operator looks, whatever else
-    /// is wrong).
+    /// The config a run uses when the file at `path` failed to load: the defaults, except the
+    /// keys of [`KEPT_WHEN_UNUSABLE`] where the file is JSON and each of them is valid on its own
+    /// (so `deny` holds, the problem is logged where the operator looks, and the `off` plan
+    /// carrying it lands where the containers look for their plan, whatever else is wrong).
     pub fn of_unusable(path: &Path) -> HookConfig {
         let v = cpuplan::read_file(path, MAX_HOOK_CONFIG)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .unwrap_or_default();
-        let one = |key: &str| {
-            let mut only = serde_json::Map::new();
-            if let Some(value) = v.get(key) {
-                only.insert(key.to_string(), value.clone());
-            }
-            let bytes = serde_json::to_vec(&only).unwrap_or_default();
-            Self::parse(path, &bytes).unwrap_or_default()
+        let only = |pairs: &serde_json::Map<String, serde_json::Value>| {
+            let bytes = serde_json::to_vec(pairs).unwrap_or_default();
+            Self::parse(path, &bytes)
         };
-        let d = HookConfig::default();
-        HookConfig {
-            on_error: one("on_error").on_error,
-            log: one("log").log,
-            log_level: one("log_level").log_level,
-            ..d
+        let mut kept = serde_json::Map::new();
+        for key in KEPT_WHEN_UNUSABLE {
+            if let Some(value) = v.get(key) {
+                let one = serde_json::Map::from_iter([(key.to_string(), value.clone())]);
+                if only(&one).is_ok() {
+                    kept.insert(key.to_string(), value.clone());
+                }
+            }
         }
+        only(&kept).unwrap_or_default()
     }
 
     /// The configuration in `bytes`, read from `path` (named in errors).
@@ -433,6 +444,20 @@ mod tests {
         assert_eq!(c.log, Some(PathBuf::from("/tmp/x.log")));
         assert_eq!(c.log_level, LogLevel::Debug);
         assert_eq!(c.cpuset, CpusetRule::Numa, "the rest is the defaults");
+        // Where the off plan goes and the host roots hold too, each where valid on its own.
+        std::fs::write(
+            &path,
+            r#"{"step_thread_cor": 1, "dir": "/run/x", "root": "/r", "topology_root": "t"}"#,
+        )
+        .unwrap();
+        let c = HookConfig::of_unusable(&path);
+        assert_eq!(c.dir, PathBuf::from("/run/x"));
+        assert_eq!(c.root, PathBuf::from("/r"));
+        assert_eq!(
+            c.topology_root,
+            PathBuf::from("/r"),
+            "a relative one is dropped"
+        );
         // Each key on its own: a bad one falls back to its default alone.
         std::fs::write(
             &path,

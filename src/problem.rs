@@ -35,7 +35,7 @@ pub enum Problem {
     #[error(transparent)]
     Write(#[from] RootfsError),
     /// A setting from the container that does not parse.
-    #[error("{origin}: step_thread_core {value:?} is not off, auto or a cpu number")]
+    #[error("{origin}: step_thread_core {} is not off, auto or a cpu number", cpuplan::quoted(.value))]
     Setting {
         /// Annotation or env.
         origin: String,

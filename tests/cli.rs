@@ -506,3 +506,63 @@ fn a_bare_command_on_a_terminal_prints_the_usage_instead_of_waiting() {
         "{text}"
     );
 }
+
+#[test]
+fn check_config_says_ok_or_what_is_wrong_with_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let good = d.path().join("good.json");
+    std::fs::write(&good, r#"{"step_thread_core": "auto", "on_error": "deny"}"#).unwrap();
+    let typo = d.path().join("typo.json");
+    std::fs::write(&typo, r#"{"step_thread_cor": "auto"}"#).unwrap();
+    let missing = d.path().join("missing.json");
+    let (g, t, m) = (
+        good.to_str().unwrap(),
+        typo.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    for args in [vec!["check-config", g], vec!["--config", g, "check-config"]] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("ok: {g}\n"));
+        assert!(out.stderr.is_empty());
+    }
+    bad(
+        &["check-config", t],
+        &format!("hook config {t}: unknown field `step_thread_cor`"),
+    );
+    bad(&["--config", t, "check-config"], "step_thread_cor");
+    bad(
+        &["check-config", m],
+        &format!("cannot read hook config {m}"),
+    );
+    bad(&["check-config", g, t], "at most one FILE");
+}
+
+#[test]
+fn install_refuses_an_existing_config_that_fails_to_load_and_changes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("etc/cpuplan/hook.json");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    std::fs::write(&cfg, r#"{"step_thread_cor": "auto"}"#).unwrap();
+    let (prefix, hooks) = (d.path().join("prefix"), d.path().join("hooks.d"));
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "install",
+        "--prefix",
+        prefix.to_str().unwrap(),
+        "--hooks-dir",
+        hooks.to_str().unwrap(),
+        "--allow-dynamic",
+    ];
+    bad(&args, "unknown field `step_thread_cor`");
+    bad(&args, "nothing was changed");
+    assert!(
+        !prefix.exists() && !hooks.exists(),
+        "install wrote something"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cfg).unwrap(),
+        r#"{"step_thread_cor": "auto"}"#
+    );
+}

@@ -9,6 +9,8 @@
 mod common;
 #[path = "common/cri.rs"]
 mod cri;
+#[path = "common/cri_hook.rs"]
+mod cri_hook;
 #[path = "common/kustomize.rs"]
 mod kustomize;
 
@@ -18,66 +20,9 @@ use std::time::{Duration, Instant};
 
 use common::runc::line_value;
 use common::statics::static_hook;
-use cri::{annotations, cri as api, gpu_host, quota, section, CriNode, NodeOptions};
+use cri::{annotations, cri as api, quota, section, CriNode, NodeOptions};
+use cri_hook::{claims, hook_config, hook_log, hooked, install, plan_json, PROBE};
 use serde_json::{json, Value};
-
-const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
-echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
-
-fn plan_json(out: &str) -> Value {
-    serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
-}
-
-/// The hook config the tests' nodes use: a fake GPU host as topology, claims and log under the node.
-fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
-    let mut cfg = json!({
-        "step_thread_core": "auto",
-        "topology_root": gpu_host(node.root()),
-        "claims_dir": node.path("var/lib/cpuplan/claims"),
-        "log": node.path("var/log/cpuplan-hook.log"),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    let p = node.path("etc/cpuplan/hook.json");
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-    p
-}
-
-/// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed.
-fn install(node: &CriNode, args: &[&str]) -> String {
-    let out = Command::new(static_hook())
-        .args(["install", "--containerd", "--root-prefix"])
-        .arg(node.root())
-        .args(args)
-        .output()
-        .unwrap();
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "install: {se}\n{so}");
-    so.into_owned()
-}
-
-/// A started node whose runc runtime runs the hook, registered by install.
-fn hooked(opts: NodeOptions, config: Value) -> CriNode {
-    let node = CriNode::with(opts);
-    hook_config(&node, config);
-    install(&node, &[]);
-    node.start();
-    node
-}
-
-fn hook_log(node: &CriNode) -> String {
-    std::fs::read_to_string(node.path("var/log/cpuplan-hook.log")).unwrap_or_default()
-}
-
-/// `cpuplan-hook claims --json` with the node's hook config.
-fn claims(node: &CriNode) -> Value {
-    common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
-}
 
 fn quota_container_sees_its_plan(node: &CriNode) {
     let pod = node.run_pod(node.pod_config("quota"), "");
@@ -244,8 +189,19 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
         .unwrap()
         .to_string();
     assert!(
-        why.contains("pins nothing") && why.contains(&format!("held by live container {a}")),
+        why.contains("pins nothing") && why.contains("held by another container"),
         "{why}"
+    );
+    assert!(!why.contains(a.as_str()), "A's id shown to B: {why}");
+    assert!(
+        !section(&ran.log, "planjson").contains(a.as_str()),
+        "A's id in B's plan.json: {}",
+        ran.log
+    );
+    assert!(
+        hook_log(&node).contains(&format!("is held by live container {a} (pid ")),
+        "the host log names the holder: {}",
+        hook_log(&node)
     );
     assert_eq!(claims(&node)[0]["holder"]["container"], a.as_str());
     node.remove_container(&ran.id);

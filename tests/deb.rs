@@ -211,6 +211,34 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
     cfg["claims_dir"] = tmp.path().join("claims").display().to_string().into();
     std::fs::write(config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
 
+    // The postinst checks the config: quiet when it loads (as at `dpkg -i` above), a warning
+    // naming the problem when it does not; the package is configured either way.
+    assert!(!out.contains("warning"), "dpkg -i: {out}");
+    let postinst = Path::new("/var/lib/dpkg/info/cpuplan.postinst");
+    let configure = || {
+        let o = Command::new(postinst)
+            .arg("configure")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the postinst");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(configure(), (Some(0), String::new()), "a config that loads");
+    let good = std::fs::read(config).unwrap();
+    std::fs::write(config, br#"{"step_thread_cor": "auto"}"#).unwrap();
+    let (rc, err) = configure();
+    assert_eq!(rc, Some(0), "{err}");
+    assert!(
+        err.starts_with(
+            "cpuplan: warning: hook config /etc/cpuplan/hook.json: unknown field `step_thread_cor`"
+        ) && err.contains("cpuplan-hook check-config"),
+        "{err}"
+    );
+    std::fs::write(config, good).unwrap();
+
     {
         let p = Podman::with_default_hooks_dirs("deb", &guard._lock);
         let init = p.init("deb", &["--cpus", "1"], "cat /run/cpuplan/plan.env");

@@ -10,6 +10,7 @@ use cpuplan_hook::read::devices::{
     char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, DeviceError, Found, Gpu,
     GpuSource, VisibleDevices,
 };
+use cpuplan_hook::read::nodes::Node;
 use cpuplan_hook::read::spec::CharDevice;
 
 /// The fixture host: 8 NVIDIA H100s, an AMD GPU and a few other char devices.
@@ -346,11 +347,18 @@ fn each_gpu_records_every_source_that_names_it() {
             },
         ]
     );
-    let both = container_gpus(&host(), &[c(195, 0)], &[c(195, 0)], Some("0")).unwrap();
+    let node = |untrusted: Option<&str>| Node {
+        device: c(195, 0),
+        untrusted: untrusted.map(String::from),
+    };
+    let both = container_gpus(&host(), &[c(195, 0)], &[node(None)], Some("0")).unwrap();
     assert_eq!(
         both.gpus[0].sources,
         [GpuSource::Devices, GpuSource::Nodes, GpuSource::Env]
     );
+    // A node that is not the runtime's names its GPU as the tenant's, never as a trusted source.
+    let tenant = container_gpus(&host(), &[], &[node(Some("a volume at /dev"))], None).unwrap();
+    assert_eq!(tenant.gpus[0].sources, [GpuSource::TenantNode]);
 }
 
 #[test]

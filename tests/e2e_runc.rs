@@ -135,3 +135,35 @@ fn a_bad_setting_under_allow_starts_with_the_off_plan_and_the_cause() {
         "{out}"
     );
 }
+
+#[test]
+fn a_hook_config_with_a_typo_gives_the_container_the_off_plan_carrying_the_cause() {
+    // "step_thread_cor": a typo, which makes the whole config fail to load.
+    let (b, log) = gpu_bundle(
+        "typo",
+        "cat /run/cpuplan/plan.env",
+        json!({"step_thread_cor": "auto"}),
+    );
+    let (rc, out, err) = b.run();
+    assert_eq!(rc, 0, "on_error allow: the container starts: {err}");
+    assert_eq!(line_value(&out, "CPUPLAN_SETTING"), Some("'off'"), "{out}");
+    let why = line_value(&out, "CPUPLAN_WHY").unwrap_or_default();
+    assert!(
+        why.contains("unknown field `step_thread_cor`") && why.contains("hook.json"),
+        "the plan says why: {out}"
+    );
+    // The config's own valid log still holds: the host log says it too.
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(log.contains("step_thread_cor"), "{log}");
+
+    // The same typo beside on_error deny: the container is refused, naming it.
+    let (b, _) = gpu_bundle(
+        "typo-deny",
+        "echo should-not-run",
+        json!({"step_thread_cor": "auto", "on_error": "deny"}),
+    );
+    let (rc, out, err) = b.run();
+    assert_ne!(rc, 0, "deny refuses the container: {out}");
+    assert!(!out.contains("should-not-run"), "{out}");
+    assert!(err.contains("step_thread_cor"), "{err}");
+}

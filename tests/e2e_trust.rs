@@ -164,11 +164,8 @@ fn a_tenants_environment_cannot_take_every_gpu_from_the_next_container() {
         .contains(&format!("container {}: stopped, released 1", victim.id)));
 }
 
-#[test]
-fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
-    // NVIDIA's legacy hook injects /dev/nvidiaN without touching config.json: here a bind mount
-    // of a host char device 195:0 (made by the test; nothing opens it).
-    let node = Node::new(&fixtures().join("e2e-host"));
+/// A host char device 195:0 in the node's dir (made by the test; nothing opens it).
+fn host_gpu_node(node: &Node) -> PathBuf {
     let dev = node.dir.path().join("nvidia0");
     nix::sys::stat::mknod(
         &dev,
@@ -177,15 +174,66 @@ fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
         nix::sys::stat::makedev(195, 0),
     )
     .unwrap();
-    let mut b = node.bundle("node", HOLD);
-    b.config["mounts"].as_array_mut().unwrap().push(
-        json!({"destination": "/dev/nvidia0", "type": "bind", "source": dev, "options": ["bind"]}),
+    dev
+}
+
+#[test]
+fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
+    // NVIDIA's legacy hook injects /dev/nvidiaN without touching config.json: libnvidia-container
+    // enters the container's mount namespace and bind-mounts the host's node onto its /dev
+    // tmpfs. Here an operator's createRuntime hook before cpuplan's does the same with a host
+    // char device 195:0 (made by the test; nothing opens it).
+    let node = Node::new(&fixtures().join("e2e-host"));
+    let dev = host_gpu_node(&node);
+    let mut b = Bundle::new("node", HOLD);
+    let target = b.rootfs().join("dev/nvidia0");
+    let inject = format!(
+        r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- sh -c 'touch {t} && mount --bind {d} {t}'"#,
+        t = target.display(),
+        d = dev.display()
     );
+    b.hook(
+        &["createRuntime"],
+        &["/bin/sh".into(), "-c".into(), inject, "sh".into()],
+    );
+    b.hook_with_config(&node.config);
+    b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
     let t = start(&b);
     let plan = plan_json(&b);
     assert_eq!(plan["inputs"]["gpus"], json!(["0000:3b:00.0"]), "{plan}");
     let claims = node.claims();
     assert_eq!(claims[0]["holder"]["container"], b.id.as_str(), "{claims}");
+    stop(&b, t);
+}
+
+#[test]
+fn a_gpu_device_node_a_mount_of_the_spec_puts_in_dev_is_never_claimed() {
+    // The same node as a mount of the spec (an emptyDir's node through subPath, a volume at
+    // /dev): the tenant's, so planned for but not claimed.
+    let node = Node::new(&fixtures().join("e2e-host"));
+    let dev = host_gpu_node(&node);
+    let mut b = node.bundle("specnode", HOLD);
+    b.config["mounts"].as_array_mut().unwrap().push(
+        json!({"destination": "/dev/nvidia0", "type": "bind", "source": dev, "options": ["bind"]}),
+    );
+    let t = start(&b);
+    let plan = plan_json(&b);
+    assert_eq!(
+        plan["inputs"]["gpus"],
+        json!(["0000:3b:00.0"]),
+        "planned for: {plan}"
+    );
+    let why = plan["why"].as_str().unwrap();
+    assert!(
+        why.contains("not claimed") && why.contains("device node the container's mounts"),
+        "{why}"
+    );
+    assert_eq!(node.claims(), json!([]), "never claimed");
+    assert!(
+        node.log().contains("/dev/nvidia0 (195:0) is not the runtime's device node (the spec mounts \"/dev/nvidia0\""),
+        "{}",
+        node.log()
+    );
     stop(&b, t);
 }
 

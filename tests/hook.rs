@@ -187,9 +187,25 @@ fn a_bad_hook_config_names_file_and_key() {
     let mut h = FakeHost::new();
     h.config["cpuset"] = json!("everything");
     let (state, cfg) = h.state();
-    let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap();
-    assert!(r.is_none(), "no bundle read, nothing written");
-    assert!(h.plan_file("plan.env").is_none());
+    // The container gets the off plan carrying the cause, not no plan at all.
+    let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
+        .unwrap()
+        .expect("a report");
+    assert!(
+        r.problem.as_deref().unwrap().contains("everything"),
+        "{r:?}"
+    );
+    let env = h.plan_file("plan.env").expect("the off plan's plan.env");
+    assert!(env.contains("CPUPLAN_SETTING='off'"), "{env}");
+    let why = common::runc::line_value(&env, "CPUPLAN_WHY").unwrap();
+    assert!(
+        why.contains(&cfg.display().to_string()) && why.contains("everything"),
+        "{why}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&h.plan_file("plan.json").expect("plan.json")).unwrap();
+    assert_eq!(json["setting"], "off");
+    assert_eq!(h.cpuset(), "0-223", "the off plan writes no cpuset");
     let err = hook_binary_stderr(&state, &cfg);
     assert!(
         err.contains(&cfg.display().to_string()) && err.contains("everything"),
@@ -210,14 +226,28 @@ fn a_bad_hook_config_names_file_and_key() {
         err.contains(&cfg.display().to_string()) && err.contains("surprise"),
         "{err}"
     );
-    // Where on_error itself cannot be read, the default (allow) applies.
+    assert!(h.plan_file("plan.env").is_none(), "deny writes nothing");
+    // Where on_error itself cannot be read, the default (allow) applies; a typo of a key
+    // ("step_thread_cor") is such a config too, and a valid `dir` still says where the plan goes.
     h.config["on_error"] = json!("maybe");
     let (state, cfg) = h.state();
-    assert!(run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
+    let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
         .unwrap()
-        .is_none());
+        .expect("a report");
+    assert_eq!(r.plan.plan.setting, "off");
     let err = hook_binary_stderr(&state, &cfg);
     assert!(err.contains("maybe"), "{err}");
+    h.config.as_object_mut().unwrap().remove("on_error");
+    h.config.as_object_mut().unwrap().remove("surprise");
+    h.config["step_thread_cor"] = json!("auto");
+    h.config["dir"] = json!("/run/elsewhere");
+    let (state, cfg) = h.state();
+    let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
+        .unwrap()
+        .expect("a report");
+    assert_eq!(r.plan.plan.setting, "off");
+    let env = std::fs::read_to_string(h.bundle().join("rootfs/run/elsewhere/plan.env")).unwrap();
+    assert!(env.contains("unknown field `step_thread_cor`"), "{env}");
 }
 
 /// Runs the `cpuplan-hook` binary at createRuntime on `state` with `cfg`; it must exit 0. Returns its stderr.
@@ -310,10 +340,20 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
         .unwrap()
         .unwrap();
     assert!(r2.plan.plan.workers.iter().all(|w| w.is_none()));
+    // The plan (the second tenant's to read) says the GPU is held, never by whom.
+    let why = &r2.plan.plan.why;
     assert!(
-        r2.plan.plan.why.contains("held by live container ctr"),
-        "{}",
-        r2.plan.plan.why
+        why.contains("GPU 0000:18:00.0 is held by another container"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("ctr ") && !why.contains("ctr)") && !why.contains("4242"),
+        "the holder's id or pid in the plan: {why}"
+    );
+    let json = h.plan_file("plan.json").unwrap();
+    assert!(
+        !json.contains("\"ctr\"") && !json.contains("4242"),
+        "the holder in plan.json: {json}"
     );
 
     // poststop of the first releases its claims; the second container's next start takes them.

@@ -150,3 +150,26 @@ fn a_bad_log_level_names_file_and_key_and_the_rest_still_logs_where_it_says() {
     // The config is unusable, but its valid `log` still holds: the problem is in its log file.
     assert!(lines.iter().any(|l| l.contains("log_level")), "{lines:#?}");
 }
+
+#[test]
+fn a_huge_tenant_value_makes_a_short_line_with_its_length() {
+    // A 250 KB setting annotation and a 250 KB NVIDIA_VISIBLE_DEVICES: each is quoted cut at 256
+    // bytes, with its full length, in the log file and on stderr.
+    let mut h = FakeHost::new();
+    h.spec["annotations"] = json!({"cpuplan.step-thread-core": "f".repeat(250_000)});
+    let (stderr, lines) = run(&h, "big");
+    let mut h2 = FakeHost::new();
+    h2.env(&format!("NVIDIA_VISIBLE_DEVICES=x{}", "9".repeat(250_000)));
+    let (stderr2, lines2) = run(&h2, "big2");
+    for (what, stderr, lines) in [("annotation", stderr, lines), ("env", stderr2, lines2)] {
+        assert!(!lines.is_empty(), "{what}: no log");
+        for line in stderr.lines().chain(lines.iter().map(String::as_str)) {
+            assert!(line.len() < 2048, "{what}: a {}-byte line", line.len());
+        }
+        assert!(
+            lines.iter().any(|l| l.contains("… (cut, 250000 bytes)")
+                || l.contains("… (cut, 250001 bytes)")),
+            "{what}: {lines:#?}"
+        );
+    }
+}

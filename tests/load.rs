@@ -96,7 +96,7 @@ fn whole_plan(id: &str, out: &str) -> bool {
     assert_eq!(json["inputs"]["gpus"], json!([GPU]));
     let why = json["why"].as_str().unwrap();
     assert!(!why.contains("without a GPU claim"), "{id}: {why}");
-    !why.contains("held by live container")
+    !why.contains("held by another container")
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {

@@ -47,27 +47,37 @@ const CONFIG: &str = r#"{"ociVersion": "1.0.2",  "zz-unknown": {"keep": [1, 2.50
  "root": {"path": "rootfs"}, "annotations": {"b": "2", "a": "1"},
  "linux": {"resources": {"cpu": {"quota": 100000, "period": 100000}}, "namespaces": [{"type": "pid"}]}}"#;
 
-#[test]
-fn an_edited_config_keeps_what_cpuplan_does_not_touch() {
-    let t = tempfile::tempdir().unwrap();
-    let out = precreate(&hook_config(t.path(), "allow"), CONFIG.as_bytes());
+/// The config precreate (under `allow`) prints for `input`; it must succeed.
+fn edited(dir: &Path, input: &str) -> String {
+    let out = precreate(&hook_config(dir, "allow"), input.as_bytes());
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The `process.env` entries of an edited config.
+fn env_of(v: &Value) -> Vec<&str> {
+    v["process"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_edited_config_keeps_what_cpuplan_does_not_touch() {
+    let t = tempfile::tempdir().unwrap();
+    let text = edited(t.path(), CONFIG);
     assert!(
         text.contains(r#""zz-unknown":{"keep": [1, 2.50, "\u00e9"]}"#),
         "an unknown member passes through as written: {text}"
     );
     let v: Value = serde_json::from_str(&text).unwrap();
-    let env: Vec<&str> = v["process"]["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e.as_str().unwrap())
-        .collect();
+    let env = env_of(&v);
     assert!(
         env.contains(&"OMP_NUM_THREADS=3"),
         "the container's own value stays"
@@ -136,4 +146,32 @@ fn deny_refuses_what_it_cannot_plan_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty());
     }
+}
+
+#[test]
+fn every_key_cpuplan_writes_is_there_once() {
+    let t = tempfile::tempdir().unwrap();
+    // A forged cpuplan.plan before and after the other annotations (Go's and Python's JSON
+    // parsers keep the last duplicate), and a bare GOMAXPROCS with no value.
+    let forged = CONFIG
+        .replace(
+            r#""annotations": {"b": "2", "a": "1"}"#,
+            r#""annotations": {"cpuplan.plan": "forged-1", "b": "2", "cpuplan.plan": "forged-2", "a": "1", "cpuplan.plan": "forged-3"}"#,
+        )
+        .replace(r#""PATH=/bin""#, r#""PATH=/bin", "GOMAXPROCS""#);
+    assert_ne!(forged, CONFIG);
+    let text = edited(t.path(), &forged);
+    assert_eq!(text.matches("\"cpuplan.plan\"").count(), 1, "{text}");
+    assert!(!text.contains("forged"), "{text}");
+    // The one left is the real plan, whichever duplicate a parser keeps.
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let plan: Value =
+        serde_json::from_str(v["annotations"]["cpuplan.plan"].as_str().unwrap()).unwrap();
+    assert_eq!(plan["setting"], "auto", "{plan}");
+    let env = env_of(&v);
+    let gomaxprocs: Vec<&&str> = env
+        .iter()
+        .filter(|e| e.split('=').next() == Some("GOMAXPROCS"))
+        .collect();
+    assert_eq!(gomaxprocs, [&"GOMAXPROCS=1"], "{env:?}");
 }

@@ -1,9 +1,12 @@
-//! The Python package `cpuplan`: `scripts/python-wheel.sh` builds the abi3 wheel with maturin,
-//! installs it into a fresh venv with pytest and runs `crates/python/tests` on it; this test
-//! runs the script and requires every pytest test to pass, none skipped.
+//! The Python package `cpuplan`: `scripts/python-wheel.sh` builds the abi3 manylinux2014 wheel
+//! with maturin and zig, requires `auditwheel show` to find it `manylinux_2_17_x86_64`, checks
+//! that the sdist stops at once without Rust, installs the wheel into a fresh venv with pytest
+//! and runs `crates/python/tests` on it; this test runs the script and requires every pytest
+//! test to pass, none skipped.
 //!
-//! Needs `python3` with `venv` and PyPI (for maturin and pytest), and, for the runc test of the
-//! suite, root, `runc` and `busybox-static` (CI has them); it fails, never skips, without them.
+//! Needs `python3` with `venv` and PyPI (for maturin, ziglang, auditwheel and pytest), and, for
+//! the runc test of the suite, root, `runc` and `busybox-static` (CI has them); it fails, never
+//! skips, without them.
 
 /// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
 #[path = "common/log_guard.rs"]
@@ -53,5 +56,15 @@ fn the_python_wheel_passes_its_pytest_suite() {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count in {summary:?}"));
-    assert!(passed >= 100, "only {passed} pytest tests ran: {summary}");
+    assert!(passed >= 200, "only {passed} pytest tests ran: {summary}");
+    // The wheel CI tests is the manylinux2014 one, as auditwheel saw it.
+    assert!(
+        stdout.contains("is consistent with the following platform tag:")
+            && stdout.contains("\"manylinux_2_17_x86_64\""),
+        "no auditwheel verdict of manylinux_2_17_x86_64:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("building from source needs a Rust toolchain"),
+        "the sdist check did not run:\n{stdout}"
+    );
 }

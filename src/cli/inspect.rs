@@ -66,8 +66,9 @@ pub const CLAIMS: Command = Command {
 usage: cpuplan-hook claims [--config PATH] [--json]
 
 The GPU claims in the hook config's claims_dir, each with its holder (container id, its
-scope: the bundle path for the hook's claims; its init pid) and whether it is live. --json
-gives each as {address, holder: {container, scope, pid, start_time}, live}.
+scope: the bundle path for the hook's claims; its init pid, with its pid namespace where that
+is another than this command's) and whether it is live. --json gives each as
+{address, holder: {container, scope, pid, start_time, pid_ns}, live}.
 ",
     valued: &[],
     switches: &["json"],
@@ -204,10 +205,16 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
     } else if list.is_empty() {
         writeln!(out, "no GPU claims in {}", config.claims_dir.display())?;
     } else {
+        let mine = cpuplan::own_pid_ns();
         for c in &list {
+            let ns = match c.holder.pid_ns {
+                0 => String::new(),
+                n if n == mine => String::new(),
+                n => format!(" of pid namespace {n}"),
+            };
             writeln!(
                 out,
-                "{}  container {}  {}  pid {}  {}",
+                "{}  container {}  {}  pid {}{ns}  {}",
                 c.address,
                 crate::logging::escape(&c.holder.container),
                 crate::hook::claim::describe_scope(&c.holder.scope),

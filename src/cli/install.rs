@@ -122,6 +122,11 @@ struct StepError {
     source: InstallError,
 }
 
+/// An existing hook config that fails to load: `install` changes nothing (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("install: {0}; nothing was changed (fix it; cpuplan-hook check-config checks it)")]
+struct BadConfig(crate::config::ConfigError);
+
 fn failed(command: &'static str) -> impl Fn(InstallError) -> CliError {
     move |source| {
         let io = matches!(source, InstallError::Io { .. });
@@ -163,6 +168,11 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
     let me = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("install: cannot find this binary: {e}")))?;
     let (layout, registration) = options(ctx, a).resolve().map_err(failed("install"))?;
+    // An existing config that fails to load is refused before anything changes: with it, every
+    // container would get the off plan (`check-config` says the same).
+    if layout.config.exists() {
+        super::check::check(&layout.config, true).map_err(|e| CliError::input(BadConfig(e)))?;
+    }
     let flags = InstallFlags {
         with_precreate: a.switch("with-precreate"),
         allow_dynamic: a.switch("allow-dynamic"),

@@ -4,6 +4,7 @@
 //! here once; each command's handler only does its work.
 
 pub mod args;
+mod check;
 mod error;
 mod explain;
 mod inspect;
@@ -75,6 +76,7 @@ pub const COMMANDS: &[Command] = &[
     inspect::GPUS,
     inspect::CLAIMS,
     stages::PRECREATE,
+    check::CHECK_CONFIG,
     install::INSTALL,
     install::UNINSTALL,
     nri::NRI,

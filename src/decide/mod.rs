@@ -39,10 +39,19 @@ pub enum ClaimResult {
     Skipped,
     /// Every GPU is held for this container.
     Claimed,
-    /// A live container holds one of the GPUs: pin nothing.
+    /// A live container holds one of the GPUs: pin nothing. The text reaches the container's
+    /// plan, so it never names the holder (made by [`ClaimResult::held`]).
     Held(String),
     /// The claims could not be taken (lock busy, unwritable dir): plan without one.
     Failed(String),
+}
+
+impl ClaimResult {
+    /// GPU `address` is held by another live container: the words the plan (which its own
+    /// tenant reads) carries. The holder's id, pid and scope are the host log's alone.
+    pub fn held(address: &str) -> ClaimResult {
+        ClaimResult::Held(format!("GPU {address} is held by another container"))
+    }
 }
 
 /// The decision for `inputs` under `config`.

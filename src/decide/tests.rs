@@ -129,9 +129,7 @@ fn claim_outcomes_change_only_the_pinning() {
     let d = decide(&i, &config());
     assert_eq!(d.clone().after_claim(&ClaimResult::Claimed), d);
     assert_eq!(d.clone().after_claim(&ClaimResult::Skipped), d);
-    let held = d.clone().after_claim(&ClaimResult::Held(
-        "GPU 0000:18:00.0 is held by live container x".into(),
-    ));
+    let held = d.clone().after_claim(&ClaimResult::held("0000:18:00.0"));
     assert!(held.plan.pinned().is_empty());
     assert_eq!(held.cpuset, d.cpuset, "the cpuset stays");
     assert!(held

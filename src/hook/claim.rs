@@ -41,7 +41,7 @@ pub fn claim(
     ) {
         Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
         Ok(ClaimOutcome::Held { address, by }) => {
-            // The holder's bundle goes to the host's log only: the plan files are the tenant's.
+            // Who holds it goes to the host's log only: the plan files are the tenant's.
             log::info!(
                 "container {}: GPU {address} is held by live container {} (pid {}, {})",
                 inputs.container.id,
@@ -49,10 +49,7 @@ pub fn claim(
                 by.pid,
                 describe_scope(&by.scope)
             );
-            ClaimResult::Held(format!(
-                "GPU {address} is held by live container {} (pid {})",
-                by.container, by.pid
-            ))
+            ClaimResult::held(&address)
         }
         Err(e) => ClaimResult::Failed(e.to_string()),
     };

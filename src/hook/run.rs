@@ -118,6 +118,11 @@ pub fn run_hook(
         state.bundle().display()
     );
     if let Some(e) = config_problem {
+        // createRuntime still writes the off plan carrying the cause (or, under deny, refuses
+        // the container): the containers see why they are not planned, not just the host log.
+        if stage == Stage::CreateRuntime {
+            return create_runtime(&config, &state, Some(Problem::Config(e)));
+        }
         return refuse(&config, &state, Problem::Config(e).to_string()).map(|()| None);
     }
     match stage {
@@ -136,7 +141,7 @@ pub fn run_hook(
             remove_host_plan_files(&config, &state);
             Ok(None)
         }
-        Stage::CreateRuntime => create_runtime(&config, &state),
+        Stage::CreateRuntime => create_runtime(&config, &state, None),
     }
 }
 
@@ -186,8 +191,14 @@ fn refuse(config: &HookConfig, state: &HookState, problem: String) -> Result<(),
     }
 }
 
-/// Reads, decides, claims, narrows the cpuset and writes the plan files of the container in `state`.
-fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Report>, HookError> {
+/// Reads, decides, claims, narrows the cpuset and writes the plan files of the container in
+/// `state`; `unusable` is why the hook config failed to load, if it did (`config` is then what
+/// [`HookConfig::of_unusable`] keeps): it is the inputs' problem, so the decision is `off`.
+fn create_runtime(
+    config: &HookConfig,
+    state: &HookState,
+    unusable: Option<Problem>,
+) -> Result<Option<Report>, HookError> {
     let host = Host::of(config);
     let spec = match load_bundle(state.bundle()) {
         Ok(spec) => spec,
@@ -209,10 +220,13 @@ fn create_runtime(config: &HookConfig, state: &HookState) -> Result<Option<Repor
         annotations: state.annotations().clone(),
         nodes: rootfs
             .as_ref()
-            .map(|fd| gpu_nodes(fd.as_fd()))
+            .map(|fd| gpu_nodes(fd.as_fd(), &spec.mounts))
             .unwrap_or_default(),
     };
-    let inputs = read(&host, config, container, spec, &live);
+    let mut inputs = read(&host, config, container, spec, &live);
+    if unusable.is_some() {
+        inputs.problem = unusable;
+    }
     let decision = decide(&inputs, config);
     let rootfs = match rootfs {
         Ok(fd) => fd,

@@ -39,14 +39,24 @@ impl LogLevel {
     }
 }
 
+/// The most bytes of a message a log line keeps: messages quote tenant values cut at
+/// [`cpuplan::QUOTE_MAX`] bytes, and this bounds whatever else reaches a line.
+pub const MAX_MESSAGE: usize = 16 << 10;
+
 /// One log line (with its newline): the time `at` in RFC 3339 UTC, `level`, `pid` and `message`
-/// with its control characters escaped.
+/// with its control characters escaped, cut at [`MAX_MESSAGE`] bytes with its full length.
 pub fn format_line(at: SystemTime, level: Level, pid: u32, message: &str) -> String {
-    format!(
-        "{} {level} cpuplan-hook[{pid}]: {}\n",
-        rfc3339(at),
-        escape(message)
-    )
+    let text = escape(message);
+    let text = if text.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}… (cut, {} bytes)", &text[..cut], text.len()).into()
+    } else {
+        text
+    };
+    format!("{} {level} cpuplan-hook[{pid}]: {text}\n", rfc3339(at))
 }
 
 /// `at` as an RFC 3339 UTC time with milliseconds, e.g. `2026-11-30T10:00:00.123Z` (times
@@ -107,6 +117,13 @@ mod tests {
             format_line(at, Level::Warn, 42, "container a\nb: x\ty"),
             "2026-11-30T10:00:00.123Z WARN cpuplan-hook[42]: container a\\nb: x\\ty\n"
         );
+    }
+
+    #[test]
+    fn a_long_message_is_cut_with_its_length() {
+        let line = format_line(UNIX_EPOCH, Level::Info, 1, &"é".repeat(MAX_MESSAGE));
+        assert!(line.len() < MAX_MESSAGE + 100, "{}", line.len());
+        assert!(line.ends_with(&format!("… (cut, {} bytes)\n", 2 * MAX_MESSAGE)));
     }
 
     #[test]

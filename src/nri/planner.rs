@@ -130,11 +130,16 @@ impl Planner {
             self.wait(),
         ) {
             Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
-            Ok(ClaimOutcome::Held { address, by }) => ClaimResult::Held(format!(
-                "GPU {address} is held by live container {} (pid {})",
-                crate::logging::escape(&by.container),
-                by.pid
-            )),
+            Ok(ClaimOutcome::Held { address, by }) => {
+                // Who holds it goes to the host's log only: the plan is the tenant's.
+                log::info!(
+                    "container {id}: GPU {address} is held by live container {} (pid {}, scope {})",
+                    crate::logging::escape(&by.container),
+                    by.pid,
+                    crate::logging::escape(&by.scope)
+                );
+                ClaimResult::held(&address)
+            }
             Err(e) => ClaimResult::Failed(e.to_string()),
         }
     }

@@ -64,6 +64,7 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
         env,
         annotations,
         cgroups_path: Some(linux.cgroups_path).filter(|p| !p.is_empty()),
+        mounts: Vec::new(),
     })
 }
 

@@ -72,10 +72,16 @@ fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, S
     Ok(doc.to_json().into_bytes())
 }
 
-/// Writes `edit` into the config `doc`: env, cpus and annotations.
+/// Writes `edit` into the config `doc`: env, cpus and annotations. Every key it writes is
+/// there once afterwards: a member it sets loses its duplicates ([`RawObject::set`]), and an env
+/// entry of a name it adds (one the reader does not count as set, such as a bare `NAME`) goes.
 pub fn write_edit(doc: &mut RawObject, edit: &SpecEdit) -> Result<(), MemberError> {
     let mut process = doc.object("process", "$")?;
     let mut env: Vec<String> = process.typed("env", "$.process")?.unwrap_or_default();
+    env.retain(|entry| {
+        let name = entry.split_once('=').map_or(entry.as_str(), |(k, _)| k);
+        !edit.env.iter().any(|(k, _)| k == name)
+    });
     env.extend(edit.env.iter().map(|(k, v)| format!("{k}={v}")));
     process.set("env", &env);
     doc.set("process", &process);

@@ -56,11 +56,23 @@ impl RawObject {
         Ok(self.typed(key, path)?.unwrap_or_default())
     }
 
-    /// Sets `key` to `value`, in place where it was, else last.
+    /// Sets `key` to `value`, in place of its first member, else last; every other member
+    /// named `key` is dropped (JSON parsers disagree on which duplicate wins: Go's and Python's
+    /// keep the last, so a forged duplicate kept after the edited one would win there).
     pub fn set(&mut self, key: &str, value: &impl Serialize) {
         let raw = serde_json::value::to_raw_value(value).expect("serializable");
-        match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => *v = raw,
+        match self.0.iter().position(|(k, _)| k == key) {
+            Some(i) => {
+                self.0[i].1 = raw;
+                let mut seen = 0;
+                self.0.retain(|(k, _)| {
+                    if k != key {
+                        return true;
+                    }
+                    seen += 1;
+                    seen == 1
+                });
+            }
             None => self.0.push((key.to_string(), raw)),
         }
     }
@@ -119,5 +131,12 @@ mod tests {
         let e = o.object("z", "$").unwrap_err().to_string();
         assert!(e.starts_with("$.z: "), "{e}");
         assert!(RawObject::parse("[1]").is_err());
+    }
+
+    #[test]
+    fn setting_a_key_drops_its_duplicates() {
+        let mut o = RawObject::parse(r#"{"k": 1, "a": 2, "k": 3, "k": 4}"#).unwrap();
+        o.set("k", &"real");
+        assert_eq!(o.to_json(), r#"{"k":"real","a":2}"#);
     }
 }

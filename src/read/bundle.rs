@@ -1,7 +1,7 @@
 //! A runtime spec's JSON (a bundle's `config.json`, or `precreate`'s stdin) read into a
 //! [`ContainerSpec`]: only the fields the planner uses are kept; everything else (the rest of
-//! the environment, other annotations, mounts, hooks…) is skipped as it is parsed, so a 16 MiB
-//! config costs little more than its own bytes.
+//! the environment, other annotations, hooks, a mount's source…) is skipped as it is parsed, so
+//! a 16 MiB config costs little more than its own bytes.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::spec::{env_of_interest, CharDevice, ContainerSpec, ANNOTATION_PREFIX};
+use super::spec::{env_of_interest, CharDevice, ContainerSpec, SpecMount, ANNOTATION_PREFIX};
 
 /// The most bytes of a runtime spec the hook reads (16 MiB).
 pub const MAX_CONFIG: usize = 16 << 20;
@@ -59,7 +59,10 @@ pub fn load_bundle(bundle: &Path) -> Result<ContainerSpec, BundleError> {
         return Err(BundleError::Field {
             path,
             field: "root.path",
-            message: format!("{:?} is not a directory", rootfs.display().to_string()),
+            message: format!(
+                "{} is not a directory",
+                cpuplan::quoted(&rootfs.display().to_string())
+            ),
         });
     }
     Ok(spec)
@@ -128,6 +131,12 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
             .unwrap_or_default(),
         annotations: raw.annotations.map(|a| a.0).unwrap_or_default(),
         cgroups_path: linux.cgroups_path,
+        mounts: raw
+            .mounts
+            .unwrap_or_default()
+            .iter()
+            .map(|m| SpecMount::new(&m.destination, &m.kind, &m.options))
+            .collect(),
     })
 }
 
@@ -137,6 +146,17 @@ struct RawSpec {
     process: Option<RawProcess>,
     annotations: Option<Annotations>,
     linux: Option<RawLinux>,
+    mounts: Option<Vec<RawMount>>,
+}
+
+#[derive(Deserialize)]
+struct RawMount {
+    #[serde(default)]
+    destination: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    options: Vec<String>,
 }
 
 #[derive(Deserialize)]

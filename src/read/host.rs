@@ -128,7 +128,7 @@ impl Host {
     pub fn gpus(
         &self,
         devices: &[CharDevice],
-        nodes: &[CharDevice],
+        nodes: &[super::nodes::Node],
         visible: Option<&str>,
     ) -> Result<Found, DeviceError> {
         match self.inventory() {

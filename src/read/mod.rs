@@ -47,8 +47,8 @@ pub struct Container {
 pub struct Live {
     /// The OCI state's annotations (they take precedence over the spec's).
     pub annotations: BTreeMap<String, String>,
-    /// The `/dev/nvidiaN` char devices present in its `/dev`.
-    pub nodes: Vec<spec::CharDevice>,
+    /// The `/dev/nvidiaN` char devices present in its `/dev`, each with whether it is the runtime's.
+    pub nodes: Vec<nodes::Node>,
 }
 
 /// Everything a decision is made from, read once.
@@ -209,6 +209,16 @@ fn read_into(
     inputs.mask = mask;
     (inputs.setting, inputs.setting_from) =
         resolve_setting(config, &inputs.spec, &live.annotations)?;
+    for n in &live.nodes {
+        if let Some(why) = &n.untrusted {
+            inputs.notes.push(format!(
+                "{} ({}:{}) is not the runtime's device node ({why}): it names no GPU to claim",
+                crate::logging::escape(&n.device.path),
+                n.device.major,
+                n.device.minor
+            ));
+        }
+    }
     let visible = inputs.spec.env.get(VISIBLE_DEVICES).map(String::as_str);
     let found = host.gpus(&inputs.spec.devices, &live.nodes, visible)?;
     inputs.gpus = found.gpus;

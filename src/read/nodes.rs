@@ -1,28 +1,52 @@
-//! The GPU device nodes a container has in its `/dev` at createRuntime: NVIDIA's legacy hook
-//! and runtime inject GPUs that way without touching `config.json`.
+//! The GPU device nodes a container has in its `/dev` at createRuntime (NVIDIA's legacy hook and
+//! runtime inject GPUs that way without touching `config.json`), and whether each is the
+//! runtime's.
+//!
+//! A node counts as the runtime's (a trusted `nodes` source) only when the spec mounts `/dev` as
+//! the runtime's own tmpfs and no mount of the spec has the node, or a directory above it under
+//! `/dev`, as its destination: at createRuntime the container's process has not run yet, so that
+//! tmpfs holds only what the runtime and the operator's hooks put there. A `/dev` from the image
+//! (no tmpfs), from a volume (an image's `Volumes`, an emptyDir), or a tmpfs that copies the
+//! image's `/dev` up (`tmpcopyup`) is the tenant's, and so is a node a mount puts there. As the
+//! runtime follows links in the rootfs when it mounts (`/x/nvidia1` with an image's `/x` ->
+//! `/dev`), every mount's destination is also resolved in the container's root: one that lands
+//! on `/dev` (other than the tmpfs) or on the node makes it the tenant's too. A node that is not
+//! the runtime's is planned for but never claimed.
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::dir::Dir;
-use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{fstatat, major, minor, Mode, SFlag};
+use nix::errno::Errno;
+use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstat, fstatat, major, minor, FileStat, Mode, SFlag};
 
 use super::devices::NVIDIA_MAJOR;
-use super::spec::CharDevice;
+use super::spec::{CharDevice, SpecMount};
+use cpuplan::quoted;
 
 /// The most entries of the container's `/dev` looked at (a runtime's `/dev` holds a few dozen).
 const MAX_ENTRIES: usize = 4096;
 
+/// A GPU device node in the container's `/dev`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// The node (`/dev/nvidiaN`, `195:N`).
+    pub device: CharDevice,
+    /// Why it is not the runtime's, where it may not be (then it names no GPU to claim).
+    pub untrusted: Option<String>,
+}
+
 /// The `/dev/nvidiaN` char devices (major 195) under `rootfs` (an fd on the container's root
-/// as the hook opened it): `dev` is opened without following a link, each entry is
-/// `fstatat`ed without following one, and only char devices count. Nothing readable: none.
-pub fn gpu_nodes(rootfs: BorrowedFd<'_>) -> Vec<CharDevice> {
+/// as the hook opened it), each with why it is not the runtime's under the spec's `mounts`,
+/// where it may not be: `dev` is opened without following a link, each entry is `fstatat`ed
+/// without following one, and only char devices count. Nothing readable: none.
+pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let Ok(mut dir) = Dir::openat(Some(rootfs.as_raw_fd()), "dev", flags, Mode::empty()) else {
         return Vec::new();
     };
     let dirfd = dir.as_raw_fd();
-    let mut nodes = Vec::new();
+    let mut found: Vec<(CharDevice, FileStat)> = Vec::new();
     for entry in dir.iter().take(MAX_ENTRIES).flatten() {
         let Ok(name) = entry.file_name().to_str() else {
             continue;
@@ -38,52 +62,141 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>) -> Vec<CharDevice> {
         };
         let is_char = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
         if is_char && major(st.st_rdev) as i64 == NVIDIA_MAJOR {
-            nodes.push(CharDevice {
+            let device = CharDevice {
                 major: NVIDIA_MAJOR,
                 minor: minor(st.st_rdev) as i64,
                 path: format!("/dev/{name}"),
-            });
+            };
+            found.push((device, st));
         }
     }
-    nodes.sort_by_key(|d| d.minor);
-    nodes
+    found.sort_by_key(|(d, _)| d.minor);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let landed = fstat(dirfd).map_or_else(
+        |e| Err(format!("cannot stat its /dev: {e}")),
+        |dev| landings(rootfs, mounts, &dev, &found),
+    );
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(i, (device, _))| {
+            let untrusted = spec_untrusted(mounts, &device.path).or_else(|| match &landed {
+                Err(why) => Some(why.clone()),
+                Ok(on) => on[i].clone(),
+            });
+            Node { device, untrusted }
+        })
+        .collect()
+}
+
+/// Why the node at `path` (`/dev/nvidiaN`) is not the runtime's under the spec's `mounts`, if it
+/// may not be: the last mount on `/` or `/dev` must be a tmpfs on `/dev` that copies nothing
+/// up, and no mount may have the node, or a directory above it below `/dev`, as its destination.
+pub fn spec_untrusted(mounts: &[SpecMount], path: &str) -> Option<String> {
+    let mut dev: Option<&SpecMount> = None;
+    for m in mounts {
+        let d = m.clean.as_str();
+        if d == path || (d.starts_with("/dev/") && path.starts_with(&format!("{d}/"))) {
+            return Some(format!(
+                "the spec mounts {} ({}) on it",
+                quoted(&m.destination),
+                kind(m)
+            ));
+        }
+        if d == "/dev" || d == "/" {
+            dev = Some(m);
+        }
+    }
+    match dev {
+        None => Some("the spec mounts no tmpfs on /dev: it is the image's".into()),
+        Some(m) if m.clean == "/" => Some(format!(
+            "the spec mounts {} ({}) over /dev",
+            quoted(&m.destination),
+            kind(m)
+        )),
+        Some(m) if m.kind != "tmpfs" => Some(format!(
+            "/dev is a {} mount, not the runtime's tmpfs",
+            kind(m)
+        )),
+        Some(m) if m.copies_up => {
+            Some("/dev is a tmpfs that copies the image's /dev up (tmpcopyup)".into())
+        }
+        Some(_) => None,
+    }
+}
+
+/// A mount's type in words.
+fn kind(m: &SpecMount) -> String {
+    if m.kind.is_empty() {
+        "no type".into()
+    } else {
+        quoted(&m.kind).to_string()
+    }
+}
+
+/// For each of `nodes`, why a mount of the spec lands on it once its destination is resolved in
+/// the container's root as the runtime resolved it (links followed, within the root), if one
+/// does; and as the reason of every node, a second mount landing on `/dev` (`dev`) itself, or a
+/// destination that cannot be resolved other than by being absent.
+fn landings(
+    rootfs: BorrowedFd<'_>,
+    mounts: &[SpecMount],
+    dev: &FileStat,
+    nodes: &[(CharDevice, FileStat)],
+) -> Result<Vec<Option<String>>, String> {
+    let same = |a: &FileStat, b: &FileStat| a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    let mut on = vec![None; nodes.len()];
+    let mut on_dev = 0;
+    for m in mounts {
+        let st = match resolve(rootfs, &m.clean) {
+            Ok(st) => st,
+            // Absent (hidden by a later mount, or never made): it covers nothing.
+            Err(Errno::ENOENT | Errno::ENOTDIR) => continue,
+            Err(e) => {
+                return Err(format!(
+                    "the spec's mount destination {} cannot be resolved in the container: {e}",
+                    quoted(&m.destination)
+                ))
+            }
+        };
+        if same(&st, dev) {
+            on_dev += 1;
+            if on_dev > 1 {
+                return Err(format!(
+                    "the spec's mount {} ({}) lands on /dev",
+                    quoted(&m.destination),
+                    kind(m)
+                ));
+            }
+        }
+        for (i, (_, node)) in nodes.iter().enumerate() {
+            if on[i].is_none() && same(&st, node) {
+                on[i] = Some(format!(
+                    "the spec's mount {} ({}) lands on it",
+                    quoted(&m.destination),
+                    kind(m)
+                ));
+            }
+        }
+    }
+    Ok(on)
+}
+
+/// `fstat` of `path` resolved in the root `rootfs` (`RESOLVE_IN_ROOT`, no magic links), opened
+/// `O_PATH`: nothing is read and nothing blocks.
+fn resolve(rootfs: BorrowedFd<'_>, path: &str) -> Result<FileStat, Errno> {
+    let rel = path.trim_start_matches('/');
+    let rel = if rel.is_empty() { "." } else { rel };
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(rootfs.as_raw_fd(), rel, how)?;
+    // SAFETY: openat2 returned a new fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    fstat(fd.as_raw_fd())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn only_nvidia_char_devices_count_and_links_are_not_followed() {
-        let root = tempfile::tempdir().unwrap();
-        let dev = root.path().join("dev");
-        std::fs::create_dir(&dev).unwrap();
-        let mknod = |name: &str, kind: SFlag, maj: u64, min: u64| {
-            nix::sys::stat::mknod(
-                &dev.join(name),
-                kind,
-                Mode::from_bits_truncate(0o600),
-                nix::sys::stat::makedev(maj, min),
-            )
-            .unwrap()
-        };
-        mknod("nvidia1", SFlag::S_IFCHR, 195, 1);
-        mknod("nvidia0", SFlag::S_IFCHR, 195, 0);
-        mknod("nvidiactl", SFlag::S_IFCHR, 195, 255);
-        mknod("nvidia2", SFlag::S_IFCHR, 10, 2);
-        mknod("nvidia3", SFlag::S_IFBLK, 195, 3);
-        std::fs::write(dev.join("nvidia4"), "not a device").unwrap();
-        std::os::unix::fs::symlink("/dev/null", dev.join("nvidia5")).unwrap();
-        let fd = std::fs::File::open(root.path()).unwrap();
-        let nodes = gpu_nodes(fd.as_fd());
-        let minors: Vec<i64> = nodes.iter().map(|n| n.minor).collect();
-        assert_eq!(minors, [0, 1]);
-        assert_eq!(nodes[0].path, "/dev/nvidia0");
-        // A /dev that is a link is not followed.
-        let other = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(&dev, other.path().join("dev")).unwrap();
-        let fd = std::fs::File::open(other.path()).unwrap();
-        assert!(gpu_nodes(fd.as_fd()).is_empty());
-    }
-}
+mod tests;

@@ -29,6 +29,39 @@ pub struct CharDevice {
     pub path: String,
 }
 
+/// A mount the spec gives the container (`mounts`), as far as the planner looks at it: whether
+/// it covers a device node in `/dev` (see [`crate::read::nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecMount {
+    /// Where the container sees it, as the spec says (the runtime resolves it in the rootfs).
+    pub destination: String,
+    /// [`SpecMount::destination`] made absolute and normal as a runtime reads it before following
+    /// links: relative to `/`, `.` and empty components dropped, `..` going up (never above `/`).
+    pub clean: String,
+    /// Its type (`tmpfs`, `bind`…; empty where the spec gives none).
+    pub kind: String,
+    /// Whether its options copy the image's content at the destination into it (`tmpcopyup`).
+    pub copies_up: bool,
+}
+
+impl SpecMount {
+    /// The mount at `destination` of type `kind` with `options`.
+    pub fn new(destination: &str, kind: &str, options: &[String]) -> SpecMount {
+        SpecMount {
+            destination: destination.to_string(),
+            clean: clean_destination(destination),
+            kind: kind.to_string(),
+            copies_up: options.iter().any(|o| o == "tmpcopyup"),
+        }
+    }
+}
+
+/// `path` made absolute and normal as a runtime reads a mount destination before following
+/// links: relative to `/`, `.` and empty components dropped, `..` going up, never above `/`.
+pub fn clean_destination(path: &str) -> String {
+    format!("/{}", cpuplan::lexical_components(path).join("/"))
+}
+
 /// The parts of a runtime spec the planner uses; everything else is never kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContainerSpec {
@@ -48,11 +81,36 @@ pub struct ContainerSpec {
     pub annotations: BTreeMap<String, String>,
     /// `linux.cgroupsPath`.
     pub cgroups_path: Option<String>,
+    /// `mounts`, in the spec's order (where the runtime gives them: not through NRI).
+    pub mounts: Vec<SpecMount>,
 }
 
 impl ContainerSpec {
     /// Whether the container sets `key` in its environment (only keys of interest are known).
     pub fn sets_env(&self, key: &str) -> bool {
         self.env.contains_key(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_are_cleaned_as_a_runtime_reads_them() {
+        for (given, clean) in [
+            ("/dev", "/dev"),
+            ("dev", "/dev"),
+            ("//dev/", "/dev"),
+            ("/dev/./nvidia1", "/dev/nvidia1"),
+            ("/dev/../dev/nvidia1", "/dev/nvidia1"),
+            ("/../../dev", "/dev"),
+            ("/", "/"),
+            ("", "/"),
+        ] {
+            assert_eq!(clean_destination(given), clean, "{given:?}");
+        }
+        let m = SpecMount::new("/dev/", "tmpfs", &["nosuid".into(), "tmpcopyup".into()]);
+        assert_eq!((m.clean.as_str(), m.copies_up), ("/dev", true));
     }
 }

@@ -338,6 +338,25 @@ state = "{t}/run/containerd"
         }
     }
 
+    /// Imports the OCI image-layout tar `tar` (an [`image_tar_with`]) into the started node.
+    pub fn import(&self, tar: &Path) {
+        let r = self.ctr(&[
+            "images",
+            "import",
+            "--snapshotter",
+            "native",
+            tar.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            r.rc,
+            0,
+            "ctr images import {}: {}{}",
+            tar.display(),
+            r.out,
+            r.err
+        );
+    }
+
     /// Stops containerd (SIGTERM, then SIGKILL after 10 s); shims and containers keep running.
     pub fn stop_daemon(&self) {
         let Some(child) = self.child.lock().unwrap().take() else {
@@ -909,13 +928,57 @@ fn tar_file(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) {
     b.append_data(&mut h, path, data).unwrap();
 }
 
+/// What an image holds besides busybox: volumes its config declares, char devices and
+/// symbolic links in its layer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImageExtra<'a> {
+    /// The config's `Volumes` (containerd copies the image's content there into each).
+    pub volumes: &'a [&'a str],
+    /// Char devices in the layer: path (relative), major, minor.
+    pub char_devices: &'a [(&'a str, u32, u32)],
+    /// Symbolic links in the layer: path (relative), target.
+    pub links: &'a [(&'a str, &'a str)],
+}
+
+/// The char devices a `/dev` needs for a container to start when the runtime makes none (a
+/// volume at `/dev`): null, zero, full, random, urandom, tty.
+pub const STANDARD_NODES: &[(&str, u32, u32)] = &[
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
+
 /// Writes an OCI image-layout tar at `out`: one layer with `/bin/busybox` and its applets, the
 /// image `reference` (annotated for `ctr images import`) running `cmd`.
 pub fn image_tar(out: &Path, reference: &str, cmd: &[&str]) {
+    image_tar_with(out, reference, cmd, ImageExtra::default())
+}
+
+/// [`image_tar`] with `extra` in its config and layer.
+pub fn image_tar_with(out: &Path, reference: &str, cmd: &[&str], extra: ImageExtra<'_>) {
     let busybox = std::fs::read(which("busybox")).expect("read busybox");
     let mut layer = tar::Builder::new(Vec::new());
     for d in ["bin", "proc", "sys", "dev", "tmp", "run", "etc"] {
         tar_dir(&mut layer, d);
+    }
+    for (path, major, minor) in extra.char_devices {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Char);
+        h.set_mode(0o666);
+        h.set_size(0);
+        h.set_device_major(*major).unwrap();
+        h.set_device_minor(*minor).unwrap();
+        layer.append_data(&mut h, path, std::io::empty()).unwrap();
+    }
+    for (path, target) in extra.links {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_mode(0o777);
+        h.set_size(0);
+        layer.append_link(&mut h, path, target).unwrap();
     }
     tar_file(&mut layer, "bin/busybox", &busybox, 0o755);
     for a in APPLETS {
@@ -928,12 +991,20 @@ pub fn image_tar(out: &Path, reference: &str, cmd: &[&str]) {
             .unwrap();
     }
     let layer = layer.into_inner().unwrap();
-    let config = serde_json::to_vec(&json!({
+    let mut config = json!({
         "architecture": "amd64", "os": "linux",
         "config": {"Cmd": cmd, "Env": ["PATH=/bin"]},
         "rootfs": {"type": "layers", "diff_ids": [sha256(&layer)]}
-    }))
-    .unwrap();
+    });
+    if !extra.volumes.is_empty() {
+        let volumes: serde_json::Map<String, Value> = extra
+            .volumes
+            .iter()
+            .map(|v| (v.to_string(), json!({})))
+            .collect();
+        config["config"]["Volumes"] = Value::Object(volumes);
+    }
+    let config = serde_json::to_vec(&config).unwrap();
     let manifest = serde_json::to_vec(&json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",

@@ -27,6 +27,14 @@ pub fn cgroups_path_names(spec: &str) -> Vec<String> {
 /// `path` cleaned as runc cleans a cgroupfs path: `.` dropped, `..` taken back (never above
 /// the root), made relative; `None` if nothing is left.
 fn clean(path: &str) -> Option<String> {
+    let parts = lexical_components(path);
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// The components of `path` read lexically from `/`, as runc and Go's `filepath.Clean` read a
+/// path before following any link: empty and `.` components dropped, `..` taking the previous
+/// one back (never above the root).
+pub fn lexical_components(path: &str) -> Vec<&str> {
     let mut parts: Vec<&str> = Vec::new();
     for c in path.split('/') {
         match c {
@@ -37,7 +45,7 @@ fn clean(path: &str) -> Option<String> {
             c => parts.push(c),
         }
     }
-    (!parts.is_empty()).then(|| parts.join("/"))
+    parts
 }
 
 /// The paths systemd gives `slice:prefix:name`, none if it is not that form.

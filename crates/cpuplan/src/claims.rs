@@ -14,6 +14,13 @@
 //! hook's scope is the container's bundle path; other claimers name theirs (`nri:<plugin>`,
 //! `python`). Claim files written before scopes existed have none (an empty scope): they
 //! are released by nobody, and are taken over once their pid no longer runs.
+//!
+//! A pid is numbered in a pid namespace: a holder records its claimer's ([`crate::pidns`]). A
+//! reader in that namespace judges the pid as it is; one in another looks the process up by
+//! namespace where it can see it (from the host, every container's), and where it cannot (from
+//! a container, the host's claims) the holder holds: a claim is never taken over across pid
+//! namespaces on a guess. Claim files written before namespaces were recorded have none (0):
+//! their pid is judged in the reader's namespace, as before.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -28,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::fsutil::{read_file, read_optional, under};
 pub use crate::pci::is_pci_address;
+use crate::pidns::{own_pid_ns, seen_in, Seen};
 
 /// The lock file's name in a claims directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -58,10 +66,15 @@ pub struct Holder {
     pub pid: u32,
     /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot).
     pub start_time: u64,
+    /// The pid namespace `pid` is numbered in (the inode of the claimer's `/proc/self/ns/pid`;
+    /// 0 in a claim file written before namespaces were recorded: the reader's).
+    #[serde(default)]
+    pub pid_ns: u64,
 }
 
 impl Holder {
-    /// The holder for `container` in `scope` whose init is `pid`, its start time read under `root`; `None` if the pid is gone or a zombie.
+    /// The holder for `container` in `scope` whose init is `pid` (numbered in the caller's pid
+    /// namespace), its start time read under `root`; `None` if the pid is gone or a zombie.
     pub fn of_pid(
         root: &Path,
         container: &str,
@@ -73,12 +86,25 @@ impl Holder {
             scope: scope.to_string(),
             pid,
             start_time,
+            pid_ns: own_pid_ns(),
         }))
     }
 
-    /// Whether the holder's pid still runs, not a zombie, with the recorded start time (read under `root`).
+    /// Whether the holder's pid still runs, not a zombie, with the recorded start time (read
+    /// under `root`). A holder of another pid namespace than the caller's is looked up by its
+    /// namespace; where the caller cannot see that namespace it counts as live (it holds).
     pub fn is_live(&self, root: &Path) -> Result<bool, ClaimError> {
-        Ok(live_start_time(root, self.pid)? == Some(self.start_time))
+        let mine = own_pid_ns();
+        if self.pid_ns == 0 || mine == 0 || self.pid_ns == mine {
+            return Ok(live_start_time(root, self.pid)? == Some(self.start_time));
+        }
+        Ok(
+            match seen_in(root, self.pid_ns, self.pid, self.start_time, mine)? {
+                Seen::Runs(start) => start == self.start_time,
+                Seen::Gone => false,
+                Seen::Unknown => true,
+            },
+        )
     }
 
     /// Whether this holder is container `container` of `scope` (a holder without a scope is nobody's).
@@ -211,11 +237,12 @@ pub fn claim_gpus(
                     });
                 }
                 log::info!(
-                    "taking over stale claim {}: {} (scope {:?}, pid {}) no longer runs",
+                    "taking over stale claim {}: {} (scope {:?}, pid {} of pid namespace {}) no longer runs",
                     path.display(),
                     h.container,
                     h.scope,
-                    h.pid
+                    h.pid,
+                    h.pid_ns
                 );
                 false
             }
@@ -505,85 +532,4 @@ fn open_lock(path: &Path) -> Result<File, Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pci_addresses() {
-        for ok in ["0000:2a:00.0", "0000:00:1f.7", "10000:01:00.1"] {
-            assert!(is_pci_address(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "0000:2A:00.0",
-            "2a:00.0",
-            "000:2a:00.0",
-            "0000:2a:00.8",
-            "0000:2a:00.00",
-            "0000:2a:0.0",
-            "0000:2a:00:00.0",
-            "../../etc/passwd",
-            "0000:2a:00.0/../x",
-            "0000:2a:00.0.json",
-            "0000:2g:00.0",
-        ] {
-            assert!(!is_pci_address(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn state_and_start_time_after_the_last_paren() {
-        let stat =
-            "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_stat(stat), Some(('S', 987654)));
-        let plain = "1 (systemd) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 17 2 3";
-        assert_eq!(parse_stat(plain), Some(('S', 17)));
-        let zombie = "7 (sh) Z 1 7 7 0 -1 4227084 1 2 3 4 5 6 7 8 20 0 1 0 99 0 0";
-        assert_eq!(parse_stat(zombie), Some(('Z', 99)));
-        assert_eq!(parse_stat("1 (x) S 0 1"), None);
-        assert_eq!(parse_stat("no paren at all 1 2 3"), None);
-        let junk = "1 (x) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 abc 2 3";
-        assert_eq!(parse_stat(junk), None);
-        let long_state = "1 (x) SS 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 17 2 3";
-        assert_eq!(parse_stat(long_state), None);
-    }
-
-    #[test]
-    fn a_zombie_or_dead_state_is_no_live_start_time() {
-        let root = tempfile::tempdir().unwrap();
-        let d = root.path().join("proc/7");
-        std::fs::create_dir_all(&d).unwrap();
-        for (state, live) in [
-            ("S", true),
-            ("R", true),
-            ("D", true),
-            ("Z", false),
-            ("X", false),
-        ] {
-            let stat = format!("7 (sh) {state} 1 7 7 0 -1 0 1 2 3 4 5 6 7 8 20 0 1 0 99 0 0\n");
-            std::fs::write(d.join("stat"), stat).unwrap();
-            let want = live.then_some(99);
-            assert_eq!(live_start_time(root.path(), 7).unwrap(), want, "{state}");
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn any_text_parses_without_panic(s in "\\PC*") {
-            let _ = parse_stat(&s);
-            let _ = is_pci_address(&s);
-        }
-
-        #[test]
-        fn the_start_time_survives_any_comm(comm in "\\PC*", start in 0u64..u64::MAX) {
-            let stat = format!("9 ({comm}) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1 2");
-            proptest::prop_assert_eq!(parse_stat(&stat), Some(('S', start)));
-        }
-    }
-
-    #[test]
-    fn own_start_time_is_read() {
-        let t = live_start_time(Path::new("/"), std::process::id()).unwrap();
-        assert!(t.is_some_and(|t| t > 0), "{t:?}");
-    }
-}
+mod tests;

@@ -17,7 +17,7 @@ pub struct CpuSet {
 
 /// A cpu list that does not parse, with the text quoted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid cpu list {text:?}: {reason}")]
+#[error("invalid cpu list {}: {reason}", crate::quoted(.text))]
 pub struct CpuListError {
     /// The whole text that was given.
     pub text: String,

@@ -17,7 +17,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The file was read but its content is not what the kernel writes there.
-    #[error("{}: {what}: {content:?}", path.display())]
+    #[error("{}: {what}: {}", path.display(), crate::quoted(.content))]
     Malformed {
         /// The file.
         path: PathBuf,

@@ -137,7 +137,11 @@ fn locality(dir: &Path) -> Result<(Option<u32>, Option<CpuSet>)> {
 ///
 /// Classes are compared without their programming-interface byte (`0x030200` ~ `0x030201`).
 pub fn host_gpus(root: &Path, like: &str) -> Result<Vec<HostGpu>> {
-    let devices = pci_devices_dir(root);
+    host_gpus_in(&pci_devices_dir(root), like)
+}
+
+/// [`host_gpus`] over a PCI devices directory itself (`/sys/bus/pci/devices` on a real host), as the in-process API's `pci_root` names it.
+pub fn host_gpus_in(devices: &Path, like: &str) -> Result<Vec<HostGpu>> {
     let like_dir = devices.join(like);
     if pci_key(like).is_none() || !like_dir.is_dir() {
         return Err(Error::Io {
@@ -153,7 +157,7 @@ pub fn host_gpus(root: &Path, like: &str) -> Result<Vec<HostGpu>> {
     let class_path = like_dir.join("class");
     let want_class = parse_hex_id(&class_path, &read(&class_path)?)? >> 8;
 
-    scan(&devices, |dir| is_like(dir, want_vendor, want_class))
+    scan(devices, |dir| is_like(dir, want_vendor, want_class))
 }
 
 /// NVIDIA's PCI vendor id.

@@ -19,10 +19,12 @@ mod json;
 mod mask;
 mod mountinfo;
 mod pci;
+mod pidns;
 mod plan;
 pub mod planenv;
 mod proc_cgroup;
 mod quota;
+mod quote;
 mod smt;
 mod topology;
 
@@ -30,17 +32,19 @@ mod topology;
 pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupMounts, CgroupVersion, Cgroups};
-pub use cgroup_path::{cgroups_path_names, expand_cgroups_path};
+pub use cgroup_path::{cgroups_path_names, expand_cgroups_path, lexical_components};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
 pub use fsutil::{read_file, require_regular, Process};
-pub use gpus::{host_gpus, nvidia_host_gpus, pci_base_class, HostGpu, NVIDIA_VENDOR};
+pub use gpus::{host_gpus, host_gpus_in, nvidia_host_gpus, pci_base_class, HostGpu, NVIDIA_VENDOR};
 pub use json::{PlanFile, Pools, ResultJson, WorkerJson, PLAN_VERSION};
 pub use mask::{process_mask, usable_cpus};
 pub use pci::PciAddress;
+pub use pidns::{own_pid_ns, INIT_PID_NS};
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
-pub use quota::cgroup_cpu_quota;
+pub use quota::{cgroup_cpu_quota, v2_quota_under};
+pub use quote::{quoted, Quoted, QUOTE_MAX};
 pub use smt::smt_siblings;
 pub use topology::{
     numa_nodes, online_cpus, NumaNode, StaticTopology, SysfsTopology, Topology, TopologyCache,

@@ -81,7 +81,7 @@ pub struct CpuPlan {
 #[derive(Debug, thiserror::Error)]
 pub enum CpuPlanError {
     /// The setting is neither `off`, `auto` nor a CPU number.
-    #[error("step_thread_core {0:?} is not off, auto or a cpu number")]
+    #[error("step_thread_core {} is not off, auto or a cpu number", crate::quoted(.0))]
     Setting(String),
     /// The mask cannot honour the setting.
     #[error("step_thread_core {setting}: {reason}")]

@@ -43,6 +43,40 @@ pub fn hierarchy_quota(dir: &CgroupDir) -> Result<Option<f64>> {
     Ok(tightest)
 }
 
+/// The tightest cgroup v2 `cpu.max` over the cgroup that `proc_cgroup`'s `0::PATH` line names
+/// and its ancestors up to the unified mount `mount` itself, in CPUs: the in-process API's rule
+/// (`cpuplan.cpus.cgroup_cpu_quota`, after the seed's), cgroup v2 only.
+///
+/// `PATH` is taken under `mount` as written (inside a cgroup namespace it is `/`, the mount
+/// root). `None` when no level sets a quota, and when cgroup v2 is absent: no `proc_cgroup`
+/// file, no `0::` line, or a `PATH` with a `..` component (a cgroup outside this mount's view).
+/// A malformed `cpu.max` is an error naming it.
+pub fn v2_quota_under(mount: &Path, proc_cgroup: &Path) -> Result<Option<f64>> {
+    let Some(text) = fsutil::read_optional(proc_cgroup)? else {
+        return Ok(None);
+    };
+    let Some(path) = text
+        .lines()
+        .find_map(|l| l.trim_end_matches(['\r', '\0']).strip_prefix("0::"))
+    else {
+        return Ok(None);
+    };
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if parts.contains(&"..") {
+        return Ok(None);
+    }
+    let dir = CgroupDir {
+        version: CgroupVersion::V2,
+        controllers: Vec::new(),
+        mount: mount.to_path_buf(),
+        dir: parts.iter().fold(mount.to_path_buf(), |d, c| d.join(c)),
+    };
+    hierarchy_quota(&dir)
+}
+
 /// The quota `cpu.max` of cgroup v2 directory `dir` sets, in CPUs; `None` for `max` or no file.
 pub fn v2_level_quota(dir: &Path) -> Result<Option<f64>> {
     let file = dir.join("cpu.max");
@@ -188,6 +222,36 @@ mod tests {
         assert_eq!(min_quota(Some(2.0), None), Some(2.0));
         assert_eq!(min_quota(None, Some(3.0)), Some(3.0));
         assert_eq!(min_quota(Some(2.0), Some(0.5)), Some(0.5));
+    }
+
+    #[test]
+    fn v2_quota_under_a_mount_reads_the_proc_cgroup_path_only() {
+        let t = tempfile::tempdir().unwrap();
+        let mount = t.path().join("unified");
+        std::fs::create_dir_all(mount.join("a/b")).unwrap();
+        std::fs::write(mount.join("a/cpu.max"), "150000 100000\n").unwrap();
+        std::fs::write(mount.join("a/b/cpu.max"), "max 100000\n").unwrap();
+        let cg = t.path().join("cgroup");
+        let quota = |text: &str| {
+            std::fs::write(&cg, text).unwrap();
+            v2_quota_under(&mount, &cg).unwrap()
+        };
+        assert_eq!(quota("1:cpu:/x\n0::/a/b\n"), Some(1.5));
+        assert_eq!(quota("0::/\n"), None);
+        std::fs::write(mount.join("cpu.max"), "50000\n").unwrap();
+        assert_eq!(quota("0::/\n"), Some(0.5));
+        assert_eq!(quota("0::/a/missing/leaf\n"), Some(0.5));
+        // No v2 line (a v1-only host), a path out of the mount's view, no file: cgroup v2 is absent.
+        assert_eq!(quota("1:cpu,cpuacct:/a/b\n"), None);
+        assert_eq!(quota("0::/a/../b\n"), None);
+        assert_eq!(
+            v2_quota_under(&mount, &t.path().join("none")).unwrap(),
+            None
+        );
+        std::fs::write(mount.join("a/cpu.max"), "junk\n").unwrap();
+        std::fs::write(&cg, "0::/a/b\n").unwrap();
+        let e = v2_quota_under(&mount, &cg).unwrap_err().to_string();
+        assert!(e.contains("a/cpu.max") && e.contains("junk"), "{e}");
     }
 
     #[test]

@@ -46,6 +46,7 @@ fn scoped(container: &str, scope: &str, pid: u32, start_time: u64) -> Holder {
         scope: scope.into(),
         pid,
         start_time,
+        pid_ns: cpuplan::own_pid_ns(),
     }
 }
 
@@ -433,7 +434,22 @@ fn sixteen_threads_racing_for_the_same_gpus_yield_one_winner() {
 
 const CHILD_DIR: &str = "CPUPLAN_CLAIMS_TEST_CHILD_DIR";
 
-/// Run as a child process by the process race below; does nothing in a normal test run.
+/// What a [`race_child`] said of its claim (`true` or `false`), read from its output `out`;
+/// `silent` is the failure when it says nothing.
+fn outcome(out: &mut BufReader<std::process::ChildStdout>, silent: &str) -> String {
+    let mut line = String::new();
+    // libtest may print "test race_child ... " before the outcome on the same line.
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "{silent}");
+        if let Some((_, said)) = line.split_once("OUTCOME=") {
+            return said.trim().to_string();
+        }
+    }
+}
+
+/// Run as a child process by the process race and the pid namespace tests below; does nothing
+/// in a normal test run.
 ///
 /// It claims, prints its outcome, and stays alive (so its claim stays live) until its stdin closes.
 #[test]
@@ -477,18 +493,7 @@ fn processes_racing_for_the_same_gpus_yield_one_winner() {
     let mut outs = Vec::new();
     for child in &mut children {
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        // libtest may print "test race_child ... " before the outcome on the same line.
-        let said = loop {
-            line.clear();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "child said no outcome"
-            );
-            if let Some((_, said)) = line.split_once("OUTCOME=") {
-                break said.trim().to_string();
-            }
-        };
+        let said = outcome(&mut out, "child said no outcome");
         match said.as_str() {
             "true" => wins += 1,
             other => assert_eq!(other, "false"),
@@ -594,7 +599,11 @@ fn a_claim_file_without_a_scope_parses_is_released_by_nobody_and_taken_over_when
     .unwrap();
     let listed = list_claims(&dir, root.path()).unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].holder, scoped("web", "", 100, 5000));
+    let legacy = Holder {
+        pid_ns: 0,
+        ..scoped("web", "", 100, 5000)
+    };
+    assert_eq!(listed[0].holder, legacy, "no pid namespace: the reader's");
     assert!(listed[0].live);
     // No scope matches it, not even an empty one.
     assert_eq!(release(&dir, "web", SCOPE, WAIT).unwrap(), 0);
@@ -779,4 +788,96 @@ fn a_fifo_claim_file_or_lock_does_not_block() {
         "{err}"
     );
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+/// `race_child` in a new pid namespace with its own /proc (`unshare -p -f --mount-proc`), as a
+/// process in a container that sees the claims directory would be: its pid there is 1.
+fn spawn_in_a_new_pid_namespace(
+    dir: &Path,
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStdout>,
+    bool,
+) {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(&exe)
+        .args(["--exact", "race_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("unshare (util-linux; the test runs as root)");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let said = outcome(
+        &mut out,
+        "the child in a new pid namespace said no outcome (unshare -p needs root)",
+    );
+    (child, out, said == "true")
+}
+
+/// Ends a child of [`spawn_in_a_new_pid_namespace`]: closes its stdin and waits.
+fn finish(mut child: std::process::Child, mut out: BufReader<std::process::ChildStdout>) {
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+}
+
+#[test]
+fn a_process_in_another_pid_namespace_cannot_take_over_a_live_claim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    let gpus = addrs(&["0000:18:00.0", "0000:2a:00.0"]);
+    let host = live_holder("host-ctr");
+    assert_ne!(
+        host.pid_ns, 0,
+        "the claim records the claimer's pid namespace"
+    );
+    assert_eq!(
+        claim_gpus(&dir, Path::new("/"), &host, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // From the new namespace the host's pid is out of sight: the claim holds all the same.
+    let (child, out, claimed) = spawn_in_a_new_pid_namespace(&dir);
+    assert!(
+        !claimed,
+        "a process in another pid namespace took a live claim"
+    );
+    finish(child, out);
+    let listed = list_claims(&dir, Path::new("/")).unwrap();
+    assert!(
+        listed.iter().all(|c| c.holder == host && c.live),
+        "{listed:?}"
+    );
+}
+
+#[test]
+fn a_claim_from_another_pid_namespace_is_judged_by_that_namespace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    let gpus = addrs(&["0000:18:00.0", "0000:2a:00.0"]);
+    let (child, out, claimed) = spawn_in_a_new_pid_namespace(&dir);
+    assert!(claimed, "the first claimer takes free GPUs");
+    let listed = list_claims(&dir, Path::new("/")).unwrap();
+    assert_eq!(listed.len(), 2);
+    let theirs = listed[0].holder.clone();
+    assert_eq!(theirs.pid, 1, "numbered in its own namespace: {theirs:?}");
+    assert_ne!(theirs.pid_ns, cpuplan::own_pid_ns(), "{theirs:?}");
+    // The host's pid 1 runs too, with another start time: that is not the holder.
+    assert!(listed.iter().all(|c| c.live), "{listed:?}");
+    let host = live_holder("host-ctr");
+    match claim_gpus(&dir, Path::new("/"), &host, &gpus, WAIT).unwrap() {
+        ClaimOutcome::Held { by, .. } => assert_eq!(by, theirs),
+        other => panic!("the host took a live claim of another namespace: {other:?}"),
+    }
+    // Once it has exited (its namespace with it), its claims are stale and taken over.
+    finish(child, out);
+    let listed = list_claims(&dir, Path::new("/")).unwrap();
+    assert!(listed.iter().all(|c| !c.live), "{listed:?}");
+    assert_eq!(
+        claim_gpus(&dir, Path::new("/"), &host, &gpus, WAIT).unwrap(),
+        ClaimOutcome::Claimed
+    );
 }

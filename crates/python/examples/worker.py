@@ -2,8 +2,9 @@
 
     python worker.py [DEVICE]    # DEVICE: cuda:N (default cuda:0), N, or a PCI address
 
-The plan is cpuplan.plan(): inside a container the hook planned, its /run/cpuplan/plan.json
-($CPUPLAN_PLAN names another file); without one, nothing is pinned and the worker still runs.
+The plan is the hook's, installed as this process's: inside a container the hook planned,
+its /run/cpuplan/plan.json ($CPUPLAN_PLAN names another file); without one, nothing is
+pinned and the worker still runs.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ def cpus() -> str:
 def main() -> int:
     """Print the plan, pin this thread as the worker of DEVICE, and print where this thread, a Thread and a ThreadPool run."""
     device = sys.argv[1] if len(sys.argv) > 1 else "cuda:0"
+    cpuplan.install(cpuplan.hook_plan())  # the hook's plan; None (no plan): nothing pinned
     plan = cpuplan.plan()
-    devices = ",".join(d or "-" for d in plan.devices)
-    print(f"plan: setting={plan.setting} mask={cpuplan.format_cpu_list(plan.mask)} usable={plan.usable} left={plan.left} devices={devices}")
+    setting = getattr(plan, "setting", None) or "off"
+    devices = ",".join(d or "-" for d in getattr(plan, "devices", ()))
+    print(f"plan: setting={setting} mask={cpuplan.format_cpu_list(plan.mask)} usable={plan.usable} left={plan.left} devices={devices}")
     print(f"why: {plan.why}")
     worker = cpuplan.pin_worker(device, warm=lambda: print(f"warm cpus={cpus()}"))
     if worker is None:

@@ -23,7 +23,7 @@ use pyo3::types::PyFrozenSet;
 mod hookplan;
 
 create_exception!(
-    cpuplan,
+    cpuplan.cpus,
     CpuPlanError,
     PyValueError,
     "A step_thread_core value the process mask can't honour."
@@ -138,6 +138,13 @@ fn cgroup_cpu_quota(root: PathBuf, pid: Option<u32>) -> PyResult<Option<f64>> {
     cpuplan::cgroup_cpu_quota(&root, process(pid)).map_err(|e| host_error(&e))
 }
 
+/// The tightest cgroup v2 `cpu.max` over the cgroup `proc_cgroup` names and its ancestors under the unified mount `root`; `None` when none sets one or v2 is absent.
+#[pyfunction]
+#[pyo3(signature = (root, proc_cgroup))]
+fn cgroup_v2_quota(root: PathBuf, proc_cgroup: PathBuf) -> PyResult<Option<f64>> {
+    cpuplan::v2_quota_under(&root, &proc_cgroup).map_err(|e| host_error(&e))
+}
+
 /// min(|mask|, floor(quota)), at least 1.
 #[pyfunction]
 #[pyo3(signature = (mask, quota))]
@@ -169,7 +176,27 @@ fn host_gpus<'py>(
     like: &str,
     root: PathBuf,
 ) -> PyResult<Vec<(String, Option<u32>, Option<Bound<'py, PyFrozenSet>>)>> {
-    let gpus = match cpuplan::host_gpus(&root, like) {
+    gpus_to_py(py, cpuplan::host_gpus(&root, like))
+}
+
+/// As `host_gpus`, over a PCI devices directory itself (`/sys/bus/pci/devices` on a real host).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn host_gpus_in<'py>(
+    py: Python<'py>,
+    like: &str,
+    devices: PathBuf,
+) -> PyResult<Vec<(String, Option<u32>, Option<Bound<'py, PyFrozenSet>>)>> {
+    gpus_to_py(py, cpuplan::host_gpus_in(&devices, like))
+}
+
+/// Found GPUs as `(address, node, local)` tuples; none where sysfs has no such device.
+#[allow(clippy::type_complexity)]
+fn gpus_to_py(
+    py: Python<'_>,
+    found: cpuplan::Result<Vec<HostGpu>>,
+) -> PyResult<Vec<(String, Option<u32>, Option<Bound<'_, PyFrozenSet>>)>> {
+    let gpus = match found {
         Ok(gpus) => gpus,
         Err(e) if is_not_found(&e) => Vec::new(),
         Err(e) => return Err(host_error(&e)),
@@ -182,17 +209,21 @@ fn host_gpus<'py>(
         .collect()
 }
 
-/// Sysfs under a root for the GPUs, and a Python callable for the SMT siblings.
+/// Sysfs under a root, where neither a Python callable gives the SMT siblings nor a PCI devices directory the GPUs.
 struct PyTopology<'py> {
     sysfs: SysfsTopology,
-    siblings: Bound<'py, PyAny>,
+    siblings: Option<Bound<'py, PyAny>>,
+    pci: Option<PathBuf>,
     /// The first Python error the callable raised, raised again once the plan returns.
     error: RefCell<Option<PyErr>>,
 }
 
 impl Topology for PyTopology<'_> {
     fn smt_siblings(&self, cpu: usize) -> cpuplan::Result<CpuSet> {
-        match self.siblings.call1((cpu,)).and_then(|s| from_py(&s)) {
+        let Some(siblings) = &self.siblings else {
+            return self.sysfs.smt_siblings(cpu);
+        };
+        match siblings.call1((cpu,)).and_then(|s| from_py(&s)) {
             Ok(mut set) => {
                 set.insert(cpu);
                 Ok(set)
@@ -210,7 +241,10 @@ impl Topology for PyTopology<'_> {
     }
 
     fn host_gpus(&self, like: &str) -> cpuplan::Result<Vec<HostGpu>> {
-        self.sysfs.host_gpus(like)
+        match &self.pci {
+            Some(devices) => cpuplan::host_gpus_in(devices, like),
+            None => self.sysfs.host_gpus(like),
+        }
     }
 }
 
@@ -218,9 +252,10 @@ impl Topology for PyTopology<'_> {
 ///
 /// `setting` is `off`, `auto` or a CPU number as text, returned in its canonical form.
 /// Sysfs is read under `root`; a `siblings` callable (cpu → iterable of CPUs) replaces
-/// sysfs for the SMT siblings.
+/// sysfs for the SMT siblings, and a `pci` devices directory sysfs's for the GPUs.
 #[pyfunction]
-#[pyo3(signature = (setting, addresses, mask, usable, root, siblings=None))]
+#[pyo3(signature = (setting, addresses, mask, usable, root, siblings=None, pci=None))]
+#[allow(clippy::too_many_arguments)]
 fn deployment_plan<'py>(
     py: Python<'py>,
     setting: &str,
@@ -229,27 +264,22 @@ fn deployment_plan<'py>(
     usable: usize,
     root: PathBuf,
     siblings: Option<Bound<'py, PyAny>>,
+    pci: Option<PathBuf>,
 ) -> PyResult<(String, PyPlan<'py>)> {
     let setting: Setting = setting
         .parse()
         .map_err(|e: cpuplan::CpuPlanError| CpuPlanError::new_err(e.to_string()))?;
     let mask = from_py(mask)?;
-    let sysfs = SysfsTopology::new(&root);
-    let planned = match siblings {
-        None => cpuplan::deployment_plan_on(setting, &addresses, &mask, usable, &sysfs),
-        Some(siblings) => {
-            let topo = PyTopology {
-                sysfs,
-                siblings,
-                error: RefCell::new(None),
-            };
-            let planned = cpuplan::deployment_plan_on(setting, &addresses, &mask, usable, &topo);
-            if let Some(e) = topo.error.into_inner() {
-                return Err(e);
-            }
-            planned
-        }
+    let topo = PyTopology {
+        sysfs: SysfsTopology::new(&root),
+        siblings,
+        pci,
+        error: RefCell::new(None),
     };
+    let planned = cpuplan::deployment_plan_on(setting, &addresses, &mask, usable, &topo);
+    if let Some(e) = topo.error.into_inner() {
+        return Err(e);
+    }
     match planned {
         Ok(plan) => Ok((setting.to_string(), plan_to_py(py, &plan)?)),
         Err(cpuplan::CpuPlanError::Host(e)) => Err(host_error(&e)),
@@ -356,9 +386,11 @@ fn _cpuplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_cpu_list, m)?)?;
     m.add_function(wrap_pyfunction!(process_mask, m)?)?;
     m.add_function(wrap_pyfunction!(cgroup_cpu_quota, m)?)?;
+    m.add_function(wrap_pyfunction!(cgroup_v2_quota, m)?)?;
     m.add_function(wrap_pyfunction!(usable, m)?)?;
     m.add_function(wrap_pyfunction!(smt_siblings, m)?)?;
     m.add_function(wrap_pyfunction!(host_gpus, m)?)?;
+    m.add_function(wrap_pyfunction!(host_gpus_in, m)?)?;
     m.add_function(wrap_pyfunction!(deployment_plan, m)?)?;
     m.add_function(wrap_pyfunction!(derived, m)?)?;
     m.add_function(wrap_pyfunction!(claim_gpus, m)?)?;

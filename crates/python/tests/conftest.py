@@ -102,7 +102,7 @@ def hook_json(hook_bin: str, *args: str) -> object:
     return json.loads(out.stdout)
 
 
-def plan_json(p: cpuplan.CpuPlan) -> Dict[str, object]:
+def plan_json(p: cpuplan.HookPlan) -> Dict[str, object]:
     """p in the shape of the planner's plan JSON (PlanFile), as `cpuplan-hook plan --json` prints it."""
     fmt = cpuplan.format_cpu_list
     devices: List[Optional[str]] = list(p.devices) + [None] * (len(p.workers) - len(p.devices))
@@ -113,7 +113,7 @@ def plan_json(p: cpuplan.CpuPlan) -> Dict[str, object]:
         "usable": p.usable,
         "devices": devices,
         "workers": [None if w is None else {"device": devices[i], "cpus": fmt(w.cpus), "why": w.why} for i, w in enumerate(p.workers)],
-        "result": None if p.result is None else {"cpus": fmt(p.result.cpus), "why": p.result.why},
+        "result": None if p.result_core is None else {"cpus": fmt(p.result_core.cpus), "why": p.result_core.why},
         "pinned": fmt(p.pinned),
         "left": p.left,
         "pools": {

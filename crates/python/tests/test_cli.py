@@ -55,7 +55,7 @@ def test_plans_match_the_cli(repo: Path, hook_bin: str, root: str, setting: str,
     r = str(repo / root)
     cli = hook_json(hook_bin, "plan", "--setting", setting, "--devices", devices, "--mask", mask, "--usable", str(usable), "--root", r)
     s = int(setting) if setting.isdigit() else setting
-    p = cpuplan.deployment_plan(s, addresses(devices), mask=cpuplan.parse_cpu_list(mask), usable=usable, root=r)
+    p = cpuplan.host.deployment_plan(s, addresses(devices), mask=cpuplan.parse_cpu_list(mask), usable=usable, root=r)
     assert plan_json(p) == cli
 
 
@@ -85,7 +85,7 @@ def test_settings_the_mask_cannot_honour_fail_alike(repo: Path, hook_bin: str, r
     out = run_hook(hook_bin, "plan", "--setting", setting, "--devices", devices, "--mask", mask, "--usable", str(usable), "--root", r, "--json")
     assert out.returncode == 2, out
     with pytest.raises(cpuplan.CpuPlanError) as e:
-        cpuplan.deployment_plan(int(setting), addresses(devices), mask=cpuplan.parse_cpu_list(mask), usable=usable, root=r)
+        cpuplan.host.deployment_plan(int(setting), addresses(devices), mask=cpuplan.parse_cpu_list(mask), usable=usable, root=r)
     assert str(e.value) in out.stderr
 
 
@@ -96,7 +96,8 @@ def test_settings_the_mask_cannot_honour_fail_alike(repo: Path, hook_bin: str, r
 def test_host_gpus_match_the_cli(repo: Path, hook_bin: str, root: str, like: str) -> None:
     r = str(repo / root)
     cli = hook_json(hook_bin, "gpus", "--like", like, "--root", r)
-    mine = cpuplan.host_gpus(like, r)
+    mine = cpuplan.host.host_gpus(like, root=r)
+    assert cpuplan.host_gpus(like, Path(r) / "sys/bus/pci/devices") == mine
     assert mine, "the fixture has GPUs"
     as_json = [
         {"address": g.address, "node": None if g.node is None else int(g.node), "local": None if g.local is None else cpuplan.format_cpu_list(g.local)}
@@ -113,18 +114,18 @@ def test_quota_mask_and_usable_match_the_cli(repo: Path, hook_bin: str, tree: st
     root = repo / "tests/fixtures/cgroup" / tree
     cli = hook_json(hook_bin, "quota", "--root", str(root), "--pid", pid)
     mine = {
-        "quota": cpuplan.cgroup_cpu_quota(root, int(pid)),
-        "mask": cpuplan.format_cpu_list(cpuplan.process_mask(int(pid), root=root)),
-        "usable": cpuplan.usable_cpus(int(pid), root=root),
+        "quota": cpuplan.host.cgroup_cpu_quota(int(pid), root=root),
+        "mask": cpuplan.format_cpu_list(cpuplan.host.process_mask(int(pid), root=root)),
+        "usable": cpuplan.host.usable_cpus(int(pid), root=root),
     }
     assert mine == cli
 
 
 def test_this_process_matches_the_cli(hook_bin: str) -> None:
-    # The CLI is a child of this process: same cgroup, and the same mask (this thread's).
+    # The CLI is a child of this process: same cgroup, and the same mask (this process's).
     cli = hook_json(hook_bin, "quota")
     assert cli == {
-        "quota": cpuplan.cgroup_cpu_quota(),
+        "quota": cpuplan.host.cgroup_cpu_quota(),
         "mask": cpuplan.format_cpu_list(cpuplan.process_mask()),
-        "usable": cpuplan.usable_cpus(),
+        "usable": cpuplan.host.usable_cpus(),
     }

@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 import os
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from conftest import PLAN_VARS, plan_json
 
 import cpuplan
-from cpuplan import CpuPlan, StepCpus
+from cpuplan import HookPlan, StepCpus
 
 
 def run_worker(repo: Path, device: str, env: Dict[str, str]) -> Tuple[int, str, str]:
@@ -23,7 +23,7 @@ def run_worker(repo: Path, device: str, env: Dict[str, str]) -> Tuple[int, str, 
     return out.returncode, out.stdout, out.stderr
 
 
-def write_plan(path: Path, plan: CpuPlan, extra: Optional[dict] = None) -> Path:
+def write_plan(path: Path, plan: HookPlan, extra: Optional[dict] = None) -> Path:
     """plan as the planner's plan.json, with extra keys (as the hook adds)."""
     data = plan_json(plan)
     data.update(extra or {})
@@ -34,7 +34,7 @@ def write_plan(path: Path, plan: CpuPlan, extra: Optional[dict] = None) -> Path:
 def test_the_worker_pins_itself_and_its_helpers_run_on_the_process_mask(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
     a, b = two_cpus
     ab = cpuplan.format_cpu_list({a, b})
-    plan = CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), StepCpus(frozenset({a}), "api"), "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"))
+    plan = HookPlan(frozenset({a, b}), 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), a, "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"), StepCpus(frozenset({a}), "api"))
     path = write_plan(tmp_path / "plan.json", plan, {"container": "test", "inputs": {"gpus": ["0000:2a:00.0", "0000:3a:00.0"]}})
     rc, out, err = run_worker(repo, "00000000:2A:00.0", {"CPUPLAN_PLAN": str(path)})
     assert rc == 0, err
@@ -58,22 +58,30 @@ def test_the_worker_runs_unpinned_without_a_plan(repo: Path, tmp_path: Path) -> 
     mask = cpuplan.format_cpu_list(cpuplan.process_mask())
     lines = out.splitlines()
     assert lines[0] == f"plan: setting=off mask={mask} usable={cpuplan.usable_cpus()} left={cpuplan.usable_cpus()} devices="
-    assert lines[1].startswith("why: no plan installed and no hook plan")
+    assert lines[1] == "why: step_thread_core off"
     assert lines[2:] == ["cuda:0: no worker of the plan", f"main cpus={mask}", f"helper cpus={mask}", f"pool cpus={mask}"]
+
+
+def blocks(path: Path, name: str) -> List[str]:
+    """Every fenced block after a `<!-- test: name -->` line in a Markdown file."""
+    text = path.read_text()
+    marker = f"<!-- test: {name} -->\n```"
+    out, at = [], text.find(marker)
+    while at >= 0:
+        body = text[text.index("\n", at + len(marker)) + 1 :]
+        out.append(body[: body.index("```")])
+        at = text.find(marker, at + len(marker))
+    return out
 
 
 def readme_block(repo: Path, name: str) -> str:
     """The fenced block after `<!-- test: name -->` in the README."""
-    text = (repo / "README.md").read_text()
-    marker = f"<!-- test: {name} -->\n```"
-    start = text.index(marker) + len(marker)
-    body = text[text.index("\n", start) + 1 :]
-    return body[: body.index("```")]
+    return blocks(repo / "README.md", name)[0]
 
 
 def test_the_readme_example_pins_worker_0_and_starts_a_helper(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
     a, b = two_cpus
-    plan = CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), StepCpus(frozenset({a}), "api"), "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"))
+    plan = HookPlan(frozenset({a, b}), 2, (StepCpus(frozenset({b}), f"worker 0 on cpu {b}"), None), a, "two cpus", "auto", ("0000:2a:00.0", "0000:3a:00.0"), StepCpus(frozenset({a}), "api"))
     path = write_plan(tmp_path / "plan.json", plan)
     base = {k: v for k, v in os.environ.items() if k not in PLAN_VARS and k != "CPUPLAN_PLAN"}
     base["CPUPLAN_PLAN"] = str(path)
@@ -86,3 +94,18 @@ def test_the_readme_example_pins_worker_0_and_starts_a_helper(repo: Path, tmp_pa
     out = subprocess.run([sys.executable, "-c", readme_block(repo, "python")], capture_output=True, text=True, env=base, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.endswith("the helper runs on the process mask\n"), out.stdout
+
+
+def test_every_python_example_of_docs_python_md_runs_with_and_without_a_plan(repo: Path, tmp_path: Path, two_cpus: tuple) -> None:
+    doc = repo / "docs/python.md"
+    examples = blocks(doc, "python")
+    # Every Python block of the page is one of them: none escapes this test.
+    assert len(examples) == doc.read_text().count("```python") >= 5
+    a, b = two_cpus
+    plan = HookPlan(frozenset({a, b}), 2, (StepCpus(frozenset({b}), "worker 0"),), a, "two cpus", "auto", ("0000:2a:00.0",), StepCpus(frozenset({a}), "api"))
+    with_plan = write_plan(tmp_path / "plan.json", plan)
+    base = {k: v for k, v in os.environ.items() if k not in PLAN_VARS and k != "CPUPLAN_PLAN"}
+    for n, code in enumerate(examples):
+        for path in (with_plan, tmp_path / "none.json"):
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, "CPUPLAN_PLAN": str(path)}, cwd=repo)
+            assert (out.returncode, out.stderr) == (0, ""), f"docs/python.md example {n + 1} with {path.name}:\n{code}\n{out.stderr}"

@@ -1,4 +1,4 @@
-"""Loading: import without any plan, plan() reading the hook's plan file or plan.env's variables, install()."""
+"""Loading: import without any plan, hook_plan() reading the hook's plan file or plan.env's variables (plan() never does), install()."""
 
 from __future__ import annotations
 
@@ -35,41 +35,44 @@ def test_importing_without_any_plan_works_and_pins_nothing() -> None:
     out = python(
         "import os, cpuplan; p = cpuplan.plan();"
         "print(p.mask == frozenset(os.sched_getaffinity(0)), p.workers, p.result, p.pinned, p.left == p.usable);"
-        "print(p.why)"
+        "print(p.why, cpuplan.hook_plan())"
     )
     assert out.returncode == 0, out.stderr
-    first, why = out.stdout.splitlines()
-    assert first == "True () None frozenset() True"
-    assert why == "no plan installed and no hook plan: no /nonexistent/cpuplan/plan.json and no CPUPLAN_MASK; nothing pinned"
+    assert out.stdout.splitlines() == ["True () None frozenset() True", "step_thread_core off None"]
     assert out.stderr == ""
 
 
 def test_importing_reads_no_plan() -> None:
-    # Even a plan file that does not parse: import succeeds, plan() warns and pins nothing.
-    out = python("import cpuplan; print('imported')", env={"CPUPLAN_PLAN": "/proc/self/status"})
-    assert (out.returncode, out.stdout, out.stderr) == (0, "imported\n", "")
+    # Even a plan file that does not parse: import succeeds, plan() pins nothing, hook_plan() says why.
+    code = "import cpuplan; print(cpuplan.plan().why)\ntry: cpuplan.hook_plan()\nexcept ValueError as e: print('ValueError')"
+    out = python(code, env={"CPUPLAN_PLAN": "/proc/self/status"})
+    assert (out.returncode, out.stdout, out.stderr) == (0, "step_thread_core off\nValueError\n", "")
 
 
-def test_plan_reads_the_hooks_plan_file(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hook_plan_reads_the_hooks_plan_file(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = hook_plan_file(repo, hook_bin, tmp_path)
     monkeypatch.setenv("CPUPLAN_PLAN", str(path))
-    cpuplan.install(None)
-    p = cpuplan.plan()
+    p = cpuplan.hook_plan()
+    assert isinstance(p, cpuplan.HookPlan) and isinstance(p, CpuPlan)
     assert p.setting == "auto" and p.usable == 16
     assert p.mask == cpuplan.parse_cpu_list("0-55,112-167")
     assert p.workers == (
         StepCpus(frozenset({0, 112}), "gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the bottom"),
         StepCpus(frozenset({1, 113}), "gpu 0000:2a:00.0 rank 1 of 4 on node 0: core 1 from the bottom"),
     )
-    assert p.result == StepCpus(frozenset({55, 167}), "worker 0's gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the top")
+    assert p.result == 55
+    assert p.result_core == StepCpus(frozenset({55, 167}), "worker 0's gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the top")
     assert p.devices == ("0000:18:00.0", "0000:2a:00.0")
-    assert (p.left, p.encode_workers) == (10, 5)
+    # The hook's own pool sizes: the API server's whole core counts as pinned.
+    data = json.loads(path.read_text())
+    assert (p.left, p.encode_workers) == (data["left"], data["pools"]["encode_workers"]) == (10, 5)
     assert p.why.endswith("the GPUs' local CPUs within the mask 0-223")
-    # The same plan through hook_plan(path), and read once: a changed file is seen after install(None).
+    # The same plan through hook_plan(path); read anew at each call; plan() never reads it.
     assert cpuplan.hook_plan(path) == p
     path.write_text(path.read_text().replace('"usable": 16', '"usable": 12'))
-    assert cpuplan.plan().usable == 16
-    cpuplan.install(None)
+    assert cpuplan.hook_plan().usable == 12  # type: ignore[union-attr]
+    assert cpuplan.plan().why == "step_thread_core off"
+    cpuplan.install(cpuplan.hook_plan())
     assert cpuplan.plan().usable == 12
 
 
@@ -77,10 +80,10 @@ def test_an_unpinned_hook_plan_still_names_every_workers_device(repo: Path, hook
     path = hook_plan_file(repo, hook_bin, tmp_path, {"cpuplan.step-thread-core": "off"})
     assert json.loads(path.read_text())["workers"] == [None, None]
     monkeypatch.setenv("CPUPLAN_PLAN", str(path))
-    p = cpuplan.plan()
-    assert p.setting == "off" and p.workers == (None, None)
+    p = cpuplan.hook_plan()
+    assert p is not None and p.setting == "off" and p.workers == (None, None)
     assert p.devices == ("0000:18:00.0", "0000:2a:00.0")
-    w = cpuplan.find_worker("00000000:2A:00.0")
+    w = cpuplan.find_worker("00000000:2A:00.0", plan=p)
     assert w == cpuplan.Worker(1, "0000:2a:00.0", None, p.why)
 
 
@@ -88,14 +91,14 @@ def test_the_default_plan_path_is_run_cpuplan(monkeypatch: pytest.MonkeyPatch) -
     assert cpuplan.DEFAULT_PLAN == "/run/cpuplan/plan.json"
     assert cpuplan.PLAN_VAR == "CPUPLAN_PLAN"
     monkeypatch.delenv("CPUPLAN_PLAN")
-    p = cpuplan.plan()
+    p = cpuplan.hook_plan()
     if os.path.exists(cpuplan.DEFAULT_PLAN):  # pragma: no cover - only inside a planned container
         assert p == cpuplan.hook_plan(cpuplan.DEFAULT_PLAN)
     else:
-        assert "no /run/cpuplan/plan.json and no CPUPLAN_MASK" in p.why
+        assert p is None
 
 
-def test_plan_falls_back_to_plan_env_variables(monkeypatch: pytest.MonkeyPatch, two_cpus: tuple) -> None:
+def test_hook_plan_falls_back_to_plan_env_variables(monkeypatch: pytest.MonkeyPatch, two_cpus: tuple) -> None:
     a, b = two_cpus
     env = {
         "CPUPLAN_SETTING": str(b),
@@ -108,22 +111,22 @@ def test_plan_falls_back_to_plan_env_variables(monkeypatch: pytest.MonkeyPatch, 
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    p = cpuplan.plan()
+    p = cpuplan.hook_plan()
+    assert p is not None
     assert p.mask == frozenset({a, b}) and p.usable == 2 and p.setting == str(b)
     assert p.workers[0] is not None and p.workers[0].cpus == frozenset({b}) and p.workers[1] is None
-    assert p.result is not None and p.result.cpus == frozenset({a})
+    assert p.result == a and p.result_core is not None and p.result_core.cpus == frozenset({a})
     assert p.devices == ("0000:2a:00.0", "0000:3a:00.0")
     assert p.why == "from plan.env" and p.left == 1
-    assert cpuplan.find_worker("cuda:1") == cpuplan.Worker(1, "0000:3a:00.0", None, "from plan.env")
+    assert cpuplan.find_worker("cuda:1", plan=p) == cpuplan.Worker(1, "0000:3a:00.0", None, "from plan.env")
 
 
 def test_a_plan_file_wins_over_the_variables(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CPUPLAN_MASK", "0")
     monkeypatch.setenv("CPUPLAN_USABLE", "1")
-    assert cpuplan.plan().mask == frozenset({0})
+    assert cpuplan.hook_plan().mask == frozenset({0})  # type: ignore[union-attr]
     monkeypatch.setenv("CPUPLAN_PLAN", str(hook_plan_file(repo, hook_bin, tmp_path)))
-    cpuplan.install(None)
-    assert cpuplan.plan().usable == 16
+    assert cpuplan.hook_plan().usable == 16  # type: ignore[union-attr]
 
 
 def test_a_plan_that_does_not_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, hook_bin: str) -> None:
@@ -133,12 +136,11 @@ def test_a_plan_that_does_not_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         cpuplan.hook_plan(bad)
     assert str(bad) in str(e.value)
     monkeypatch.setenv("CPUPLAN_PLAN", str(bad))
-    with pytest.warns(RuntimeWarning, match="ignoring the hook's plan"):
-        p = cpuplan.plan()
-    assert p.workers == () and str(bad) in p.why and p.why.endswith("nothing pinned")
+    with pytest.raises(ValueError):
+        cpuplan.hook_plan()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert cpuplan.plan() is p  # read once: no second warning
+        assert cpuplan.plan().why == "step_thread_core off"  # plan() never reads it
     (tmp_path / "v7").mkdir()
     newer = hook_plan_file(repo, hook_bin, tmp_path / "v7")
     newer.write_text(newer.read_text().replace('"version": 1', '"version": 7'))
@@ -158,12 +160,12 @@ def test_hook_plan_of_a_missing_path_is_file_not_found(tmp_path: Path) -> None:
 
 
 def test_install_makes_a_plan_this_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, hook_bin: str) -> None:
-    mine = CpuPlan({0, 1}, 2, (StepCpus(frozenset({1}), "mine"),), None, "installed")
+    mine = CpuPlan(frozenset({0, 1}), 2, (StepCpus(frozenset({1}), "mine"),), None, "installed")
     cpuplan.install(mine)
     assert cpuplan.plan() is mine
     monkeypatch.setenv("CPUPLAN_PLAN", str(hook_plan_file(repo, hook_bin, tmp_path)))
-    assert cpuplan.plan() is mine  # an installed plan wins over the hook's
+    assert cpuplan.plan() is mine
     cpuplan.install(None)
-    assert cpuplan.plan().usable == 16  # back to the hook's
+    assert cpuplan.plan() == CpuPlan(cpuplan.process_mask(), cpuplan.usable_cpus())  # nothing pinned, hook plan or not
     with pytest.raises(TypeError):
         cpuplan.install("auto")  # type: ignore[arg-type]

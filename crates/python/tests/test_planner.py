@@ -1,16 +1,14 @@
-"""The planner API (as mstar.utils.cpus has it) on fixture sysfs trees and on this machine."""
+"""cpuplan.host, the extras with pids and host roots, on fixture sysfs trees and on this machine; CPU lists; HookPlan."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import threading
 from pathlib import Path
 
 import pytest
 
 import cpuplan
-from cpuplan import CpuPlan, CpuPlanError, HostGpu, StepCpus
+from cpuplan import CpuPlan, CpuPlanError, HookPlan, HostGpu, StepCpus, host
 
 
 def test_the_installed_wheel_is_what_runs(venv: Path, repo: Path) -> None:
@@ -48,20 +46,9 @@ def test_formatting_refuses_what_is_no_cpu_id(bad: object) -> None:
         cpuplan.format_cpu_list(bad)  # type: ignore[arg-type]
 
 
-def test_process_mask_is_the_calling_threads_affinity(two_cpus: tuple) -> None:
-    a, b = two_cpus
-    assert cpuplan.process_mask() == frozenset(os.sched_getaffinity(0))
-    seen = {}
-
-    def narrowed() -> None:
-        os.sched_setaffinity(0, {b})
-        seen["mask"] = cpuplan.process_mask()
-
-    t = threading.Thread(target=narrowed)
-    t.start()
-    t.join()
-    assert seen["mask"] == frozenset({b})
-    assert cpuplan.process_mask() == frozenset(os.sched_getaffinity(0))
+def test_host_process_mask_is_another_pids_or_this_processes() -> None:
+    assert host.process_mask() == cpuplan.process_mask()
+    assert host.process_mask(os.getpid()) == frozenset(os.sched_getaffinity(0))
 
 
 # The cgroup fixture trees and what tests/fixtures/cgroup/README.md says their quota is.
@@ -82,46 +69,46 @@ QUOTAS = [
 @pytest.mark.parametrize("tree,pid,quota", QUOTAS)
 def test_cgroup_quota_of_fixture_trees(repo: Path, tree: str, pid: int, quota: object) -> None:
     root = repo / "tests/fixtures/cgroup" / tree
-    assert cpuplan.cgroup_cpu_quota(root, pid) == quota
-    mask = cpuplan.process_mask(pid, root=root)
+    assert host.cgroup_cpu_quota(pid, root=root) == quota
+    mask = host.process_mask(pid, root=root)
     status = (root / f"proc/{pid}/status").read_text()
     listed = next(line.split(":", 1)[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list:"))
     assert mask == cpuplan.parse_cpu_list(listed)
     expected = len(mask) if quota is None else max(1, min(len(mask), int(quota)))  # type: ignore[call-overload]
-    assert cpuplan.usable_cpus(pid, root=root) == expected
+    assert host.usable_cpus(pid, root=root) == expected
 
 
 def test_quota_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as e:
-        cpuplan.cgroup_cpu_quota(tmp_path, 1)
+        host.cgroup_cpu_quota(1, root=tmp_path)
     assert str(tmp_path / "proc/1/cgroup") in str(e.value)
     with pytest.raises(FileNotFoundError):
-        cpuplan.process_mask(1, root=tmp_path)
+        host.process_mask(1, root=tmp_path)
 
 
-def test_usable_cpus_of_this_process() -> None:
-    mask = os.sched_getaffinity(0)
-    quota = cpuplan.cgroup_cpu_quota()
+def test_usable_cpus_of_this_process_counts_every_hierarchy() -> None:
+    mask = cpuplan.process_mask()
+    quota = host.cgroup_cpu_quota()
     expected = len(mask) if quota is None else max(1, min(len(mask), int(quota)))
-    assert cpuplan.usable_cpus() == expected
+    assert host.usable_cpus() == expected
 
 
 def test_smt_siblings_from_sysfs(repo: Path, tmp_path: Path) -> None:
     host = repo / "examples/host"
-    assert cpuplan.smt_siblings(3, host) == frozenset({3, 115})
-    assert cpuplan.smt_siblings(115, host) == frozenset({3, 115})
-    assert cpuplan.smt_siblings(5, tmp_path) == frozenset({5})
+    assert cpuplan.host.smt_siblings(3, root=host) == frozenset({3, 115})
+    assert cpuplan.host.smt_siblings(115, root=host) == frozenset({3, 115})
+    assert cpuplan.host.smt_siblings(5, root=tmp_path) == frozenset({5})
     bad = tmp_path / "sys/devices/system/cpu/cpu0/topology"
     bad.mkdir(parents=True)
     (bad / "thread_siblings_list").write_text("0-x\n")
     with pytest.raises(OSError) as e:
-        cpuplan.smt_siblings(0, tmp_path)
+        cpuplan.host.smt_siblings(0, root=tmp_path)
     assert "thread_siblings_list" in str(e.value) and "0-x" in str(e.value)
 
 
 def test_host_gpus_in_pci_order(repo: Path) -> None:
-    host = repo / "examples/host"
-    gpus = cpuplan.host_gpus("0000:ab:00.0", host)
+    h224 = repo / "examples/host"
+    gpus = host.host_gpus("0000:ab:00.0", root=h224)
     assert [g.address for g in gpus] == [
         "0000:18:00.0",
         "0000:2a:00.0",
@@ -135,16 +122,18 @@ def test_host_gpus_in_pci_order(repo: Path) -> None:
     assert gpus[0] == HostGpu("0000:18:00.0", "0", cpuplan.parse_cpu_list("0-55,112-167"))
     assert gpus[7].node == "1" and isinstance(gpus[7].local, frozenset)
     # nvidia-smi's 8-hex-digit domain names the same device.
-    assert cpuplan.host_gpus("00000000:AB:00.0", host) == gpus
+    assert host.host_gpus("00000000:AB:00.0", root=h224) == gpus
+    # The seed's call on the same host's PCI devices directory: the same list.
+    assert cpuplan.host_gpus("0000:ab:00.0", h224 / "sys/bus/pci/devices") == gpus
     kvm = repo / "tests/fixtures/topologies/ghw-kvm-xeon-e5-2695v4-tesla-p100"
-    assert cpuplan.host_gpus("0000:06:00.0", kvm) == [HostGpu("0000:06:00.0", None, frozenset(range(8)))]
+    assert host.host_gpus("0000:06:00.0", root=kvm) == [HostGpu("0000:06:00.0", None, frozenset(range(8)))]
     # Without sysfs, or without the device: empty.
-    assert cpuplan.host_gpus("0000:77:00.0", host) == []
-    assert cpuplan.host_gpus("0000:18:00.0", "/nonexistent") == []
+    assert host.host_gpus("0000:77:00.0", root=h224) == []
+    assert host.host_gpus("0000:18:00.0", root="/nonexistent") == []
 
 
 def test_auto_places_by_rank_and_the_api_server_from_the_top(repo: Path) -> None:
-    p = cpuplan.deployment_plan(
+    p = host.deployment_plan(
         "auto",
         ["0000:18:00.0", "00000000:2A:00.0", None],
         mask=cpuplan.parse_cpu_list("0-55,112-167"),
@@ -154,7 +143,8 @@ def test_auto_places_by_rank_and_the_api_server_from_the_top(repo: Path) -> None
     assert p.workers[0] == StepCpus(frozenset({0, 112}), "gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the bottom")
     assert p.workers[1] is not None and p.workers[1].cpus == frozenset({1, 113})
     assert p.workers[2] is None
-    assert p.result is not None and p.result.cpus == frozenset({55, 167})
+    assert type(p) is HookPlan
+    assert p.result == 55 and p.result_core == StepCpus(frozenset({55, 167}), "worker 0's gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the top")
     assert p.pinned == frozenset({0, 1, 55, 112, 113, 167})
     assert (p.left, p.preprocess_threads, p.png_threads, p.encode_workers, p.copy_workers) == (10, 2, 2, 5, 2)
     assert p.setting == "auto"
@@ -163,7 +153,7 @@ def test_auto_places_by_rank_and_the_api_server_from_the_top(repo: Path) -> None
 
 
 def test_auto_pins_nothing_and_says_why_when_the_mask_is_small(repo: Path) -> None:
-    p = cpuplan.deployment_plan("auto", ["0000:18:00.0"], mask={0, 1, 2}, usable=3, root=repo / "examples/host")
+    p = host.deployment_plan("auto", ["0000:18:00.0"], mask={0, 1, 2}, usable=3, root=repo / "examples/host")
     assert p.workers == (None,) and p.result is None and p.pinned == frozenset()
     assert "fewer than 2 per GPU" in p.why and p.why.endswith("nothing pinned")
     assert p.left == 3
@@ -171,12 +161,12 @@ def test_auto_pins_nothing_and_says_why_when_the_mask_is_small(repo: Path) -> No
 
 def test_a_cpu_number_and_off(repo: Path) -> None:
     host = repo / "examples/host"
-    p = cpuplan.deployment_plan(3, [None, None], mask=range(224), usable=8, root=host)
+    p = cpuplan.host.deployment_plan(3, [None, None], mask=range(224), usable=8, root=host)
     assert [w.cpus for w in p.workers if w] == [frozenset({3, 115}), frozenset({4, 116})]
-    assert p.result is not None and p.result.cpus == frozenset({111, 223})
+    assert p.result == 111 and p.result_core == StepCpus(frozenset({111, 223}), "the last core of the mask")
     assert p.setting == "3"
-    off = cpuplan.deployment_plan("off", ["0000:18:00.0", None], mask={0, 1, 2, 3}, usable=4, root=host)
-    assert off == CpuPlan(frozenset({0, 1, 2, 3}), 4, (None, None), None, "step_thread_core off", "off", ("0000:18:00.0", None))
+    off = cpuplan.host.deployment_plan("off", ["0000:18:00.0", None], mask={0, 1, 2, 3}, usable=4, root=host)
+    assert off == HookPlan(frozenset({0, 1, 2, 3}), 4, (None, None), None, "step_thread_core off", "off", ("0000:18:00.0", None))
 
 
 @pytest.mark.parametrize(
@@ -190,7 +180,7 @@ def test_a_cpu_number_and_off(repo: Path) -> None:
 )
 def test_settings_the_mask_cannot_honour_raise_cpu_plan_error(setting: object, mask: range, needle: str, tmp_path: Path) -> None:
     with pytest.raises(CpuPlanError) as e:
-        cpuplan.deployment_plan(setting, [None, None], mask=mask, usable=16, root=tmp_path)  # type: ignore[arg-type]
+        host.deployment_plan(setting, [None, None], mask=mask, usable=16, root=tmp_path)  # type: ignore[arg-type]
     assert needle in str(e.value)
     assert isinstance(e.value, ValueError)
 
@@ -199,6 +189,8 @@ def test_settings_the_mask_cannot_honour_raise_cpu_plan_error(setting: object, m
 def test_a_setting_of_another_type_is_a_type_error(setting: object) -> None:
     with pytest.raises(TypeError):
         cpuplan.deployment_plan(setting, [None], mask={0, 1, 2}, usable=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        host.deployment_plan(setting, [None], mask={0, 1, 2}, usable=3)  # type: ignore[arg-type]
 
 
 def test_a_siblings_callable_replaces_sysfs(tmp_path: Path) -> None:
@@ -208,12 +200,12 @@ def test_a_siblings_callable_replaces_sysfs(tmp_path: Path) -> None:
         calls.append(cpu)
         return frozenset({cpu, cpu ^ 1})  # pairs 0-1, 2-3, ...
 
-    p = cpuplan.deployment_plan(3, [None, None], mask=range(16), usable=16, root=tmp_path, siblings=siblings)
+    p = host.deployment_plan(3, [None, None], mask=range(16), usable=16, root=tmp_path, siblings=siblings)
     assert [w.cpus for w in p.workers if w] == [frozenset({2, 3}), frozenset({4, 5})]
-    assert p.result is not None and p.result.cpus == frozenset({14, 15})
+    assert p.result_core is not None and p.result_core.cpus == frozenset({14, 15})
     assert p.left == 10 and calls
     # Without SMT (each CPU its own core), as the planner's own test on a flat topology.
-    flat = cpuplan.deployment_plan(3, [None, None], mask=range(16), usable=16, root=tmp_path, siblings=lambda c: [c])
+    flat = host.deployment_plan(3, [None, None], mask=range(16), usable=16, root=tmp_path, siblings=lambda c: [c])
     assert flat.pinned == frozenset({3, 4, 15}) and flat.left == 13
     assert flat.workers[1] is not None and flat.workers[1].why == "core 1 above cpu 3's core"
 
@@ -226,36 +218,33 @@ def test_an_error_in_the_siblings_callable_is_raised(tmp_path: Path) -> None:
         raise Boom(f"no siblings for {cpu}")
 
     with pytest.raises(Boom, match="no siblings for"):
-        cpuplan.deployment_plan(3, [None], mask=range(8), usable=8, root=tmp_path, siblings=siblings)
+        host.deployment_plan(3, [None], mask=range(8), usable=8, root=tmp_path, siblings=siblings)
 
 
-def test_defaults_are_this_process_mask_and_usable(tmp_path: Path) -> None:
-    p = cpuplan.deployment_plan("off", [None], root=tmp_path)
+def test_defaults_are_this_process_mask_and_usable_over_every_hierarchy(tmp_path: Path) -> None:
+    p = host.deployment_plan("off", [None], root=tmp_path)
     assert p.mask == cpuplan.process_mask()
-    assert p.usable == cpuplan.usable_cpus()
+    assert p.usable == host.usable_cpus()
 
 
-def test_cpu_plan_is_the_seeds_frozen_dataclass() -> None:
-    p = CpuPlan({0, 1, 2, 3}, 4)
-    assert p.mask == frozenset({0, 1, 2, 3}) and isinstance(p.mask, frozenset)
-    assert (p.workers, p.result, p.why) == ((), None, "step_thread_core off")
-    assert (p.pinned, p.left, p.preprocess_threads, p.png_threads, p.encode_workers, p.copy_workers) == (frozenset(), 4, 1, 1, 4, 1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        p.usable = 3  # type: ignore[misc]
-    q = CpuPlan([3, 2, 1, 0], 4, [((1,), "w")], ([0], "r"), "why")
-    assert q.workers == (StepCpus(frozenset({1}), "w"),) and q.result == StepCpus(frozenset({0}), "r")
-    assert q.pinned == frozenset({0, 1}) and q.left == 2
-    assert hash(q) == hash(CpuPlan(range(4), 4, (StepCpus(frozenset({1}), "w"),), StepCpus(frozenset({0}), "r"), "why"))
-    big = CpuPlan(range(64), 40, (StepCpus(frozenset({0, 32}), "a"),), StepCpus(frozenset({31, 63}), "b"))
-    assert (big.left, big.preprocess_threads, big.png_threads, big.encode_workers, big.copy_workers) == (36, 4, 4, 9, 4)
-    for bad in [-1, 1.5, True]:
-        with pytest.raises(ValueError):
-            CpuPlan({0}, bad)  # type: ignore[arg-type]
+def test_a_hook_plan_is_a_cpu_plan_that_counts_the_api_servers_whole_core() -> None:
+    p = HookPlan(frozenset(range(64)), 40, (StepCpus(frozenset({0, 32}), "a"),), 31, "why", "auto", ("0000:18:00.0",), StepCpus(frozenset({31, 63}), "b"))
+    assert isinstance(p, CpuPlan)
+    assert p.pinned == frozenset({0, 31, 32, 63})
+    assert (p.left, p.preprocess_threads, p.png_threads, p.encode_workers, p.copy_workers) == (36, 4, 4, 9, 4)
+    # The seed's plan of the same fields counts result's one CPU.
+    seed = CpuPlan(p.mask, p.usable, p.workers, p.result, p.why)
+    assert seed.pinned == frozenset({0, 31, 32}) and seed.left == 37
+    # A result moved off the core is one CPU again; no result, none.
+    p.result = 5
+    assert p.pinned == frozenset({0, 5, 32})
+    p.result = None
+    assert p.pinned == frozenset({0, 32})
     with pytest.raises(ValueError):
-        CpuPlan({0}, 1, [({9000}, "past the highest cpu id")])
+        CpuPlan(frozenset({0}), 1, (StepCpus(frozenset({9000}), "past the highest cpu id"),)).pinned
 
 
 def test_cpu_plan_error_is_the_seeds() -> None:
     assert issubclass(CpuPlanError, ValueError)
-    assert CpuPlanError.__module__ == "cpuplan"
+    assert CpuPlanError.__module__ == "cpuplan.cpus"
     assert CpuPlanError.__doc__ == "A step_thread_core value the process mask can't honour."

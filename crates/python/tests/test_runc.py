@@ -73,8 +73,8 @@ def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, ho
     py = str(venv / "bin/python")
     script = (
         f"{py} /opt/example/worker.py cuda:0 && "
-        f"{py} -c 'import cpuplan; w = cpuplan.find_worker(\"00000000:3B:00.0\"); "
-        "print(w.index, w.device, w.cpus, w.why == cpuplan.plan().why, cpuplan.visible_gpus())'"
+        f"{py} -c 'import cpuplan; p = cpuplan.hook_plan(); w = cpuplan.find_worker(\"00000000:3B:00.0\", plan=p); "
+        "print(w.index, w.device, w.cpus, w.why == p.why, cpuplan.visible_gpus(plan=p), cpuplan.plan().why)'"
     )
     config["process"].update(terminal=False, args=["/bin/sh", "-c", script])
     config["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=0", "PYTHONDONTWRITEBYTECODE=1"]
@@ -116,6 +116,6 @@ def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, ho
     assert lines[2].startswith("cuda:0: worker 0 (0000:3b:00.0) unpinned: step_thread_core auto:"), lines[2]
     assert lines[3:6] == ["main cpus=1", "helper cpus=1", "pool cpus=1"]
     assert "fewer than 2 per GPU; nothing pinned" in lines[2]
-    assert lines[6:] == ["0 0000:3b:00.0 None True ['0000:3b:00.0']"], out.stdout
+    assert lines[6:] == ["0 0000:3b:00.0 None True ['0000:3b:00.0'] step_thread_core off"], out.stdout
     assert f"container {tag}: pid" in log and "released 1 GPU claim" in log, log
 

@@ -17,7 +17,7 @@ from typing import Callable, Dict, FrozenSet, List, Tuple
 import pytest
 
 import cpuplan
-from cpuplan import CpuPlan, StepCpus, Thread, ThreadPool
+from cpuplan import HookPlan, StepCpus, Thread, ThreadPool
 
 
 def mask() -> FrozenSet[int]:
@@ -48,7 +48,9 @@ def ab(two_cpus: Tuple[int, int]) -> Tuple[int, int]:
     """The two CPUs, with a plan installed whose mask is both: worker 0 on b, the API server on a."""
     a, b = two_cpus
     cpuplan.install(
-        CpuPlan({a, b}, 2, (StepCpus(frozenset({b}), "worker 0 on b"), None), StepCpus(frozenset({a}), "api on a"), "test plan", "x", ("0000:2a:00.0", "0000:3a:00.0"))
+        HookPlan(
+            frozenset({a, b}), 2, (StepCpus(frozenset({b}), "worker 0 on b"), None), a, "test plan", "auto", ("0000:2a:00.0", "0000:3a:00.0"), StepCpus(frozenset({a}), "api on a")
+        )
     )
     return a, b
 
@@ -59,7 +61,7 @@ def test_pin_thread_goes_back_to_the_process_mask_warms_up_then_moves(ab: Tuple[
     def body() -> List[Tuple[str, FrozenSet[int]]]:
         os.sched_setaffinity(0, {a})  # the thread starts confined elsewhere
         seen = [("before", mask())]
-        cpuplan.pin_thread({b}, {a, b}, warm=lambda: seen.append(("warm", mask())))
+        cpuplan.pin_thread_warm({b}, {a, b}, lambda: seen.append(("warm", mask())))
         seen.append(("after", mask()))
         return seen
 
@@ -211,9 +213,9 @@ def test_thread_pool_threads_reach_the_process_mask_before_the_initializer(ab: T
         ThreadPool(initializer="not callable")  # type: ignore[arg-type]
 
 
-def test_the_process_mask_without_an_installed_plan_is_the_mask_at_import(two_cpus: Tuple[int, int]) -> None:
+def test_the_process_mask_without_an_installed_plan_is_the_processes(two_cpus: Tuple[int, int]) -> None:
     a, b = two_cpus
-    assert cpuplan.plan().mask == frozenset(os.sched_getaffinity(0))
+    assert cpuplan.plan().mask == cpuplan.process_mask() == frozenset(os.sched_getaffinity(0))
 
     def body() -> FrozenSet[int]:
         os.sched_setaffinity(0, {b})
@@ -248,7 +250,7 @@ def test_pin_worker_and_pin_result_follow_the_plan(ab: Tuple[int, int]) -> None:
         cpuplan.Worker(1, "0000:3a:00.0", None, "test plan"),
         frozenset({b}),
         None,
-        StepCpus(frozenset({a}), "api on a"),
+        frozenset({a}),
         frozenset({a}),
     ]
 

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use cpuplan::quoted;
+
 /// A host file, a `linux.devices` entry or `NVIDIA_VISIBLE_DEVICES` that does not name GPUs as it should.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -10,7 +12,7 @@ pub enum DeviceError {
     #[error(transparent)]
     Host(#[from] cpuplan::Error),
     /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all.
-    #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>")]
+    #[error("NVIDIA_VISIBLE_DEVICES={}: {} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>", quoted(.value), quoted(.entry))]
     VisibleJunk {
         /// The whole variable.
         value: String,
@@ -18,7 +20,7 @@ pub enum DeviceError {
         entry: String,
     },
     /// An entry of `NVIDIA_VISIBLE_DEVICES` that names no GPU of this host.
-    #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} matches no GPU on this host ({why})")]
+    #[error("NVIDIA_VISIBLE_DEVICES={}: {} matches no GPU on this host ({why})", quoted(.value), quoted(.entry))]
     VisibleUnknown {
         /// The whole variable.
         value: String,
@@ -28,7 +30,7 @@ pub enum DeviceError {
         why: String,
     },
     /// A bare `MIG-<uuid>` in a container whose `linux.devices` hold no NVIDIA GPU to name its parent.
-    #[error("NVIDIA_VISIBLE_DEVICES={value:?}: {entry:?} is a MIG uuid, which /proc/driver/nvidia does not list, and the container's linux.devices hold no /dev/nvidiaN to name its GPU")]
+    #[error("NVIDIA_VISIBLE_DEVICES={}: {} is a MIG uuid, which /proc/driver/nvidia does not list, and the container's linux.devices hold no /dev/nvidiaN to name its GPU", quoted(.value), quoted(.entry))]
     BareMig {
         /// The whole variable.
         value: String,

@@ -32,6 +32,11 @@ pub enum GpuSource {
     Nodes,
     /// `NVIDIA_VISIBLE_DEVICES` in the container's environment.
     Env,
+    /// A GPU device node in the container's `/dev` that is not the runtime's (a `/dev` or a node
+    /// the container's mounts or image put there: [`crate::read::nodes`]). No `gpu_sources` can
+    /// name it, so it is never trusted.
+    #[serde(skip)]
+    TenantNode,
 }
 
 impl std::fmt::Display for GpuSource {
@@ -40,6 +45,9 @@ impl std::fmt::Display for GpuSource {
             GpuSource::Devices => "linux.devices",
             GpuSource::Nodes => "device node",
             GpuSource::Env => VISIBLE_DEVICES,
+            GpuSource::TenantNode => {
+                "a device node the container's mounts or image put in its /dev"
+            }
         })
     }
 }

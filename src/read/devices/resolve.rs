@@ -6,6 +6,7 @@ use super::char_dev::char_device_function;
 use super::nvidia_info::{nvidia_gpu_addresses, nvidia_gpus, NvidiaGpu, NVIDIA_GPUS_DIR};
 use super::visible::{entries, parse_visible_devices, DeviceId, VisibleDevices};
 use super::{DeviceError, Gpu, GpuSource};
+use crate::read::nodes::Node;
 use crate::read::spec::CharDevice;
 use cpuplan::PciAddress;
 
@@ -30,14 +31,14 @@ pub struct Found {
 /// The container's GPUs in PCI address order, each counted once with every source that names it.
 ///
 /// `devices` are the char devices of `linux.devices`, `nodes` the GPU device nodes present in
-/// its `/dev`; `visible` is `NVIDIA_VISIBLE_DEVICES` from `process.env` (`None` when unset).
+/// its `/dev` (those not the runtime's name their GPUs as [`GpuSource::TenantNode`]); `visible` is `NVIDIA_VISIBLE_DEVICES` from `process.env` (`None` when unset).
 /// A device of another PCI class than display or processing accelerator is no GPU (an RDMA
 /// device of a NIC beside a GPU): it is left out with a note. Host files are read under
 /// `topology_root`.
 pub fn container_gpus(
     topology_root: &Path,
     devices: &[CharDevice],
-    nodes: &[CharDevice],
+    nodes: &[Node],
     visible: Option<&str>,
 ) -> Result<Found, DeviceError> {
     container_gpus_cached(
@@ -63,7 +64,7 @@ pub struct DriverCache {
 pub fn container_gpus_cached(
     topology_root: &Path,
     devices: &[CharDevice],
-    nodes: &[CharDevice],
+    nodes: &[Node],
     visible: Option<&str>,
     cache: &mut DriverCache,
 ) -> Result<Found, DeviceError> {
@@ -78,7 +79,10 @@ pub fn container_gpus_cached(
     let tagged = devices
         .iter()
         .map(|d| (d, GpuSource::Devices))
-        .chain(nodes.iter().map(|d| (d, GpuSource::Nodes)));
+        .chain(nodes.iter().map(|n| match n.untrusted {
+            None => (&n.device, GpuSource::Nodes),
+            Some(_) => (&n.device, GpuSource::TenantNode),
+        }));
     for (d, source) in tagged {
         if d.major != NVIDIA_MAJOR {
             let Some(function) = char_device_function(topology_root, d.major, d.minor)? else {
@@ -118,7 +122,7 @@ pub fn container_gpus_cached(
                 nvidia_in_devices = true;
             }
             None if d.minor == MODESET_MINOR => {} // /dev/nvidia-modeset
-            None if source == GpuSource::Nodes => notes.push(format!(
+            None if source != GpuSource::Devices => notes.push(format!(
                 "{} is 195:{}, which no GPU of the driver has: ignored",
                 crate::logging::escape(&d.path),
                 d.minor

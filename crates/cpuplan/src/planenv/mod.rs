@@ -45,7 +45,7 @@ pub const WHY: &str = "CPUPLAN_WHY";
 pub const STEP_THREAD_CORE: &str = "CPUPLAN_STEP_THREAD_CORE";
 /// The plan file a process reads instead of the default (read by the shim, set by `cpuplan-exec`).
 pub const PLAN_PATH: &str = "CPUPLAN_PLAN";
-/// The claims directory an in-process `claim_gpus` uses (the Python package's; default the hook's).
+/// The claims directory the Python package's `cpuplan.host.claim_gpus` uses (default the hook's).
 pub const CLAIMS_DIR: &str = "CPUPLAN_CLAIMS_DIR";
 /// The prefix of every variable this module defines for the plan.
 pub const PREFIX: &str = "CPUPLAN_";

@@ -1,32 +1,24 @@
 """cpuplan: the CPUs a GPU container's threads should use, planned by the Rust planner in process.
 
-``mstar.utils.cpus``'s API (planner) and ``mstar.utils.threads`` (threads) in one
-package, with or without the cpuplan hook:
+``cpuplan.cpus`` is ``mstar.utils.cpus`` and ``cpuplan.threads`` is ``mstar.utils.threads``,
+name for name, signature for signature; their names are here too. What cpuplan adds has
+names of its own:
 
-- the planner: parse_cpu_list, format_cpu_list, process_mask, usable_cpus,
-  cgroup_cpu_quota, smt_siblings, host_gpus (HostGpu), deployment_plan, devices_plan,
-  device_addresses, claim_gpus, CpuPlan (StepCpus), CpuPlanError, install, plan;
-- finding "my worker": find_worker, pin_worker, pin_result, visible_gpus, hook_plan;
-- threads: pin_thread, Thread, ThreadPool, to_process_mask.
+- the hook's plan: ``hook_plan()`` (read only when called), ``HookPlan``;
+  ``install(hook_plan())`` makes it this process's plan;
+- finding and pinning "my worker": ``find_worker``, ``pin_worker``, ``pin_result``,
+  ``visible_gpus``, ``Worker``, ``pin_thread_warm``, ``to_process_mask``;
+- ``use_pci_bus_order()``: ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` unless set;
+- ``cpuplan.host``: pids and host roots, the quota over cgroup v1 and v2, the hook's claims.
 
-plan() is the plan install() set, else the hook's plan (``$CPUPLAN_PLAN``,
-``/run/cpuplan/plan.json``, or plan.env's ``CPUPLAN_*`` variables), else nothing pinned.
-Importing never reads a plan and never fails for lack of one. Importing sets
-``CUDA_DEVICE_ORDER=PCI_BUS_ID`` unless it is set, so that CUDA numbers devices in the PCI
-address order cuda:N is resolved in (see cpuplan.devices). Documentation: docs/python.md.
+Importing reads no plan, changes no environment variable and never fails for lack of a
+plan. Documentation: docs/python.md.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-
-from .cpus import (  # noqa: E402
-    CLAIMS_DIR_VAR,
-    DEFAULT_CLAIMS_DIR,
-    DEFAULT_PLAN,
-    PLAN_VAR,
+from . import cpus, host, threads
+from .cpus import (
     CpuPlan,
     CpuPlanError,
     HostGpu,
@@ -34,8 +26,9 @@ from .cpus import (  # noqa: E402
     cgroup_cpu_quota,
     claim_gpus,
     deployment_plan,
+    device_addresses,
+    devices_plan,
     format_cpu_list,
-    hook_plan,
     host_gpus,
     install,
     parse_cpu_list,
@@ -44,16 +37,16 @@ from .cpus import (  # noqa: E402
     smt_siblings,
     usable_cpus,
 )
-from .devices import Worker, device_addresses, devices_plan, find_worker, visible_gpus  # noqa: E402
-from .threads import Thread, ThreadPool, pin_result, pin_thread, pin_worker, to_process_mask  # noqa: E402
+from .hook import DEFAULT_PLAN, PLAN_VAR, HookPlan, hook_plan
+from .threads import Thread, ThreadPool, pin_thread
+from .workers import Worker, find_worker, pin_result, pin_thread_warm, pin_worker, to_process_mask, use_pci_bus_order, visible_gpus
 
 __all__ = [
-    "CLAIMS_DIR_VAR",
-    "DEFAULT_CLAIMS_DIR",
     "DEFAULT_PLAN",
     "PLAN_VAR",
     "CpuPlan",
     "CpuPlanError",
+    "HookPlan",
     "HostGpu",
     "StepCpus",
     "Thread",
@@ -61,22 +54,26 @@ __all__ = [
     "Worker",
     "cgroup_cpu_quota",
     "claim_gpus",
+    "cpus",
     "deployment_plan",
     "device_addresses",
     "devices_plan",
     "find_worker",
     "format_cpu_list",
     "hook_plan",
+    "host",
     "host_gpus",
     "install",
     "parse_cpu_list",
     "pin_result",
     "pin_thread",
+    "pin_thread_warm",
     "pin_worker",
     "plan",
     "process_mask",
     "smt_siblings",
+    "threads",
     "to_process_mask",
-    "usable_cpus",
+    "use_pci_bus_order",
     "visible_gpus",
 ]

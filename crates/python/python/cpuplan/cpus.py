@@ -1,38 +1,56 @@
 """The CPUs this process may use, and the plan every process of a deployment reads.
 
-``mstar.utils.cpus``'s API, backed by the Rust planner (``cpuplan._cpuplan``). Every
-host file is read under a root directory (``/`` on a real host; a fixture tree in tests):
-``root`` is that directory wherever a function takes one.
+os.cpu_count() reports the host's CPUs. In a container the cgroup CPU quota can be far
+smaller, and a thread pool sized to the host then runs more threads than the quota lets run,
+so a fork-join op waits on whichever thread the scheduler parked.
+
+CpuPlan holds the process mask, how many of its CPUs the quota lets run, the CPUs the
+step_thread_core knob pins (each worker's step threads and the API server's result threads,
+see cpuplan.threads), and the pool sizes, taken from the CPUs left after those. The API
+server and every worker build it with deployment_plan from the same inputs (the knob, the
+mask, the deployment's devices), so they agree on it without talking.
+
+Placement under auto is by the device's rank among the host's GPUs on its NUMA node, as sysfs
+lists them (every GPU of the host, not only the ones this process was given), so servers on
+different GPUs pick different CPUs without knowing about each other. A worker takes the core
+at its device's rank from the bottom of the node's allowed CPUs, the API server the core at
+its first device's rank from the top, so the cores a GPU picks from must hold two per GPU or
+auto pins nothing. Servers on one GPU can't be told apart that way, so the first holds a lock
+on it (claim_gpus) and the next pins nothing.
+
+This module is ``mstar.utils.cpus``, name for name, backed by cpuplan's Rust planner
+(``cpuplan._cpuplan``). What cpuplan adds (the hook's plan, pids and host roots, the cgroup
+v1 quota, the hook's claims) has names of its own: ``cpuplan.hook_plan``, ``cpuplan.host``,
+``cpuplan.pin_worker`` (docs/python.md, "Porting from mstar.utils").
 """
 
 from __future__ import annotations
 
-import logging
-import math
+import errno
+import fcntl
 import os
 import threading
-import warnings
-from dataclasses import dataclass, field
-from typing import Callable, Collection, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Collection, Dict, Iterable, NamedTuple, Optional, Sequence, Union
+from urllib.parse import quote
 
 from . import _cpuplan
+from . import _devices
 from ._cpuplan import CpuPlanError
 from ._pci import normalize_pci
 
 __all__ = [
-    "CLAIMS_DIR_VAR",
     "CpuPlan",
     "CpuPlanError",
-    "DEFAULT_CLAIMS_DIR",
-    "DEFAULT_PLAN",
     "HostGpu",
-    "PLAN_VAR",
     "StepCpus",
     "cgroup_cpu_quota",
     "claim_gpus",
     "deployment_plan",
+    "device_addresses",
+    "devices_plan",
     "format_cpu_list",
-    "hook_plan",
     "host_gpus",
     "install",
     "parse_cpu_list",
@@ -42,18 +60,14 @@ __all__ = [
     "usable_cpus",
 ]
 
-log = logging.getLogger("cpuplan")
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-#: Where the hook writes the plan inside the container.
-DEFAULT_PLAN: str = _cpuplan.DEFAULT_PLAN
-#: The variable naming another plan file than DEFAULT_PLAN.
-PLAN_VAR: str = _cpuplan.PLAN_VAR
-#: The variable naming the directory of this host's GPU claims (claim_gpus).
-CLAIMS_DIR_VAR = _cpuplan.CLAIMS_DIR_VAR
-#: The claims directory when CPUPLAN_CLAIMS_DIR is not set: the hook's default.
-DEFAULT_CLAIMS_DIR = "/run/cpuplan/claims"
+#: The cgroup v2 mount cgroup_cpu_quota reads by default.
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The PCI devices directory host_gpus and deployment_plan read by default.
+_PCI_DEVICES = Path("/sys/bus/pci/devices")
+#: Where claim_gpus keeps one lock file per GPU; servers that share it see each other's locks.
+#: A fixed path, so that every process on a host (or in a container) agrees on it; made at
+#: the first claim, never at import (a read-only /tmp must not stop the import).
+_GPU_LOCK_DIR = Path("/tmp/cpuplan-gpu-locks")
 
 CpuPlanError.__doc__ = "A step_thread_core value the process mask can't honour."
 
@@ -62,93 +76,71 @@ class HostGpu(NamedTuple):
     """One of the host's GPUs as sysfs lists it: its PCI address, NUMA node and the node's CPUs (None where sysfs doesn't say)."""
 
     address: str
-    node: Optional[str]
-    local: Optional[FrozenSet[int]]
+    node: str | None
+    local: frozenset[int] | None
 
 
 class StepCpus(NamedTuple):
     """The CPUs one worker's main, GPU and plan threads share (one core's hardware threads in the mask), and how they were chosen, for the log."""
 
-    cpus: FrozenSet[int]
+    cpus: frozenset[int]
     why: str
 
 
-def _step(s: Optional[Tuple[Iterable[int], str]]) -> Optional[StepCpus]:
-    """A StepCpus (or a (cpus, why) pair) with its cpus as a frozenset; None stays None."""
-    if s is None:
-        return None
-    cpus, why = s
-    return StepCpus(frozenset(cpus), str(why))
-
-
-@dataclass(frozen=True)
+@dataclass
 class CpuPlan:
-    """The process mask, how many of its CPUs the quota lets run, the pinned CPUs, and the pool sizes taken from the CPUs left.
+    """See the module docstring. workers has one entry per worker of the deployment, in the conductor's worker order (empty, or all None, when nothing is pinned).
 
-    ``workers`` has one entry per worker of the deployment, in the conductor's worker order
-    (empty, or all None, when nothing is pinned). ``result`` is the API server's result
-    threads' CPUs (one core, as a worker's), or None. ``setting`` is the step_thread_core
-    value the plan was made with and ``devices`` each worker's PCI address (None for a CPU
-    worker), where known: they are what a worker is found by (``cpuplan.find_worker``).
+    result is the CPU the API server's result threads run on, or None.
     """
 
-    mask: FrozenSet[int]
+    mask: frozenset[int]
     usable: int
-    workers: Tuple[Optional[StepCpus], ...] = ()
-    result: Optional[StepCpus] = None
+    workers: tuple[StepCpus | None, ...] = ()
+    result: int | None = None
     why: str = "step_thread_core off"
-    setting: Optional[str] = None
-    devices: Tuple[Optional[str], ...] = ()
-    _derived: Tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        """Fields as frozensets, tuples and StepCpus; the derived values from the planner."""
-        if isinstance(self.usable, bool) or not isinstance(self.usable, int) or self.usable < 0:
-            raise ValueError(f"usable must be a count of CPUs, got {self.usable!r}")
-        set_ = object.__setattr__
-        set_(self, "mask", frozenset(self.mask))
-        set_(self, "workers", tuple(_step(w) for w in self.workers))
-        set_(self, "result", _step(self.result))
-        set_(self, "devices", tuple(None if d is None else str(d) for d in self.devices))
-        derived = _cpuplan.derived(
-            self.usable,
-            [None if w is None else w.cpus for w in self.workers],
-            None if self.result is None else self.result.cpus,
-        )
-        set_(self, "_derived", derived)
+    def _result_cpus(self) -> Optional[Iterable[int]]:
+        """The CPUs pinned for the API server: result's."""
+        return None if self.result is None else (self.result,)
 
-    @property
-    def pinned(self) -> FrozenSet[int]:
-        """Every pinned CPU: the workers' and the API server's."""
-        return self._derived[0]  # type: ignore[return-value]
-
-    @property
-    def left(self) -> int:
-        """The CPUs the quota lets run, less the pinned ones: what the pools are sized from. At least 1."""
-        return self._derived[1]  # type: ignore[return-value]
-
-    @property
-    def preprocess_threads(self) -> int:
-        """The API server's intra-op threads when neither the config nor the model sets them: a quarter of the CPUs left, 1 to 4."""
-        return self._derived[2]  # type: ignore[return-value]
-
-    @property
-    def png_threads(self) -> int:
-        """Threads one PNG deflates on: a quarter of the CPUs left, 1 to 4."""
-        return self._derived[3]  # type: ignore[return-value]
-
-    @property
-    def encode_workers(self) -> int:
-        """Outputs the data worker encodes at once, so that times png_threads stays within the CPUs left."""
-        return self._derived[4]  # type: ignore[return-value]
+    def _derived(self) -> tuple:
+        """(pinned, left, preprocess_threads, png_threads, encode_workers, copy_workers), from the planner."""
+        workers = [None if w is None else w[0] for w in self.workers]
+        return _cpuplan.derived(self.usable, workers, self._result_cpus())
 
     @property
     def copy_workers(self) -> int:
-        """Threads a large output read copies over: one encode's share of the CPUs left."""
-        return self._derived[5]  # type: ignore[return-value]
+        """Threads a large output read copies over (host_copy.HostCopier): one encode's share of the CPUs left. Reads run one at a time on the data worker's thread, each ahead of its own encode."""
+        return self._derived()[5]
+
+    @property
+    def encode_workers(self) -> int:
+        """Outputs the data worker encodes at once. A PNG deflates on png_threads of its own, so the pool times that stays within the CPUs left."""
+        return self._derived()[4]
+
+    @property
+    def left(self) -> int:
+        """The CPUs the quota lets run, less the pinned ones: what the pools are sized from."""
+        return self._derived()[1]
+
+    @property
+    def pinned(self) -> frozenset[int]:
+        """Every pinned CPU: the workers' and the API server's."""
+        return self._derived()[0]
+
+    @property
+    def png_threads(self) -> int:
+        """Threads one PNG deflates on (image_io.uint8_to_png)."""
+        return self._derived()[3]
+
+    @property
+    def preprocess_threads(self) -> int:
+        """The API server's intra-op threads when neither the config nor the model sets them. A quarter of the CPUs left, at most 4: the process shares them with the engine workers, and its per-request ops are a few MB."""
+        return self._derived()[2]
 
 
-def parse_cpu_list(text: str) -> FrozenSet[int]:
+def parse_cpu_list(text: str) -> frozenset[int]:
     """The CPUs in a list such as 0-3,8,10-11 (as sysfs and taskset write them); empty for an empty string.
 
     Whitespace, newlines and a trailing NUL are tolerated; anything else that is not a cpu
@@ -162,40 +154,55 @@ def format_cpu_list(cpus: Iterable[int]) -> str:
     return _cpuplan.format_cpu_list(cpus)
 
 
-def process_mask(pid: Optional[int] = None, *, root: PathLike = "/") -> FrozenSet[int]:
+def _affinity() -> Optional[frozenset]:
+    """The calling thread's affinity; None where it is unknown."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+#: The process mask: the affinity of the thread that imported cpuplan, renewed by process_mask().
+_PROCESS_MASK: frozenset = _affinity() or frozenset(range(os.cpu_count() or 1))
+
+
+def process_mask() -> frozenset[int]:
     """The CPUs this process may run on; every CPU where affinity is unknown.
 
-    For this process (``pid`` None) it is the calling thread's affinity, as
-    ``os.sched_getaffinity(0)``; for another pid its ``Cpus_allowed_list`` in
-    ``<root>/proc/<pid>/status`` (an OSError if that can't be read).
+    It is the process's mask whatever the calling thread's: the affinity cpuplan found at
+    import, which pinning a thread (only ever narrower) leaves alone. A calling thread allowed
+    CPUs outside it means the process itself was moved (taskset -p, a wider cpuset), and its
+    mask is taken from then on.
     """
-    try:
-        return _cpuplan.process_mask(pid, root)
-    except OSError:
-        if pid is not None:
-            raise
-        log.debug("cpuplan: the affinity is unknown; taking every CPU", exc_info=True)
-        return frozenset(range(os.cpu_count() or 1))
+    global _PROCESS_MASK
+    now = _affinity()
+    if now is not None and not now <= _PROCESS_MASK:
+        _PROCESS_MASK = now
+    return _PROCESS_MASK
 
 
-def cgroup_cpu_quota(root: PathLike = "/", pid: Optional[int] = None) -> Optional[float]:
-    """The tightest cgroup CPU quota over this process's cgroup and its ancestors, in CPUs; None when no level sets one.
+def cgroup_cpu_quota(root: Path = _CGROUP_ROOT, proc_cgroup: str = "/proc/self/cgroup") -> float | None:
+    """The tightest cgroup v2 cpu.max quota over this process's cgroup and its ancestors, in CPUs; None when no level sets one (or cgroup v2 is absent).
 
-    Every hierarchy counts (cgroup v2 ``cpu.max`` and v1 ``cpu.cfs_quota_us``), found through
-    ``<root>/proc/self/mountinfo`` and ``<root>/proc/<pid or self>/cgroup``. A malformed limit
-    file raises OSError naming it.
+    root is the cgroup v2 mount; the cgroup is the ``0::PATH`` line of proc_cgroup, taken
+    under root, and every level from it up to root counts. A malformed cpu.max raises
+    OSError naming it. cgroup v1 limits are not counted here: ``cpuplan.host.cgroup_cpu_quota``
+    counts every hierarchy.
     """
-    return _cpuplan.cgroup_cpu_quota(root, pid)
+    return _cpuplan.cgroup_v2_quota(os.fspath(root), os.fspath(proc_cgroup))
 
 
-def usable_cpus(pid: Optional[int] = None, *, root: PathLike = "/") -> int:
+def usable_cpus() -> int:
     """CPUs this process may run on (its affinity, else os.cpu_count()), capped by the cgroup quota rounded down. At least 1."""
-    return _cpuplan.usable(process_mask(pid, root=root), cgroup_cpu_quota(root, pid))
+    return _cpuplan.usable(process_mask(), cgroup_cpu_quota())
 
 
-def smt_siblings(cpu: int, root: PathLike = "/") -> FrozenSet[int]:
-    """The hardware threads of cpu's core, cpu included (``thread_siblings_list``, else ``core_cpus_list``, else just cpu)."""
-    return _cpuplan.smt_siblings(cpu, root)
+def smt_siblings(cpu: int) -> frozenset[int]:
+    """The hardware threads of cpu's core, cpu included.
+
+    From the host's sysfs: ``thread_siblings_list``, else ``core_cpus_list``, else just cpu.
+    """
+    return _cpuplan.smt_siblings(cpu, "/")
 
 
 def _address(address: str) -> str:
@@ -203,17 +210,19 @@ def _address(address: str) -> str:
     return normalize_pci(address) or address
 
 
-def host_gpus(like: str, root: PathLike = "/") -> List[HostGpu]:
-    """The host's GPUs in PCI address order: the functions with the vendor and class of the device at like (0000:40:00.0).
+def _host_gpu(found: tuple) -> HostGpu:
+    """A HostGpu from the planner's (address, node, local)."""
+    address, node, local = found
+    return HostGpu(address, None if node is None else str(node), local)
 
-    Every process on the host sees the same list, whatever GPUs it was given; empty without
-    sysfs (or without a device at like). ``node`` is the NUMA node as sysfs writes it
-    (``"0"``), None for ``-1``; ``local`` the node's CPUs.
+
+def host_gpus(like: str, root: Path = _PCI_DEVICES) -> list[HostGpu]:
+    """The host's GPUs in PCI address order: the functions with the vendor and class of the device at like (0000:40:00.0). Every process on the host sees the same list, whatever GPUs it was given; empty without sysfs.
+
+    root is the PCI devices directory. ``node`` is the NUMA node as sysfs writes it (``"0"``),
+    None for ``-1``; ``local`` the device's local CPUs (its node's).
     """
-    return [
-        HostGpu(address, None if node is None else str(node), local)
-        for address, node, local in _cpuplan.host_gpus(_address(like), root)
-    ]
+    return [_host_gpu(g) for g in _cpuplan.host_gpus_in(_address(like), os.fspath(root))]
 
 
 def _setting_text(setting: Union[str, int]) -> str:
@@ -223,166 +232,160 @@ def _setting_text(setting: Union[str, int]) -> str:
     return str(setting)
 
 
-def deployment_plan(
+def _planned(
     setting: Union[str, int],
     addresses: Sequence[Optional[str]],
-    *,
-    mask: Optional[Collection[int]] = None,
-    usable: Optional[int] = None,
-    root: PathLike = "/",
-    siblings: Optional[Callable[[int], Iterable[int]]] = None,
-) -> CpuPlan:
-    """The plan for a deployment whose workers' devices sit at PCI addresses, in the conductor's worker order.
-
-    None stands for a device sysfs doesn't place, such as a CPU worker; only auto reads the
-    addresses (nvidia-smi's ``00000000:18:00.0`` form is accepted). off pins nothing. A CPU
-    number is the first worker's CPU; the next workers take the next cores above it, and the
-    API server the last core of the mask; a number outside the mask, or too near its top for
-    every worker, raises CpuPlanError. auto places by device rank, and pins nothing, saying
-    why in CpuPlan.why, when the mask is too small. Either way at least one CPU of the mask
-    stays unpinned.
-
-    ``mask`` defaults to process_mask(), ``usable`` to the mask's size capped by this
-    process's cgroup quota. Sysfs (SMT siblings, PCI devices) is read under ``root``; a
-    ``siblings`` callable (cpu → its core's CPUs) replaces sysfs for the SMT siblings.
-    An unreadable or malformed sysfs file raises OSError naming it.
-    """
+    mask: Optional[Collection[int]],
+    usable: Optional[int],
+    quota: Callable[[], Optional[float]],
+    **where: object,
+) -> tuple:
+    """(canonical setting, addresses, (mask, usable, workers, result, why)) from the planner, with this process's mask and usable by default."""
     text = _setting_text(setting)
     addrs = [None if a is None else _address(str(a)) for a in addresses]
     mask_set = process_mask() if mask is None else frozenset(mask)
     if usable is None:
-        usable = _cpuplan.usable(mask_set, cgroup_cpu_quota())
-    canonical, (m, u, workers, result, why) = _cpuplan.deployment_plan(text, addrs, mask_set, usable, root, siblings)
-    return CpuPlan(m, u, tuple(_step(w) for w in workers), _step(result), why, canonical, tuple(addrs))
+        usable = _cpuplan.usable(mask_set, quota())
+    canonical, planned = _cpuplan.deployment_plan(text, addrs, mask_set, usable, **where)
+    return canonical, addrs, planned
 
 
-def hook_plan(path: Optional[PathLike] = None) -> Optional[CpuPlan]:
-    """The plan the hook wrote for this container, or None where there is none.
+def _steps(workers: Iterable[Optional[tuple]]) -> tuple:
+    """The planner's (cpus, why) pairs as StepCpus."""
+    return tuple(None if w is None else StepCpus(frozenset(w[0]), str(w[1])) for w in workers)
 
-    With no ``path``: the file ``$CPUPLAN_PLAN`` names, else ``/run/cpuplan/plan.json``, else
-    the ``CPUPLAN_*`` variables of ``plan.env`` in this process's environment. A plan that
-    exists but does not parse raises ValueError; one that can't be read (or a ``path`` that
-    does not exist) OSError. Its ``devices`` are the container's GPUs, one per worker.
+
+def deployment_plan(
+    setting: str | int,
+    addresses: Sequence[str | None],
+    *,
+    mask: Collection[int] | None = None,
+    usable: int | None = None,
+    pci_root: Path = _PCI_DEVICES,
+    siblings: Callable[[int], frozenset[int]] = smt_siblings,
+) -> CpuPlan:
+    """The plan for a deployment whose workers' devices sit at PCI addresses, in the conductor's worker order (None for a device sysfs doesn't place, such as a CPU worker; only auto reads them).
+
+    off pins nothing. A CPU number is the first worker's CPU; the next workers take the next
+    cores above it, and the API server the last core of the mask; a number outside the mask,
+    or too near its top for every worker, raises CpuPlanError. auto places by device rank
+    (module docstring), and pins nothing, saying why in CpuPlan.why, when the mask is too
+    small. Either way at least one CPU of the mask stays unpinned.
+
+    mask defaults to process_mask(), usable to the mask's size capped by the cgroup quota
+    (usable_cpus()). The GPUs are read from pci_root, each CPU's core from siblings. The API
+    server's result is one CPU: the lowest of the core the planner gives it.
     """
-    found = _cpuplan.read_hook_plan(None if path is None else os.fspath(path))
-    if found is None:
-        return None
-    setting, (m, u, workers, result, why), devices, _source = found
-    return CpuPlan(m, u, tuple(_step(w) for w in workers), _step(result), why, setting, tuple(devices))
+    where: Dict[str, object] = {"root": "/", "pci": os.fspath(pci_root)}
+    if siblings is not smt_siblings:  # smt_siblings is the host's sysfs, which the planner reads itself
+        where["siblings"] = siblings
+    _, _, (m, u, workers, result, why) = _planned(setting, addresses, mask, usable, cgroup_cpu_quota, **where)
+    return CpuPlan(m, u, _steps(workers), None if result is None else min(result[0]), why)
 
 
-# The affinity of the thread that imported the package: the process mask while no plan says otherwise.
-try:
-    _FIRST_MASK: FrozenSet[int] = frozenset(os.sched_getaffinity(0))
-except (AttributeError, OSError):  # pragma: no cover - not Linux
-    _FIRST_MASK = frozenset(range(os.cpu_count() or 1))
+def device_addresses(devices: Sequence[str]) -> list[str | None]:
+    """The PCI address of each worker's device (cuda:1); None for a CPU worker, or where the platform doesn't report one.
+
+    ``cuda:N`` (``cuda`` is ``cuda:0``) is the N-th GPU this process sees in PCI address
+    order: ``/proc/driver/nvidia/gpus`` (else the NVIDIA functions in sysfs), narrowed by
+    NVIDIA_VISIBLE_DEVICES, then CUDA_VISIBLE_DEVICES as CUDA does. A PCI address in any
+    spelling is itself in canonical form; anything else (``cpu``, ``mps``) is None.
+    """
+    return _devices.addresses(devices, root="/", plan_devices=())
+
+
+def devices_plan(setting: str | int, devices: Sequence[str]) -> CpuPlan:
+    """deployment_plan for the workers' device strings, in the conductor's worker order: the same call in the API server and in every worker."""
+    return deployment_plan(setting, device_addresses(devices))
 
 
 class _State:
-    """This process's plan state, changed only under ``lock``."""
+    """This process's installed plan and GPU locks, changed only under ``lock``."""
 
     lock = threading.Lock()
-    #: The plan install() set.
     installed: Optional[CpuPlan] = None
-    #: Whether the hook's plan was read (since import or the last install(None)).
-    hook_read = False
-    #: The hook's plan, if one was found.
-    hook: Optional[CpuPlan] = None
-    #: Why the hook's plan could not be read, if it couldn't.
-    hook_error: Optional[str] = None
-    #: The plan that pins nothing, once made.
-    unpinned: Optional[CpuPlan] = None
+    #: Lock file path -> the open fd holding its flock, for the life of the process.
+    held: Dict[str, int] = {}
 
 
-def _cached_hook_plan() -> Optional[CpuPlan]:
-    """hook_plan(), read once (until install(None)); a plan that can't be read is warned about and taken as none."""
-    with _State.lock:
-        if not _State.hook_read:
-            try:
-                _State.hook = hook_plan()
-            except (OSError, ValueError) as e:
-                warnings.warn(f"cpuplan: ignoring the hook's plan: {e}", RuntimeWarning, stacklevel=3)
-                _State.hook, _State.hook_error = None, str(e)
-            _State.hook_read = True
-        return _State.hook
-
-
-def _unpinned() -> CpuPlan:
-    """The plan that pins nothing: the mask at import, usable from it and the cgroup quota."""
-    try:
-        quota = cgroup_cpu_quota()
-    except OSError as e:
-        log.warning("cpuplan: %s; sizing pools without the cgroup quota", e)
-        quota = None
-    path = os.environ.get(PLAN_VAR) or DEFAULT_PLAN
-    cause = _State.hook_error or f"no {path} and no CPUPLAN_MASK"
-    why = f"no plan installed and no hook plan: {cause}; nothing pinned"
-    return CpuPlan(_FIRST_MASK, _cpuplan.usable(_FIRST_MASK, quota), (), None, why, "off")
-
-
-def plan() -> CpuPlan:
-    """This process's plan: the one install set, else the hook's plan when there is one, else nothing pinned.
-
-    The hook's plan is read once (hook_plan(): ``$CPUPLAN_PLAN``, ``/run/cpuplan/plan.json``,
-    the ``CPUPLAN_*`` variables); one that can't be read is warned about (RuntimeWarning)
-    and nothing is pinned. Nothing pinned is the mask of the thread that imported cpuplan,
-    with usable capped by the cgroup quota.
-    """
-    installed = _State.installed
-    if installed is not None:
-        return installed
-    found = _cached_hook_plan()
-    if found is not None:
-        return found
-    with _State.lock:
-        if _State.unpinned is None:
-            _State.unpinned = _unpinned()
-        return _State.unpinned
-
-
-def install(new: Optional[CpuPlan]) -> None:
-    """Make new this process's plan (None: back to the plan that plan() finds by itself, nothing pinned without a hook plan).
-
-    install(None) also forgets the hook's plan read so far, so the next plan() reads it again.
-    """
+def install(new: CpuPlan | None) -> None:
+    """Make new this process's plan (None: back to nothing pinned)."""
     if new is not None and not isinstance(new, CpuPlan):
         raise TypeError(f"install() takes a CpuPlan or None, not {type(new).__name__}")
     with _State.lock:
         _State.installed = new
-        if new is None:
-            _State.hook_read, _State.hook, _State.hook_error, _State.unpinned = False, None, None, None
 
 
-def claim_gpus(
-    addresses: Iterable[Optional[str]],
-    *,
-    claims_dir: Optional[PathLike] = None,
-    wait: float = 2.0,
-) -> Optional[str]:
+def plan() -> CpuPlan:
+    """This process's plan: the one install set, else nothing pinned.
+
+    Nothing pinned is ``CpuPlan(process_mask(), usable_cpus())``, made at each call. No file is
+    read for it: the hook's plan is ``cpuplan.hook_plan()``, installed with
+    ``install(cpuplan.hook_plan())``.
+    """
+    installed = _State.installed
+    if installed is not None:
+        return installed
+    return CpuPlan(process_mask(), usable_cpus())
+
+
+def _thread_mask() -> frozenset:
+    """The mask cpuplan.threads starts threads on: the installed plan's, else the process mask."""
+    installed = _State.installed
+    return frozenset(installed.mask) if installed is not None else process_mask()
+
+
+def _lock_name(address: str) -> str:
+    """The lock file of a GPU: its canonical PCI address, else the text quoted to one safe file name."""
+    return f"{normalize_pci(address) or quote(address, safe='')}.lock"
+
+
+def claim_gpus(addresses: Iterable[str | None]) -> str | None:
     """Hold a lock on each GPU for the life of this process; if one can't be had, hold none of them and say why.
 
     auto depends only on the PCI address and the mask, so two servers on one GPU (two MIG
-    instances report one address) would take the same CPUs. A claim is a file per GPU in the
-    claims directory (``claims_dir``, else ``$CPUPLAN_CLAIMS_DIR``, else the hook's
-    ``/run/cpuplan/claims``), naming this process (``pid-<pid>`` in scope ``python``, its pid and start time) and
-    changed only under an flock of the directory's lock file, waited on for at most ``wait``
-    seconds. A claim whose process is gone (or whose pid now runs another process) is stale
-    and taken over, so a dead server leaves nothing to clean up; claiming again from the same
-    process keeps its claims. None addresses (CPU workers) are skipped; an address that is no
-    PCI address raises ValueError. The lock only reaches processes that share the directory.
+    instances report one address) would take the same CPUs. The kernel drops an flock
+    however the process exits, so a dead server leaves nothing to clean up. The file is never
+    unlinked: another process may already hold an fd on this inode, and removing it would let
+    a third lock a different one. The lock only reaches servers that share _GPU_LOCK_DIR.
+
+    None addresses (CPU workers) are skipped; claiming again what this process holds keeps it.
     """
-    wanted: List[str] = []
+    names: Dict[str, str] = {}
     for a in addresses:
-        if a is None:
-            continue
-        address = normalize_pci(str(a))
-        if address is None:
-            raise ValueError(f"not a PCI address: {a!r}")
-        if address not in wanted:
-            wanted.append(address)
-    if not wanted:
+        if a is not None:
+            names.setdefault(_lock_name(str(a)), str(a))
+    if not names:
         return None
-    directory = claims_dir if claims_dir is not None else (os.environ.get(CLAIMS_DIR_VAR) or DEFAULT_CLAIMS_DIR)
-    if not (wait >= 0 and math.isfinite(wait)):
-        raise ValueError(f"wait must be a finite number of seconds, got {wait!r}")
-    return _cpuplan.claim_gpus(directory, wanted, float(wait))
+    directory = Path(_GPU_LOCK_DIR)
+    with _State.lock:
+        wanted = [n for n in names if str(directory / n) not in _State.held]
+        if not wanted:
+            return None
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"cannot make the GPU lock directory {directory}: {e.strerror or e}"
+        taken: Dict[str, int] = {}
+        why: Optional[str] = None
+        for name in wanted:
+            path = directory / name
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            except OSError as e:
+                why = f"cannot open {path}: {e.strerror or e}"
+                break
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                held = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+                why = f"gpu {names[name]} is held by another process ({path})" if held else f"cannot lock {path}: {e.strerror or e}"
+                break
+            taken[str(path)] = fd
+        if why is not None:
+            for fd in taken.values():
+                os.close(fd)
+            return why
+        _State.held.update(taken)
+    return None

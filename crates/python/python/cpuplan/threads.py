@@ -1,12 +1,19 @@
 """Starting threads, and moving the threads a step passes through onto their CPUs.
 
-``mstar.utils.threads``'s API. A new thread starts with its creator's CPU mask, so a
-thread or pool that a pinned thread starts would share its CPU. Thread and ThreadPool start
-theirs on the process mask: the mask of this process's plan (``cpuplan.plan().mask``: the
-installed plan, else the hook's, else the mask of the thread that imported cpuplan).
+A step passes between the worker's main thread, its GPU thread and its plan thread several
+times (submit, launch, done, commit, plan ready), and each handoff blocks one thread and
+wakes another. On a host with deep idle states a thread woken on another core first waits for
+that core to leave C6 (130-175 us on the B300 host this was measured on); woken on a core
+that is already running, it starts at once. The API server's result threads hand every
+step's tokens on the same way. step_thread_core (cpuplan.cpus) pins them.
 
-On Linux ``os.sched_setaffinity(0, ...)`` sets the calling thread's mask, which is all that
-pinning needs; the CPUs come from the Rust planner.
+A new thread starts with its creator's CPU mask, so a thread or pool that a pinned thread
+starts would share its CPU. Thread and ThreadPool start theirs on the process mask: the
+installed plan's mask (cpuplan.cpus.install), else cpuplan.cpus.process_mask().
+
+This module is ``mstar.utils.threads``, name for name. On Linux
+``os.sched_setaffinity(0, ...)`` sets the calling thread's mask, which is all that pinning
+needs.
 """
 
 from __future__ import annotations
@@ -17,20 +24,19 @@ import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Optional, Tuple
+from typing import Any, Callable, Iterable, Optional
 
 from . import cpus as _cpus
-from .cpus import CpuPlan, StepCpus, format_cpu_list
-from .devices import Device, Worker, find_worker
+from .cpus import format_cpu_list
 
-__all__ = ["Thread", "ThreadPool", "pin_result", "pin_thread", "pin_worker", "to_process_mask"]
+__all__ = ["Thread", "ThreadPool", "pin_thread"]
 
 log = logging.getLogger("cpuplan")
 
 
-def to_process_mask() -> None:
-    """Move the calling thread onto the process mask (plan().mask); if the kernel refuses, log a warning and stay."""
-    mask = _cpus.plan().mask
+def _to_process_mask() -> None:
+    """Move the calling thread onto the process mask; if the kernel refuses, log a warning and stay."""
+    mask = _cpus._thread_mask()
     try:
         os.sched_setaffinity(0, mask)
     except OSError as e:
@@ -47,22 +53,8 @@ def _default_warm() -> None:
     torch.ones(threads, 1 << 15).sum()
 
 
-def pin_thread(
-    cpus: Iterable[int],
-    process_mask: Iterable[int],
-    *,
-    warm: Optional[Callable[[], object]] = None,
-) -> None:
-    """Confine the calling thread to cpus.
-
-    A thread's intra-op (OpenMP) pool is started by its first parallel op with the mask the
-    thread has then, and a pool confined to one CPU runs a parallel op many times slower. So
-    go back to the process mask first (the main thread, already confined, starts the GPU and
-    plan threads), start the pool there with one op as wide as the pool, and only then move.
-    ``warm`` is that op (default: one torch reduction over torch.get_num_threads() chunks when
-    torch is already imported, else nothing). cpus must be in process_mask (ValueError), and
-    the kernel must grant all of them (OSError otherwise).
-    """
+def _pin(cpus: Iterable[int], process_mask: Iterable[int], warm: Callable[[], object]) -> None:
+    """pin_thread with warm as the op that starts the thread's pool on the process mask."""
     target = frozenset(cpus)
     mask = frozenset(process_mask)
     if not target:
@@ -74,7 +66,7 @@ def pin_thread(
             f"(outside it: {format_cpu_list(outside)})"
         )
     os.sched_setaffinity(0, mask)
-    (_default_warm if warm is None else warm)()
+    warm()
     os.sched_setaffinity(0, target)
     got = frozenset(os.sched_getaffinity(0))
     if got != target:
@@ -84,55 +76,39 @@ def pin_thread(
         )
 
 
-def pin_worker(
-    device: Device,
-    *,
-    warm: Optional[Callable[[], object]] = None,
-    plan: Optional[CpuPlan] = None,
-) -> Optional[Worker]:
-    """Pin the calling thread to the CPUs of the worker whose device is ``device`` (see find_worker), in pin_thread's order.
+def pin_thread(cpus, process_mask) -> None:  # type: ignore[no-untyped-def]
+    """Confine the calling thread to cpus.
 
-    Returns the worker (its ``cpus`` None where the plan leaves it unpinned: then nothing
-    moves), or None when no worker of the plan has that device.
+    A thread's intra-op (OpenMP) pool is started by its first parallel op with the mask the
+    thread has then, and a pool confined to one CPU runs a parallel op many times slower. So
+    go back to the process mask first (the main thread, already confined, starts the GPU and
+    plan threads), start the pool there with one op as wide as the pool, and only then move.
+
+    That op is one torch reduction over torch.get_num_threads() chunks when torch is already
+    imported, else nothing (``cpuplan.pin_thread_warm`` takes another). cpus must be in
+    process_mask (ValueError), and the kernel must grant all of them (OSError otherwise).
     """
-    p = _cpus.plan() if plan is None else plan
-    worker = find_worker(device, plan=p)
-    if worker is not None and worker.cpus is not None:
-        pin_thread(worker.cpus, p.mask, warm=warm)
-        log.info("cpuplan: worker %d pinned to cpus %s: %s", worker.index, format_cpu_list(worker.cpus), worker.why)
-    elif worker is not None:
-        log.info("cpuplan: worker %d left unpinned: %s", worker.index, worker.why)
-    return worker
-
-
-def pin_result(
-    *,
-    warm: Optional[Callable[[], object]] = None,
-    plan: Optional[CpuPlan] = None,
-) -> Optional[StepCpus]:
-    """Pin the calling thread to the API server's result CPUs, in pin_thread's order; returns them, or None (nothing moves) where the plan leaves them unpinned."""
-    p = _cpus.plan() if plan is None else plan
-    if p.result is not None:
-        pin_thread(p.result.cpus, p.mask, warm=warm)
-    return p.result
+    _pin(cpus, process_mask, _default_warm)
 
 
 class Thread(threading.Thread):
-    """A threading.Thread that runs on the process mask, whatever its creator's and whatever its run is.
-
-    A target, an override that doesn't call super().run(), a mixin's: run is wrapped at
-    start, so calling run directly stays on the caller's thread and mask.
-    """
+    """A threading.Thread that runs on the process mask, whatever its creator's and whatever its run is: a target, an override that doesn't call super().run(), a mixin's. Wrapped at start so that calling run directly stays on the caller's thread and mask."""
 
     def start(self) -> None:
-        """Start the thread's activity: it moves onto the process mask, then runs run()."""
+        """Start the thread's activity.
+
+        It must be called at most once per thread object. It arranges for the object's run()
+        method to be invoked in a separate thread of control, on the process mask.
+
+        This method will raise a RuntimeError if called more than once on the same thread object.
+        """
         run = self.run
 
         def on_process_mask() -> None:
             if threading.current_thread() is self:
                 if self.__dict__.get("run") is on_process_mask:
                     del self.__dict__["run"]
-                to_process_mask()
+                _to_process_mask()
             run()
 
         self.run = on_process_mask  # type: ignore[method-assign]
@@ -153,7 +129,7 @@ class _OnProcessMask:
 
     def __call__(self, *args: Any) -> None:
         """Move onto the process mask, then run the initializer with args."""
-        to_process_mask()
+        _to_process_mask()
         if self.initializer is not None:
             self.initializer(*args)
 
@@ -163,10 +139,10 @@ class ThreadPool(ThreadPoolExecutor):
 
     def __init__(
         self,
-        max_workers: Optional[int] = None,
+        max_workers: int | None = None,
         thread_name_prefix: str = "",
-        initializer: Optional[Callable[..., object]] = None,
-        initargs: Tuple[Any, ...] = (),
+        initializer: Callable[..., object] | None = None,
+        initargs: tuple = (),
     ) -> None:
         """As ThreadPoolExecutor; each new thread moves onto the process mask, then runs initializer(*initargs)."""
         if initializer is not None and not callable(initializer):

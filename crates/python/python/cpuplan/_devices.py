@@ -1,11 +1,11 @@
-"""Finding "my worker": device strings to PCI addresses, and a device to its worker in the plan.
+"""Device strings to PCI addresses: ``cuda:N`` as CUDA numbers devices, for cpuplan.cpus.device_addresses and the extras.
 
 ``cuda:N`` is the N-th GPU this process sees in PCI address order, which is how CUDA numbers
-devices under ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (set when cpuplan is imported, unless already
-set). The GPUs this process sees are:
+devices under ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (``cpuplan.use_pci_bus_order()`` sets it;
+importing cpuplan never does). The GPUs this process sees are:
 
-1. the container's GPUs from the hook's plan (its workers' devices: ``inputs.gpus`` of
-   ``plan.json``, ``CPUPLAN_DEVICES`` of ``plan.env``), which are in PCI address order;
+1. where a plan names its workers' devices (a HookPlan: the hook's plan), those, which are
+   the container's GPUs in PCI address order;
 2. else the host's NVIDIA GPUs in PCI address order: the entries of
    ``/proc/driver/nvidia/gpus`` (which the NVIDIA container runtime narrows to the
    container's GPUs), else the NVIDIA display-class functions in sysfs, narrowed by
@@ -21,13 +21,9 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Collection, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from . import cpus as _cpus
 from ._pci import normalize_pci, pci_key
-from .cpus import CpuPlan, PathLike
-
-__all__ = ["Worker", "device_addresses", "devices_plan", "find_worker", "visible_gpus"]
 
 log = logging.getLogger("cpuplan")
 
@@ -35,16 +31,10 @@ log = logging.getLogger("cpuplan")
 _NVIDIA_VENDOR = 0x10DE
 _DISPLAY_CLASS = 0x03
 
+#: A device as callers name it: cuda:N, cuda, a PCI address, cpu, or a CUDA index.
 Device = Union[str, int]
-
-
-class Worker(NamedTuple):
-    """A worker of the plan: its index (in the conductor's worker order), its device's PCI address, its CPUs (None: unpinned) and why."""
-
-    index: int  # type: ignore[assignment]  # the field shadows tuple.index, as the spec names it
-    device: Optional[str]
-    cpus: Optional[FrozenSet[int]]
-    why: str
+#: A path as str or os.PathLike.
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _under(root: PathLike, path: str) -> str:
@@ -162,16 +152,15 @@ def _cuda_visible(gpus: List[str], root: PathLike) -> List[str]:
     return out
 
 
-def visible_gpus(*, root: PathLike = "/") -> Optional[List[str]]:
+def visible(root: PathLike, plan_devices: Iterable[Optional[str]]) -> Optional[List[str]]:
     """The PCI addresses of the GPUs this process sees, as CUDA numbers them (``cuda:0`` first); None where none are known.
 
-    The rule is the module docstring's: the hook's plan, else the host's NVIDIA GPUs narrowed
-    by NVIDIA_VISIBLE_DEVICES, then CUDA_VISIBLE_DEVICES. Files are read under ``root``.
+    The rule is the module docstring's: plan_devices where any is known, else the host's
+    NVIDIA GPUs narrowed by NVIDIA_VISIBLE_DEVICES, then CUDA_VISIBLE_DEVICES. Files are read
+    under root.
     """
-    hook = _cpus._cached_hook_plan()
-    base: Optional[List[str]] = None
-    if hook is not None and any(d is not None for d in hook.devices):
-        base = _sorted([d for d in hook.devices if d is not None])
+    known = [d for d in plan_devices if d is not None]
+    base: Optional[List[str]] = _sorted(known) if known else None
     if base is None:
         proc = _proc_gpus(root)
         listed = proc if proc else _sysfs_gpus(root)
@@ -182,7 +171,7 @@ def visible_gpus(*, root: PathLike = "/") -> Optional[List[str]]:
     return _cuda_visible(base, root)
 
 
-def _cuda_index(device: Device) -> Optional[int]:
+def cuda_index(device: Device) -> Optional[int]:
     """N for ``cuda:N`` (or an int N), 0 for ``cuda``; None for any other device."""
     if isinstance(device, bool):
         return None
@@ -196,63 +185,20 @@ def _cuda_index(device: Device) -> Optional[int]:
     return None
 
 
-def device_addresses(devices: Sequence[Device], *, root: PathLike = "/") -> List[Optional[str]]:
-    """The PCI address of each worker's device (cuda:1); None for a CPU worker, or where the platform doesn't report one.
-
-    ``cuda:N`` (or the int N; ``cuda`` is ``cuda:0``) is the N-th GPU of visible_gpus(); a
-    PCI address in any spelling (nvidia-smi's ``00000000:18:00.0`` included) is itself in
-    canonical form; anything else (``cpu``, ``mps``) is None.
-    """
-    if os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID") != "PCI_BUS_ID":
-        log.warning("cpuplan: CUDA_DEVICE_ORDER is %s: cuda:N may not be the N-th GPU in PCI order", os.environ["CUDA_DEVICE_ORDER"])
+def addresses(devices: Sequence[Device], root: PathLike, plan_devices: Iterable[Optional[str]]) -> List[Optional[str]]:
+    """The PCI address of each device: ``cuda:N`` (or the int N; ``cuda`` is ``cuda:0``) the N-th of visible(root, plan_devices); a PCI address in any spelling itself, canonical; anything else (``cpu``, ``mps``) None."""
+    order = os.environ.get("CUDA_DEVICE_ORDER")
+    if order is not None and order != "PCI_BUS_ID":
+        log.warning("cpuplan: CUDA_DEVICE_ORDER is %s: cuda:N may not be the N-th GPU in PCI order", order)
     gpus: Optional[List[str]] = None
     looked = False
     out: List[Optional[str]] = []
     for d in devices:
-        index = _cuda_index(d)
+        index = cuda_index(d)
         if index is None:
             out.append(None if isinstance(d, int) else normalize_pci(str(d).strip()))
             continue
         if not looked:
-            gpus, looked = visible_gpus(root=root), True
+            gpus, looked = visible(root, plan_devices), True
         out.append(gpus[index] if gpus is not None and index < len(gpus) else None)
     return out
-
-
-def devices_plan(
-    setting: Union[str, int],
-    devices: Sequence[Device],
-    *,
-    mask: Optional[Collection[int]] = None,
-    usable: Optional[int] = None,
-    root: PathLike = "/",
-) -> CpuPlan:
-    """deployment_plan for the workers' device strings, in the conductor's worker order: the same call in the API server and in every worker."""
-    return _cpus.deployment_plan(setting, device_addresses(devices, root=root), mask=mask, usable=usable, root=root)
-
-
-def find_worker(device: Device, *, plan: Optional[CpuPlan] = None, root: PathLike = "/") -> Optional[Worker]:
-    """The worker of ``plan`` (default: plan()) whose device is ``device``; None if no worker has it.
-
-    ``device`` is a PCI address in any spelling (nvidia-smi's ``00000000:18:00.0``
-    included), ``cuda:N`` or a CUDA index N, resolved to a PCI address by device_addresses
-    and looked up in the plan's devices. Where that can't be done (the plan knows no
-    worker's device, or no GPU is known to resolve cuda:N), CUDA index N is worker N: the
-    plan's workers are the container's GPUs in PCI address order.
-    """
-    p = _cpus.plan() if plan is None else plan
-    n = _cuda_index(device)
-    index: Optional[int] = None
-    address = device_addresses([device], root=root)[0] if any(d is not None for d in p.devices) else None
-    if address is not None:
-        if address in p.devices:
-            index = p.devices.index(address)
-    elif n is not None and n < len(p.workers):
-        index = n
-    if index is None or index >= len(p.workers):
-        return None
-    step = p.workers[index]
-    known = p.devices[index] if index < len(p.devices) else None
-    if step is None:
-        return Worker(index, known, None, p.why)
-    return Worker(index, known, step.cpus, step.why)

@@ -1,0 +1,155 @@
+use super::*;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+fn mknod(dev: &Path, name: &str, kind: SFlag, maj: u64, min: u64) {
+    nix::sys::stat::mknod(
+        &dev.join(name),
+        kind,
+        Mode::from_bits_truncate(0o600),
+        nix::sys::stat::makedev(maj, min),
+    )
+    .unwrap()
+}
+
+fn m(destination: &str, kind: &str) -> SpecMount {
+    SpecMount::new(destination, kind, &[])
+}
+
+/// The runtime's own `/dev`, as runc's and containerd's default specs mount it.
+fn runtime_dev() -> Vec<SpecMount> {
+    vec![
+        m("/proc", "proc"),
+        m("/dev", "tmpfs"),
+        m("/dev/pts", "devpts"),
+        m("/dev/shm", "tmpfs"),
+    ]
+}
+
+#[test]
+fn only_nvidia_char_devices_count_and_links_are_not_followed() {
+    let root = tempfile::tempdir().unwrap();
+    let dev = root.path().join("dev");
+    std::fs::create_dir(&dev).unwrap();
+    mknod(&dev, "nvidia1", SFlag::S_IFCHR, 195, 1);
+    mknod(&dev, "nvidia0", SFlag::S_IFCHR, 195, 0);
+    mknod(&dev, "nvidiactl", SFlag::S_IFCHR, 195, 255);
+    mknod(&dev, "nvidia2", SFlag::S_IFCHR, 10, 2);
+    mknod(&dev, "nvidia3", SFlag::S_IFBLK, 195, 3);
+    std::fs::write(dev.join("nvidia4"), "not a device").unwrap();
+    std::os::unix::fs::symlink("/dev/null", dev.join("nvidia5")).unwrap();
+    let fd = std::fs::File::open(root.path()).unwrap();
+    let nodes = gpu_nodes(fd.as_fd(), &runtime_dev());
+    let minors: Vec<i64> = nodes.iter().map(|n| n.device.minor).collect();
+    assert_eq!(minors, [0, 1]);
+    assert_eq!(nodes[0].device.path, "/dev/nvidia0");
+    assert!(nodes.iter().all(|n| n.untrusted.is_none()), "{nodes:?}");
+    // A /dev that is a link is not followed.
+    let other = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&dev, other.path().join("dev")).unwrap();
+    let fd = std::fs::File::open(other.path()).unwrap();
+    assert!(gpu_nodes(fd.as_fd(), &runtime_dev()).is_empty());
+}
+
+#[test]
+fn a_node_is_the_runtime_s_only_on_its_own_dev_tmpfs_with_no_mount_on_it() {
+    let tenant = |mounts: &[SpecMount]| spec_untrusted(mounts, "/dev/nvidia1");
+    assert_eq!(tenant(&runtime_dev()), None);
+    let with = |extra: SpecMount| {
+        let mut v = runtime_dev();
+        v.push(extra);
+        tenant(&v)
+    };
+    // Mounts below /dev that do not cover the node, and ones elsewhere, change nothing.
+    for fine in [
+        "/dev/nvidia10",
+        "/dev/nvidia1x",
+        "/devices",
+        "/run",
+        "/dev/shm/x",
+    ] {
+        assert_eq!(with(m(fine, "bind")), None, "{fine}");
+    }
+    for (mounts, why) in [
+        (vec![m("/proc", "proc")], "mounts no tmpfs on /dev"),
+        (vec![m("/dev", "bind")], "/dev is a \"bind\" mount"),
+        (vec![m("/dev/", "")], "/dev is a no type mount"),
+        (
+            vec![m("/dev", "tmpfs"), m("/dev", "bind")],
+            "\"bind\" mount",
+        ),
+        (vec![m("/dev", "tmpfs"), m("/", "bind")], "over /dev"),
+        (
+            vec![SpecMount::new("/dev", "tmpfs", &["tmpcopyup".into()])],
+            "tmpcopyup",
+        ),
+        (
+            vec![m("/dev", "tmpfs"), m("/dev/nvidia1", "bind")],
+            "mounts \"/dev/nvidia1\" (\"bind\") on it",
+        ),
+        (
+            vec![m("/dev", "tmpfs"), m("/dev/../dev/./nvidia1", "bind")],
+            "on it",
+        ),
+        // A node mounted before the tmpfs is hidden by it, but the rule has no exceptions.
+        (vec![m("/dev/nvidia1", "bind"), m("/dev", "tmpfs")], "on it"),
+    ] {
+        let got = tenant(&mounts).unwrap_or_else(|| panic!("{mounts:?} trusted"));
+        assert!(got.contains(why), "{mounts:?}: {got}");
+    }
+    // A directory above the node below /dev.
+    assert!(spec_untrusted(
+        &[m("/dev", "tmpfs"), m("/dev/gpu", "bind")],
+        "/dev/gpu/nvidia1"
+    )
+    .is_some_and(|w| w.contains("on it")));
+}
+
+#[test]
+fn a_mount_that_lands_on_dev_or_the_node_through_a_link_makes_it_the_tenant_s() {
+    let root = tempfile::tempdir().unwrap();
+    let dev = root.path().join("dev");
+    std::fs::create_dir(&dev).unwrap();
+    mknod(&dev, "nvidia1", SFlag::S_IFCHR, 195, 1);
+    mknod(&dev, "nvidia0", SFlag::S_IFCHR, 195, 0);
+    // The image's /x -> /dev: the runtime mounts /x/... within /dev.
+    std::os::unix::fs::symlink("/dev", root.path().join("x")).unwrap();
+    std::os::unix::fs::symlink("loop", root.path().join("loop")).unwrap();
+    let fd = std::fs::File::open(root.path()).unwrap();
+    let nodes = |extra: &[SpecMount]| {
+        let mut v = runtime_dev();
+        v.extend_from_slice(extra);
+        gpu_nodes(fd.as_fd(), &v)
+    };
+    // Absent destinations cover nothing.
+    let n = nodes(&[m("/etc/hosts", "bind"), m("/run/gone/x", "bind")]);
+    assert!(n.iter().all(|n| n.untrusted.is_none()), "{n:?}");
+    // On the node through the link: that node only.
+    let n = nodes(&[m("/x/nvidia1", "bind")]);
+    assert_eq!(n[0].untrusted, None);
+    let why = n[1].untrusted.as_deref().unwrap();
+    assert!(
+        why.contains("\"/x/nvidia1\" (\"bind\") lands on it"),
+        "{why}"
+    );
+    // On /dev itself through the link: every node.
+    let n = nodes(&[m("/x", "bind")]);
+    assert!(
+        n.iter().all(|n| n
+            .untrusted
+            .as_deref()
+            .unwrap()
+            .contains("\"/x\" (\"bind\") lands on /dev")),
+        "{n:?}"
+    );
+    // A destination the hook cannot resolve (the runtime could follow 255 links, openat2 40).
+    let n = nodes(&[m("/loop/a", "bind")]);
+    assert!(
+        n.iter().all(|n| n
+            .untrusted
+            .as_deref()
+            .unwrap()
+            .contains("cannot be resolved")),
+        "{n:?}"
+    );
+}
