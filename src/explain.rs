@@ -47,12 +47,24 @@ pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, Bund
 }
 
 impl Explained {
-    /// The plan drawn over the host's NUMA nodes, with the notes and the why.
+    /// The plan drawn over the host's NUMA nodes, with the notes and the why, then the
+    /// environment the container gets.
     pub fn text(&self, host: &Host) -> cpuplan::Result<String> {
-        Ok(render(
-            &self.decision.plan,
-            &host.nodes()?,
-            &self.decision.notes,
-        ))
+        let mut s = render(&self.decision.plan, &host.nodes()?, &self.decision.notes);
+        s.push_str(&self.environment());
+        Ok(s)
+    }
+
+    /// The environment block: each variable the container gets, as `KEY=VALUE`.
+    pub fn environment(&self) -> String {
+        let mut s = format!(
+            "environment: the container gets (set by the NRI plugin and podman's precreate where \
+             the image and the user set none; the hook writes them to {}/plan.env):\n",
+            self.edit.dir.display()
+        );
+        for (k, v) in &self.edit.env {
+            s.push_str(&format!("  {k}={v}\n"));
+        }
+        s
     }
 }

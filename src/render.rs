@@ -12,6 +12,15 @@ fn worker_mark(i: usize) -> char {
     MARKS.get(i).map(|b| *b as char).unwrap_or('W')
 }
 
+/// What the cells mean, printed above the nodes.
+pub const LEGEND: &str = "\
+legend: one cell per core
+  0 1 2 ... a b c ...  a GPU worker's core: the mark is the worker's (listed below; W from the 35th on)
+  R                    the API server's core (its result threads)
+  o                    a core of the mask, free for the thread pools
+  .                    a core outside the mask: the container cannot run there
+";
+
 /// The plan drawn over the host's nodes: one row per node, one cell per core.
 pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
     let setting = plan.setting;
@@ -27,10 +36,7 @@ pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
         plan.mask.len(),
         plan.usable
     );
-    let _ = writeln!(
-        s,
-        "cells: one per core. 0-9,a-z (not o, r) worker's core, W past the 34th  R API server  o in the mask, left to pools  . outside the mask"
-    );
+    s.push_str(LEGEND);
     for n in nodes {
         let label = n
             .node
@@ -151,6 +157,15 @@ mod tests {
             why: "because".into(),
         };
         let text = render(&plan, &nodes, &[]);
+        assert!(text.contains(LEGEND), "{text}");
+        for word in [
+            "worker",
+            "API server",
+            "free for the thread pools",
+            "outside the mask",
+        ] {
+            assert!(LEGEND.contains(word), "{word}");
+        }
         assert!(text.contains("node 0: cpus 0-7"), "{text}");
         assert!(text.contains("   c0 0oR."), "{text}");
         assert!(

@@ -181,6 +181,22 @@ fn explain_prints_the_example_plan() {
         text.contains("note: no pid: GPU claims were not checked"),
         "{text}"
     );
+    // The plain legend, and the environment the container gets.
+    assert!(
+        text.contains("  R                    the API server's core"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  .                    a core outside the mask"),
+        "{text}"
+    );
+    let env = text
+        .split_once("environment: the container gets")
+        .expect("the environment block")
+        .1;
+    assert!(env.contains("\n  OMP_NUM_THREADS="), "{env}");
+    assert!(env.contains("\n  CPUPLAN_USABLE=16\n"), "{env}");
+    assert!(env.contains("\n  CPUPLAN_MASK=0-55,112-167\n"), "{env}");
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("hook.json");
     std::fs::write(&cfg, "{}").unwrap();

@@ -11,8 +11,10 @@ mod common;
 mod cri;
 #[path = "common/cri_hook.rs"]
 mod cri_hook;
+#[path = "common/kustomize.rs"]
+mod kustomize;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -443,11 +445,10 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
 
 #[test]
 fn the_daemonset_s_install_registers_the_hook_on_a_node() {
-    let yaml = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes/containerd-daemonset.yaml"),
-    )
-    .unwrap();
-    let ds: Value = serde_yaml_ng::from_str(&yaml).unwrap();
+    // The hook route's DaemonSet as `kubectl kustomize deploy/kubernetes/overlays/hook-containerd`
+    // renders it.
+    let docs = kustomize::render("hook-containerd");
+    let ds = kustomize::one(&docs, "DaemonSet");
     let init = ds["spec"]["template"]["spec"]["initContainers"]
         .as_array()
         .unwrap()
@@ -455,13 +456,8 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
         .find(|c| c["name"] == "install")
         .expect("the install init container")
         .clone();
-    let mut words: Vec<String> = Vec::new();
-    for key in ["command", "args"] {
-        for w in init[key].as_array().into_iter().flatten() {
-            words.push(w.as_str().unwrap().to_string());
-        }
-    }
-    assert_eq!(words[..2], ["/bin/sh", "-c"], "{words:?}");
+    let mut words = kustomize::argv(&init);
+    assert_eq!(words[0], "/opt/cpuplan/cpuplan-hook", "{words:?}");
     let node = CriNode::new();
     // What an operator's ConfigMap would hold; install keeps an existing config.
     hook_config(&node, json!({}));
@@ -469,21 +465,14 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
     // machine's ctr and the libraries it loads (hard links), which install runs chrooted; the
     // node's paths through the root prefix.
     let host = node.path("host-root");
-    let script = words[2]
-        .replace(
-            "/opt/cpuplan/cpuplan-hook",
-            &static_hook().display().to_string(),
-        )
-        .replace(
-            "--ctr-root /host",
-            &format!("--ctr-root {}", host.display()),
-        )
-        + &format!(" --root-prefix {}", node.root().display());
+    words[0] = static_hook().display().to_string();
+    let at = words.iter().position(|w| w == "--ctr-root").unwrap() + 1;
+    words[at] = host.display().to_string();
+    words.extend(["--root-prefix".into(), node.root().display().to_string()]);
+    let script = words.join(" ");
+    let run = || Command::new(&words[0]).args(&words[1..]).output().unwrap();
     std::fs::create_dir_all(&host).unwrap();
-    let empty = Command::new("/bin/sh")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
+    let empty = run();
     assert!(
         !empty.status.success() && String::from_utf8_lossy(&empty.stderr).contains("no ctr"),
         "ctr is looked for under --ctr-root only: {}",
@@ -504,10 +493,7 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
             std::fs::copy(&real, &to).unwrap();
         }
     }
-    let out = Command::new("/bin/sh")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
+    let out = run();
     assert!(
         out.status.success(),
         "{script}: {}",

@@ -87,7 +87,7 @@ fn build_deb(out: &Path) -> PathBuf {
         .expect("run scripts/deb.sh");
     assert!(
         built.status.success(),
-        "scripts/deb.sh failed (cargo-deb missing? cargo install cargo-deb --version 3.8.0 --locked, as .ci/run does): {}",
+        "scripts/deb.sh failed (cargo-deb missing? cargo install cargo-deb --version 3.8.0 --locked, as scripts/test.sh does): {}",
         String::from_utf8_lossy(&built.stderr)
     );
     let path = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());

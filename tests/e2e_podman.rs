@@ -365,3 +365,62 @@ fn precreate_never_asks_for_cpus_the_host_lacks() {
         "planned over {mask}, the host has {online}"
     );
 }
+
+/// Issue 22 point 6: with `podman --rootfs DIR` (no tmpfs on /run) the createRuntime stage
+/// writes the plan into the host directory `DIR/run/cpuplan`; its poststop stage removes it, so
+/// the next container on `DIR` never reads the previous one's plan as its own.
+#[test]
+fn a_host_directory_rootfs_keeps_no_plan_after_the_container() {
+    let (p, _cfg) = setup("hostroot", &["cpuplan.json"]);
+    let dir = p.dir.path().join("host-rootfs");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(p.dir.path().join("rootfs"))
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let plan_env = dir.join("run/cpuplan/plan.env");
+    let run = |name: &str| {
+        let c = p.cmd(&[
+            "create",
+            "--name",
+            name,
+            "--network=none",
+            "--cgroup-parent",
+            &p.cgroup_parent,
+            "--cpus",
+            "1",
+            "--rootfs",
+            dir.to_str().unwrap(),
+            "/bin/sh",
+            "-c",
+            "if test -e /run/cpuplan/plan.json; then cat /run/cpuplan/plan.json; else echo 'no plan files'; fi",
+        ]);
+        assert_eq!(c.rc, 0, "podman create: {}", c.err);
+        let id = c.out.trim().to_string();
+        let r = p.start(name);
+        assert_eq!(r.rc, 0, "podman start: {}", r.err);
+        let rm = p.cmd(&["rm", name]);
+        assert_eq!(rm.rc, 0, "podman rm: {}", rm.err);
+        (id, r.out)
+    };
+    let (id, out) = run("first");
+    let plan: Value = serde_json::from_str(out.trim()).expect("the first container's plan.json");
+    assert_eq!(plan["container"], id.as_str(), "its own plan");
+    assert!(
+        !plan_env.exists() && !dir.join("run/cpuplan/plan.json").exists(),
+        "the plan outlived the container in {}",
+        dir.display()
+    );
+    let log = std::fs::read_to_string(p.dir.path().join("hook.log")).unwrap();
+    assert!(
+        log.contains(&format!("container {id}: removed its plan files from ")),
+        "{log}"
+    );
+    // The next container on that directory, the hook no longer registered: no plan at all,
+    // not the first one's.
+    std::fs::remove_file(p.hooks_dir.join("cpuplan.json")).unwrap();
+    let (_, out) = run("second");
+    assert_eq!(out.trim(), "no plan files", "{out}");
+}

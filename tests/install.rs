@@ -7,6 +7,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use common::hostlock;
 use common::podman::Podman;
 use common::runc::{fixtures, hook_bin, line_value};
 use common::statics::static_hook;
@@ -175,7 +178,13 @@ echo "env_omp=$OMP_NUM_THREADS"; cat /run/cpuplan/plan.env"#;
 
     let (rc, out, err) = i.run("uninstall", &[]);
     assert_eq!(rc, 0, "uninstall: {err}");
-    assert!(out.contains("kept the edited config"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "kept the config {}: install did not write it",
+            i.config().display()
+        )),
+        "{out}"
+    );
     let left: Vec<String> = i
         .files()
         .into_iter()
@@ -471,5 +480,355 @@ fn a_failed_install_step_is_named() {
             i.binary().display()
         )),
         "{err}"
+    );
+}
+
+/// `STATIC-HOOK ARGS` with `envs`: (status, stdout, stderr).
+fn hook(args: &[&str], envs: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut c = Command::new(static_hook());
+    c.args(args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file under `dir`, relative, with its bytes, owner, group and mode.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, u32)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+                out.push((
+                    rel,
+                    std::fs::read(e.path()).unwrap(),
+                    m.uid(),
+                    m.gid(),
+                    m.mode() & 0o7777,
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 18 item 8 and issue 22 point 7: `install --nri` writes only containerd's drop-in and
+/// the import, keeps config.toml's owner, group and mode (root:daemon 0640 here, as a config
+/// holding registry passwords may be), and the import's comment names `--nri`; uninstall --nri
+/// puts the file back to the byte, owner and mode included.
+#[test]
+fn install_nri_writes_only_the_drop_in_and_keeps_config_toml_s_owner_and_mode() {
+    let i = Installed::new();
+    let root = i.tmp.path();
+    let etc = root.join("etc/containerd");
+    std::fs::create_dir_all(&etc).unwrap();
+    let config = etc.join("config.toml");
+    let before_text = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"r\".auth]\n  password = \"secret\"\n";
+    std::fs::write(&config, before_text).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(&config, Some(0), Some(1)).unwrap();
+    let before = snapshot(root);
+    let (rc, out, err) = hook(
+        &["install", "--nri", "--root-prefix", root.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(rc, 0, "install --nri: {err}");
+    assert!(out.contains("restart containerd"), "{out}");
+    let m = std::fs::metadata(&config).unwrap();
+    assert_eq!(
+        (m.uid(), m.gid(), m.mode() & 0o7777),
+        (0, 1, 0o640),
+        "config.toml keeps root:daemon 0640"
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.contains(
+            "imports = [\"conf.d/cpuplan-nri.toml\"] # added by cpuplan-hook install --nri\n"
+        ),
+        "{text}"
+    );
+    let files: Vec<String> = snapshot(root).into_iter().map(|f| f.0).collect();
+    assert_eq!(
+        files,
+        [
+            "etc/containerd/conf.d/cpuplan-nri.toml",
+            "etc/containerd/config.toml"
+        ],
+        "no binary, no hooks.d file, no hook config"
+    );
+    // The hook's options do not go with --nri.
+    let (rc, _, err) = hook(
+        &[
+            "install",
+            "--nri",
+            "--with-precreate",
+            "--root-prefix",
+            root.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("--nri writes only containerd's NRI drop-in"),
+        "{err}"
+    );
+    let (rc, out, err) = hook(
+        &[
+            "uninstall",
+            "--nri",
+            "--root-prefix",
+            root.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(rc, 0, "uninstall --nri: {err}");
+    assert!(out.contains("removed the import"), "{out}");
+    assert!(
+        snapshot(root) == before,
+        "config.toml as it was, owner and mode included"
+    );
+}
+
+/// The same for `install --containerd`: the edited config.toml keeps its owner, group and mode.
+#[test]
+fn install_containerd_keeps_config_toml_s_owner_and_mode() {
+    common::runc::require("containerd install", &[("ctr", "containerd/trixie")]);
+    let i = Installed::new();
+    let root = i.tmp.path();
+    let etc = root.join("etc/containerd");
+    std::fs::create_dir_all(&etc).unwrap();
+    let config = etc.join("config.toml");
+    std::fs::write(&config, "version = 2\n").unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&config, Some(0), Some(1)).unwrap();
+    let (rc, _, err) = containerd_run(root, "install");
+    assert_eq!(rc, 0, "install --containerd: {err}");
+    let m = std::fs::metadata(&config).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 1, 0o600));
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.contains("# added by cpuplan-hook install --containerd"),
+        "{text}"
+    );
+    let (rc, _, err) = containerd_run(root, "uninstall");
+    assert_eq!(rc, 0, "uninstall --containerd: {err}");
+    let m = std::fs::metadata(&config).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 1, 0o600));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "version = 2\n");
+}
+
+/// Issue 22 point 5: a config install did not write (the package's conffile: the default,
+/// byte for byte) is kept by uninstall and said so; so is one install wrote and that was
+/// edited since; one install wrote and nobody changed goes.
+#[test]
+fn uninstall_never_removes_a_config_it_did_not_write_or_that_changed() {
+    let i = Installed::new();
+    std::fs::create_dir_all(i.config().parent().unwrap()).unwrap();
+    std::fs::write(i.config(), cpuplan_hook::install::DEFAULT_CONFIG_TEXT).unwrap();
+    let (rc, out, err) = i.run("install", &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains("not written by install; uninstall keeps it"),
+        "{out}"
+    );
+    let (rc, out, err) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains(&format!(
+            "kept the config {}: install did not write it",
+            i.config().display()
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(i.config()).unwrap(),
+        cpuplan_hook::install::DEFAULT_CONFIG_TEXT
+    );
+    assert_eq!(
+        i.files(),
+        ["etc/cpuplan/hook.json"],
+        "only the config is left"
+    );
+
+    std::fs::remove_file(i.config()).unwrap();
+    let (rc, out, _) = i.run("install", &[]);
+    assert_eq!(rc, 0);
+    assert!(out.contains("wrote the default config"), "{out}");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(i.config()).unwrap()).unwrap();
+    cfg["on_error"] = json!("deny");
+    std::fs::write(i.config(), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    let (rc, out, _) = i.run("uninstall", &[]);
+    assert_eq!(rc, 0);
+    assert!(out.contains("changed since install wrote it"), "{out}");
+    assert_eq!(i.files(), ["etc/cpuplan/hook.json"]);
+}
+
+/// Removes the hooks.d files a test registered in a host directory, if they are still there.
+struct Registered(Vec<PathBuf>);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Issue 22 point 4: with no `--hooks-dir`, install registers where podman reads: its
+/// containers.conf's `hooks_dir` when set, else podman's built-in default, which Debian 12's
+/// podman 4.3 reads (`/usr/share/containers/oci/hooks.d`, not `/etc/containers/oci/hooks.d`).
+/// A real `podman run` with no `--hooks-dir` and no `hooks_dir` then gets the plan's variables
+/// in its environment from the precreate stage.
+#[test]
+fn install_registers_where_podman_reads_and_podman_runs_precreate_from_there() {
+    let i = Installed::new();
+    let lock = hostlock::exclusive();
+    let p = Podman::with_default_hooks_dirs("hooksdir", &lock);
+    let conf = p.dir.path().join("containers.conf");
+    let default_dir = Path::new(cpuplan_hook::install::DEFAULT_HOOKS_DIR);
+    assert_eq!(default_dir, Path::new("/usr/share/containers/oci/hooks.d"));
+    for f in ["cpuplan.json", "cpuplan-precreate.json"] {
+        assert!(
+            !default_dir.join(f).exists(),
+            "{} exists (the Debian package, or an install left behind): remove it first",
+            default_dir.join(f).display()
+        );
+    }
+    let _cleanup = Registered(vec![
+        default_dir.join("cpuplan.json"),
+        default_dir.join("cpuplan-precreate.json"),
+    ]);
+    std::fs::create_dir_all(i.config().parent().unwrap()).unwrap();
+    let cfg = json!({
+        "topology_root": fixtures().join("e2e-host"),
+        "claims_dir": i.tmp.path().join("var/claims"),
+        "log": i.tmp.path().join("var/hook.log"),
+    });
+    std::fs::write(i.config(), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    let base = [
+        "--config",
+        i.config().to_str().unwrap(),
+        "install",
+        "--with-precreate",
+        "--prefix",
+        i.prefix().to_str().unwrap(),
+    ]
+    .map(String::from);
+    let args: Vec<&str> = base.iter().map(String::as_str).collect();
+    let (rc, out, err) = hook(&args, &[("CONTAINERS_CONF", &conf)]);
+    assert_eq!(rc, 0, "install: {err}");
+    assert!(
+        out.contains(&format!(
+            "registered {}",
+            default_dir.join("cpuplan-precreate.json").display()
+        )),
+        "{out}"
+    );
+    let init = p.init(
+        "hd",
+        &["--cpus", "1"],
+        "env | sort; cat /run/cpuplan/plan.env",
+    );
+    assert_eq!(init.rc, 0, "podman create/init: {}", init.err);
+    let run = p.start("hd");
+    assert_eq!(run.rc, 0, "podman start: {}", run.err);
+    assert_eq!(
+        line_value(&run.out, "OMP_NUM_THREADS"),
+        Some("1"),
+        "the precreate stage set it in the environment: {}",
+        run.out
+    );
+    assert!(
+        run.out.contains("\nCPUPLAN_USABLE='1'\n"),
+        "and the createRuntime stage wrote plan.env: {}",
+        run.out
+    );
+    let rm = p.cmd(&["rm", "hd"]);
+    assert_eq!(rm.rc, 0, "{}", rm.err);
+    let mut un = args.clone();
+    un[2] = "uninstall";
+    un.remove(3);
+    let (rc, out, err) = hook(&un, &[("CONTAINERS_CONF", &conf)]);
+    assert_eq!(rc, 0, "uninstall: {err}");
+    assert!(
+        out.contains(&format!(
+            "removed {}",
+            default_dir.join("cpuplan.json").display()
+        )),
+        "{out}"
+    );
+    drop(p);
+    drop(lock);
+
+    // A containers.conf that sets hooks_dir: install registers in its first directory.
+    let set = i.tmp.path().join("set.conf");
+    let dir = i.tmp.path().join("my-hooks");
+    std::fs::write(
+        &set,
+        format!(
+            "[engine]\nhooks_dir = [\"{}\", \"/elsewhere\"]\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let (rc, out, err) = hook(&args, &[("CONTAINERS_CONF", &set)]);
+    assert_eq!(rc, 0, "install: {err}");
+    assert!(dir.join("cpuplan.json").exists(), "{out}");
+    let (rc, _, err) = hook(&un, &[("CONTAINERS_CONF", &set)]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!dir.join("cpuplan.json").exists());
+}
+
+/// With no `--hooks-dir`, install moves an earlier install's registration out of
+/// `/etc/containers/oci/hooks.d` (where it wrote before, and podman 4.3 does not read) into
+/// the hooks dir podman reads, and leaves a file there that is not its own.
+#[test]
+fn install_moves_an_earlier_install_s_registration_out_of_etc_containers() {
+    let i = Installed::new();
+    let root = i.tmp.path();
+    let r = root.to_str().unwrap();
+    let legacy = root.join("etc/containers/oci/hooks.d");
+    std::fs::create_dir_all(&legacy).unwrap();
+    let binary = root.join("usr/local/libexec/cpuplan/cpuplan-hook");
+    let ours = json!({"version": "1.0.0", "hook": {"path": binary}, "when": {"always": true}, "stages": ["prestart"]});
+    std::fs::write(legacy.join("cpuplan.json"), ours.to_string()).unwrap();
+    let foreign = r#"{"hook":{"path":"/opt/other"}}"#;
+    std::fs::write(legacy.join("cpuplan-precreate.json"), foreign).unwrap();
+    let out = Command::new(static_hook())
+        .args(["install", "--root-prefix", r])
+        .env_remove("CONTAINERS_CONF")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "removed {} (an earlier install's",
+            legacy.join("cpuplan.json").display()
+        )),
+        "{text}"
+    );
+    assert!(!legacy.join("cpuplan.json").exists());
+    assert!(root
+        .join("usr/share/containers/oci/hooks.d/cpuplan.json")
+        .exists());
+    assert_eq!(
+        std::fs::read_to_string(legacy.join("cpuplan-precreate.json")).unwrap(),
+        foreign
     );
 }

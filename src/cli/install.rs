@@ -11,15 +11,20 @@ const USAGE: &str = "\
 usage: cpuplan-hook install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
                             [--allow-dynamic] [--root-prefix DIR] [--containerd
                             [--containerd-config PATH] [--containerd-runtimes A,B] [--ctr-root DIR]]
+       cpuplan-hook install --nri [--containerd-config PATH] [--root-prefix DIR]
        cpuplan-hook uninstall [the same options, without --with-precreate and --allow-dynamic]
 
 install copies this binary to <prefix>/libexec/cpuplan/cpuplan-hook (prefix /usr/local), writes
-cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir
-(/etc/containers/oci/hooks.d), and writes a default hook config at --config
-(/etc/cpuplan/hook.json) if none exists. Idempotent; refuses to overwrite a file it did not
-write. Declarative: without --with-precreate, a cpuplan-precreate.json an earlier install wrote is
-removed. uninstall removes them (the config only if it is still the default) and says what it
-removed, or that there was nothing.
+cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir, and writes a
+default hook config at --config (/etc/cpuplan/hook.json) if none exists. The hooks dir is where
+podman and CRI-O read on this host: the first of [engine] hooks_dir in podman's containers.conf
+($CONTAINERS_CONF, else /usr/share/containers/containers.conf, /etc/containers/containers.conf,
+/etc/containers/containers.conf.d/*.conf) when one sets it, else their built-in default
+/usr/share/containers/oci/hooks.d. Idempotent; refuses to overwrite a file it did not write.
+Declarative: without --with-precreate, a cpuplan-precreate.json an earlier install wrote is
+removed. uninstall removes them and says what it removed, or that there was nothing; it removes
+the config only when install wrote it and it is unchanged since, and says why it kept it
+otherwise.
 
 The binary must be static (no ELF PT_INTERP: no dynamic loader runs as root with the hook's
 environment; scripts/build-static.sh builds it): install refuses a dynamically linked one unless
@@ -34,10 +39,12 @@ for --containerd-runtimes (default: the default runtime). Restart containerd aft
 --root-prefix puts every default path under DIR (a relocated node seen the same way by
 install and the runtime).
 
---nri turns containerd's NRI on for the NRI plugin (`cpuplan-hook nri`): the drop-in
-conf.d/cpuplan-nri.toml beside --containerd-config, NRI's section with disable = false, and its
-`imports` entry. containerd 1.7 needs it (NRI is off by default there); 2.x has NRI on.
-Restart containerd afterwards. uninstall --nri removes exactly the drop-in and the import.
+--nri turns containerd's NRI on for the NRI plugin (`cpuplan-hook nri`) and writes nothing
+else (no binary, no hooks.d file, no hook config): the drop-in conf.d/cpuplan-nri.toml beside
+--containerd-config, NRI's section with disable = false, and its `imports` entry. containerd 1.7
+needs it (NRI is off by default there); 2.x has NRI on. Restart containerd afterwards.
+uninstall --nri removes exactly the drop-in and the import.
+Edits of containerd's config.toml keep its owner, group and mode.
 ";
 
 /// The options `install` and `uninstall` share.
@@ -132,7 +139,32 @@ fn failed(command: &'static str) -> impl Fn(InstallError) -> CliError {
     }
 }
 
+/// Refuses `--nri` with an option that belongs to the hook's install: `--nri` touches only
+/// containerd's NRI drop-in and its import.
+fn only_nri(command: &str, a: &Args, switches: &[&str]) -> Result<(), CliError> {
+    let valued = ["prefix", "hooks-dir", "containerd-runtimes", "ctr-root"];
+    let clash = switches
+        .iter()
+        .find(|s| a.switch(s))
+        .or_else(|| valued.iter().find(|v| a.value(v).is_some()));
+    match clash {
+        Some(o) => Err(CliError::Usage(format!(
+            "{command}: --nri writes only containerd's NRI drop-in and its import; run {command} --{o} separately"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    if a.switch("nri") {
+        only_nri(
+            "install",
+            a,
+            &["containerd", "with-precreate", "allow-dynamic"],
+        )?;
+        let n = Nri::resolve(&options(ctx, a)).map_err(failed("install --nri"))?;
+        return say(out, nri::install(&n).map_err(failed("install --nri"))?);
+    }
     let me = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("install: cannot find this binary: {e}")))?;
     let (layout, registration) = options(ctx, a).resolve().map_err(failed("install"))?;
@@ -146,26 +178,35 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         allow_dynamic: a.switch("allow-dynamic"),
     };
     let mut said = crate::install::install(&layout, &me, flags).map_err(failed("install"))?;
+    if let Some(legacy) = options(ctx, a)
+        .legacy_hooks_dir()
+        .map_err(failed("install"))?
+    {
+        said.extend(crate::install::remove_legacy(&layout, &legacy).map_err(failed("install"))?);
+    }
     if let Some(c) = &registration {
         said.extend(containerd::install(&layout, c).map_err(failed("install --containerd"))?);
-    }
-    if a.switch("nri") {
-        let n = Nri::resolve(&options(ctx, a)).map_err(failed("install --nri"))?;
-        said.extend(nri::install(&n).map_err(failed("install --nri"))?);
     }
     say(out, said)
 }
 
 fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
+    if a.switch("nri") {
+        only_nri("uninstall", a, &["containerd"])?;
+        let n = Nri::resolve(&options(ctx, a)).map_err(failed("uninstall --nri"))?;
+        return say(out, nri::uninstall(&n).map_err(failed("uninstall --nri"))?);
+    }
     let (layout, registration) = options(ctx, a).resolve().map_err(failed("uninstall"))?;
     let mut said = Vec::new();
-    if a.switch("nri") {
-        let n = Nri::resolve(&options(ctx, a)).map_err(failed("uninstall --nri"))?;
-        said.extend(nri::uninstall(&n).map_err(failed("uninstall --nri"))?);
-    }
     if let Some(c) = &registration {
         said.extend(containerd::uninstall(&layout, c).map_err(failed("uninstall --containerd"))?);
     }
     said.extend(crate::install::uninstall(&layout).map_err(failed("uninstall"))?);
+    if let Some(legacy) = options(ctx, a)
+        .legacy_hooks_dir()
+        .map_err(failed("uninstall"))?
+    {
+        said.extend(crate::install::remove_legacy(&layout, &legacy).map_err(failed("uninstall"))?);
+    }
     say(out, said)
 }

@@ -121,9 +121,24 @@ pub fn open_dir_below(
     parent_path: &Path,
     dir: &Path,
 ) -> Result<OwnedFd, RootfsError> {
-    let root = parent;
+    walk_dirs(parent, parent_path, dir, true)?.ok_or_else(|| RootfsError::Path {
+        path: dir.to_path_buf(),
+        what: "the plan directory cannot be the container's /",
+        errno: Errno::EINVAL,
+    })
+}
+
+/// Opens each component of `dir` below `root` (at `root_path`) with `O_NOFOLLOW`, creating a
+/// missing one (0755) when `create`; `Ok(None)` when one is missing and not created, or `dir`
+/// is `/`.
+fn walk_dirs(
+    root: &OwnedFd,
+    root_path: &Path,
+    dir: &Path,
+    create: bool,
+) -> Result<Option<OwnedFd>, RootfsError> {
     let mut cur: Option<OwnedFd> = None;
-    let mut sofar = parent_path.to_path_buf();
+    let mut sofar = root_path.to_path_buf();
     for comp in dir.components() {
         let name = match comp {
             Component::RootDir => continue,
@@ -141,6 +156,7 @@ pub fn open_dir_below(
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = match openat(Some(parent), name, flags, Mode::empty()) {
             Ok(fd) => fd,
+            Err(Errno::ENOENT) if !create => return Ok(None),
             Err(Errno::ENOENT) => {
                 match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
                     Ok(()) | Err(Errno::EEXIST) => {}
@@ -161,11 +177,7 @@ pub fn open_dir_below(
         };
         cur = Some(own(fd));
     }
-    cur.ok_or_else(|| RootfsError::Path {
-        path: dir.to_path_buf(),
-        what: "the plan directory cannot be the container's /",
-        errno: Errno::EINVAL,
-    })
+    Ok(cur)
 }
 
 fn path_err(parent: RawFd, name: &std::ffi::OsStr, path: &Path, errno: Errno) -> RootfsError {
@@ -379,6 +391,63 @@ pub fn write_files_at(
     Ok(())
 }
 
+/// The most bytes of a plan.json read at poststop to see whose it is.
+const MAX_OWNER_FILE: u64 = 1 << 20;
+
+/// The `container` that the JSON file `name` in `dirfd` names (a regular file, read without
+/// following a link or blocking on a FIFO, at most [`MAX_OWNER_FILE`] bytes); `None` otherwise.
+fn named_container(dirfd: &OwnedFd, name: &str) -> Option<String> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = own(openat(Some(dirfd.as_raw_fd()), name, flags, Mode::empty()).ok()?);
+    let st = nix::sys::stat::fstat(fd.as_raw_fd()).ok()?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::fs::File::from(fd), MAX_OWNER_FILE),
+        &mut bytes,
+    )
+    .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("container")?.as_str().map(str::to_string)
+}
+
+/// At poststop, from a rootfs seen at its host path (the container is gone): removes the plan
+/// files `names` from `dir` when `owner_file` (plan.json) names `container`, that is when the
+/// createRuntime stage wrote them into the rootfs itself, a host directory (`podman --rootfs`,
+/// or a bundle without a tmpfs on `/run`), where they would outlive the container and be read
+/// by the next one. Never follows a link out of the rootfs, creates nothing, and removes no
+/// file a plan of another container (or none) is in. Returns whether it removed them.
+pub fn remove_plan_files_of(
+    rootfs: &Path,
+    dir: &Path,
+    names: &[&str],
+    owner_file: &str,
+    container: &str,
+) -> Result<bool, RootfsError> {
+    let root = open_rootfs(Path::new("/"), None, rootfs)?;
+    let Some(dirfd) = walk_dirs(&root, Path::new("/"), dir, false)? else {
+        return Ok(false);
+    };
+    if named_container(&dirfd, owner_file).as_deref() != Some(container) {
+        return Ok(false);
+    }
+    for name in names {
+        match unlinkat(Some(dirfd.as_raw_fd()), *name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(errno) => {
+                return Err(RootfsError::Path {
+                    path: dir.join(name),
+                    what: "cannot remove",
+                    errno,
+                })
+            }
+        }
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,5 +602,45 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, RootfsError::Process { .. }), "{e}");
         assert!(!t.path().join("run").exists());
+    }
+
+    #[test]
+    fn poststop_removes_only_the_files_written_for_the_container() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        let names = ["plan.env", "plan.json"];
+        let files: [(&str, &[u8]); 2] = [
+            ("plan.env", b"X=1\n"),
+            ("plan.json", br#"{"container":"a"}"#),
+        ];
+        let dir = Path::new("/run/cpuplan");
+        // Nothing there: nothing removed, nothing created.
+        assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
+        assert!(!r.join("run").exists());
+        write_plan_files(Path::new("/"), None, r, dir, &files).unwrap();
+        // Another container's plan stays.
+        assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "b").unwrap());
+        assert!(r.join("run/cpuplan/plan.env").exists());
+        assert!(remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
+        assert!(
+            !r.join("run/cpuplan/plan.env").exists() && !r.join("run/cpuplan/plan.json").exists()
+        );
+        // A link in the path is never followed out of the rootfs.
+        let outside = t.path().join("outside");
+        std::fs::create_dir_all(outside.join("cpuplan")).unwrap();
+        std::fs::write(outside.join("cpuplan/plan.json"), br#"{"container":"a"}"#).unwrap();
+        std::fs::remove_dir_all(r.join("run")).unwrap();
+        symlink(&outside, r.join("run")).unwrap();
+        assert!(remove_plan_files_of(r, dir, &names, "plan.json", "a").is_err());
+        assert!(outside.join("cpuplan/plan.json").exists());
+        // A FIFO as plan.json: not opened for reading, nothing removed.
+        std::fs::remove_file(r.join("run")).unwrap();
+        std::fs::create_dir_all(r.join("run/cpuplan")).unwrap();
+        nix::unistd::mkfifo(
+            &r.join("run/cpuplan/plan.json"),
+            Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
     }
 }

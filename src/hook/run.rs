@@ -15,7 +15,7 @@ use crate::edit::{PlanDoc, SpecEdit};
 use crate::hook::claim::{claim, release};
 use crate::hook::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
 use crate::hook::identity::check_pid;
-use crate::hook::rootfs::{open_rootfs, write_plan_files_in};
+use crate::hook::rootfs::{open_rootfs, remove_plan_files_of, write_plan_files_in};
 use crate::problem::Problem;
 use crate::read::bundle::load_bundle;
 use crate::read::host::Host;
@@ -138,9 +138,44 @@ pub fn run_hook(
                 ),
                 Err(e) => log::warn!("container {}: cannot release GPU claims: {e}", state.id()),
             }
+            remove_host_plan_files(&config, &state);
             Ok(None)
         }
         Stage::CreateRuntime => create_runtime(&config, &state, None),
+    }
+}
+
+/// At poststop: the plan files the createRuntime stage wrote into a rootfs that is a host
+/// directory (no tmpfs on the plan directory's path inside the container) are removed, so that
+/// the next container on that directory never reads this one's plan.
+fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
+    let Ok(spec) = load_bundle(state.bundle()) else {
+        return;
+    };
+    let Some(rootfs) = spec.rootfs.as_deref() else {
+        return;
+    };
+    let names = [crate::edit::PLAN_ENV, crate::edit::PLAN_JSON];
+    match remove_plan_files_of(
+        rootfs,
+        &config.dir,
+        &names,
+        crate::edit::PLAN_JSON,
+        state.id(),
+    ) {
+        Ok(true) => log::info!(
+            "container {}: removed its plan files from {} (the rootfs is a host directory)",
+            state.id(),
+            rootfs
+                .join(config.dir.strip_prefix("/").unwrap_or(&config.dir))
+                .display()
+        ),
+        Ok(false) => {}
+        Err(e) => log::warn!(
+            "container {}: cannot remove its plan files from the rootfs {}: {e}",
+            state.id(),
+            rootfs.display()
+        ),
     }
 }
 

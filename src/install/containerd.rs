@@ -15,13 +15,18 @@
 //! - A relative import is read relative to the importing file's directory, so the drop-in is
 //!   imported as `conf.d/cpuplan.toml` unless an existing `imports` entry already covers it.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 use toml_edit::{Array, DocumentMut, Item, Table};
 
-use super::{import, io, write_atomic, InstallError, Layout};
+use super::files::{io, read_opt, write_atomic};
+use super::import::{
+    config_version, fresh, fresh_table, load_order, parse, plugin_section, with_import_of,
+    without_import_of, ConfigError,
+};
+use super::{import, InstallError, Layout};
 
 /// containerd's main config unless `--containerd-config` says otherwise.
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
@@ -37,8 +42,6 @@ pub const CRI_V3: &str = "io.containerd.cri.v1.runtime";
 pub const ANNOTATIONS: &str = "cpuplan.*";
 /// The first line of every drop-in install writes (uninstall removes only such a file).
 pub const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --containerd`";
-/// The comment on an `imports` key that install added to the main config.
-const ADDED_MARK: &str = "# added by cpuplan-hook install --containerd";
 /// The runc runtime type, for a `runc` handler the config does not describe.
 const RUNC_V2: &str = "io.containerd.runc.v2";
 
@@ -65,6 +68,9 @@ pub enum ContainerdError {
         message: String,
     },
     /// A containerd config that cannot be read as TOML or is of an unsupported version.
+    #[error(transparent)]
+    Toml(#[from] ConfigError),
+    /// A containerd config whose CRI section cannot hold cpuplan's keys.
     #[error("{}: {message}", path.display())]
     Config {
         /// The file.
@@ -125,13 +131,25 @@ pub fn ctr_default_spec(root: &Path) -> Result<(Value, String), ContainerdError>
     .find(|p| under(root, p).is_file())
     .ok_or_else(|| err("no ctr in /usr/local/{s,}bin, /usr/{s,}bin or /{s,}bin".into()))?;
     let run = |args: &[&str]| -> Result<String, ContainerdError> {
-        let mut cmd = if root == Path::new("/") {
-            Command::new(&inside)
-        } else {
-            let mut c = Command::new("chroot");
-            c.arg(root).arg(&inside);
-            c
-        };
+        let mut cmd = Command::new(&inside);
+        if root != Path::new("/") {
+            // chroot(2) in the child, not chroot(8): the image the install runs from (FROM
+            // scratch) has no chroot binary.
+            use std::os::unix::ffi::OsStrExt;
+            let root = std::ffi::CString::new(root.as_os_str().as_bytes())
+                .map_err(|_| err("the root holds a NUL byte".into()))?;
+            // SAFETY: between fork and exec the closure calls only chroot(2) and chdir(2),
+            // which are async-signal-safe, on C strings made before the fork; it allocates nothing.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    if nix::libc::chroot(root.as_ptr()) != 0 || nix::libc::chdir(c"/".as_ptr()) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let out = cmd
             .args(args)
             .stdin(std::process::Stdio::null())
@@ -190,193 +208,6 @@ pub fn base_spec(layout: &Layout, spec: Value) -> Value {
     spec
 }
 
-pub(super) fn parse(path: &Path, text: &str) -> Result<DocumentMut, ContainerdError> {
-    text.parse::<DocumentMut>()
-        .map_err(|e| ContainerdError::Config {
-            path: path.to_path_buf(),
-            message: format!("not TOML: {e}"),
-        })
-}
-
-/// The config's `version`: 2 or 3 (containerd 1.7 cannot import into a version 1 config).
-pub(super) fn config_version(path: &Path, doc: &DocumentMut) -> Result<i64, ContainerdError> {
-    match doc.get("version").and_then(Item::as_integer) {
-        Some(v @ (2 | 3)) => Ok(v),
-        other => {
-            Err(ContainerdError::Config {
-                path: path.to_path_buf(),
-                message: format!(
-                "config version {} is not 2 or 3: migrate it first (`containerd config migrate`)",
-                other.map(|v| v.to_string()).unwrap_or_else(|| "1 (none given)".into())
-            ),
-            })
-        }
-    }
-}
-
-/// The import entry that names `drop_in` from `config`: relative when it is below the config's directory.
-pub(super) fn import_entry(config: &Path, drop_in: &Path) -> String {
-    let dir = config.parent().unwrap_or(Path::new("/"));
-    match drop_in.strip_prefix(dir) {
-        Ok(rel) => rel.display().to_string(),
-        Err(_) => drop_in.display().to_string(),
-    }
-}
-
-/// The files `entries` (imported by `parent`) name, as containerd resolves them: relative to the
-/// parent's directory; `*` and `?` in the last component matched against the directory's files.
-/// `extra` (a file about to be written) counts as present.
-fn resolve_imports(parent: &Path, entries: &[String], extra: Option<&Path>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in entries {
-        let p = clean(&parent.parent().unwrap_or(Path::new("/")).join(e));
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-        match name {
-            Some(n) if n.contains(['*', '?']) => {
-                let dir = p.parent().unwrap_or(Path::new("/"));
-                let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .chain(
-                        extra
-                            .filter(|x| x.parent() == Some(dir))
-                            .and_then(Path::file_name)
-                            .map(|f| f.to_string_lossy().into_owned()),
-                    )
-                    .filter(|f| glob_match(&n, f))
-                    .map(|f| dir.join(f))
-                    .collect();
-                found.sort();
-                found.dedup();
-                out.extend(found);
-            }
-            _ => out.push(p),
-        }
-    }
-    out
-}
-
-/// `path` without `.` and `..` components (as Go's `filepath.Clean`).
-fn clean(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                out.pop();
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Shell-style matching of one file name: `*` any run, `?` one character.
-fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
-}
-
-pub(super) fn string_list(item: Option<&Item>) -> Vec<String> {
-    item.and_then(Item::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The config files containerd loads from `main`, in its order (breadth first), each parsed.
-pub(super) fn load_order(
-    main: &Path,
-    main_doc: &DocumentMut,
-    drop_in: &Path,
-    with_drop_in: bool,
-) -> Result<Vec<(PathBuf, DocumentMut)>, ContainerdError> {
-    let mut out = vec![(main.to_path_buf(), main_doc.clone())];
-    let extra = with_drop_in.then_some(drop_in);
-    let mut pending = resolve_imports(main, &string_list(main_doc.get("imports")), extra);
-    if with_drop_in && !pending.iter().any(|p| p == drop_in) {
-        pending.push(drop_in.to_path_buf());
-    }
-    let mut i = 0;
-    while i < pending.len() {
-        let path = pending[i].clone();
-        i += 1;
-        if out.iter().any(|(p, _)| *p == path) {
-            continue;
-        }
-        if path == drop_in {
-            out.push((path, DocumentMut::new()));
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let doc = parse(&path, &text)?;
-        pending.extend(resolve_imports(
-            &path,
-            &string_list(doc.get("imports")),
-            extra,
-        ));
-        out.push((path, doc));
-    }
-    Ok(out)
-}
-
-pub(super) fn cri_section<'a>(doc: &'a DocumentMut, plugin: &str) -> Option<&'a Item> {
-    doc.get("plugins")?.get(plugin)
-}
-
-/// `item` rebuilt without the source file's comments, layout and positions.
-pub(super) fn fresh(item: &Item) -> Item {
-    match item {
-        Item::Value(toml_edit::Value::InlineTable(t)) => Item::Table(fresh_table(t)),
-        Item::Value(v) => {
-            let mut v = v.clone();
-            v.decor_mut().clear();
-            Item::Value(v)
-        }
-        Item::Table(t) => Item::Table(fresh_table(t)),
-        Item::ArrayOfTables(a) => {
-            let mut out = toml_edit::ArrayOfTables::new();
-            for t in a.iter() {
-                out.push(fresh_table(t));
-            }
-            Item::ArrayOfTables(out)
-        }
-        Item::None => Item::None,
-    }
-}
-
-fn fresh_table(t: &dyn toml_edit::TableLike) -> Table {
-    let mut out = Table::new();
-    for (k, v) in t.iter() {
-        out.insert(k, fresh(v));
-    }
-    out
-}
-
 /// The table at `keys` below `t`, created (implicit, so without its own header when empty) as needed.
 fn table_at<'a>(t: &'a mut Table, keys: &[&str]) -> Option<&'a mut Table> {
     let mut cur = t;
@@ -427,7 +258,7 @@ pub fn drop_in_text(
                 after_ours = true;
                 continue;
             }
-            if let Some(s) = cri_section(doc, CRI_V2) {
+            if let Some(s) = plugin_section(doc, CRI_V2) {
                 if after_ours {
                     return Err(ContainerdError::Shadowed {
                         later: path.clone(),
@@ -444,7 +275,7 @@ pub fn drop_in_text(
         (CRI_V2, section, last.map(|(p, _)| p.clone()))
     };
     let default_runtime = main_doc
-        .and_then(|d| cri_section(d, plugin))
+        .and_then(|d| plugin_section(d, plugin))
         .and_then(|s| s.get("containerd"))
         .and_then(|s| s.get("default_runtime_name"))
         .and_then(Item::as_str)
@@ -469,7 +300,7 @@ pub fn drop_in_text(
             .and_then(|s| s.get(name))
             .is_some()
             || main_doc
-                .and_then(|d| cri_section(d, plugin))
+                .and_then(|d| plugin_section(d, plugin))
                 .and_then(|s| s.get("containerd"))
                 .and_then(|s| s.get("runtimes"))
                 .and_then(|s| s.get(name))
@@ -522,84 +353,12 @@ pub fn drop_in_text(
 
 /// The main config with `entry` imported; `None` when an existing import already covers the drop-in.
 pub fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, ContainerdError> {
-    with_import_of(&c.config, &c.drop_in(), doc)
-}
-
-/// The main config `config` (holding `doc`) with `drop_in` imported; `None` when an existing
-/// import already covers it.
-pub(super) fn with_import_of(
-    config: &Path,
-    drop_in: &Path,
-    doc: &DocumentMut,
-) -> Result<Option<String>, ContainerdError> {
-    let entries = string_list(doc.get("imports"));
-    if resolve_imports(config, &entries, Some(drop_in))
-        .iter()
-        .any(|p| p == drop_in)
-    {
-        return Ok(None);
-    }
-    let entry = import_entry(config, drop_in);
-    let mut doc = doc.clone();
-    match doc.get_mut("imports") {
-        Some(item) => {
-            let a = item.as_array_mut().ok_or_else(|| ContainerdError::Config {
-                path: config.to_path_buf(),
-                message: "imports is not an array".into(),
-            })?;
-            a.push(entry);
-        }
-        None => {
-            let mut v = toml_edit::Value::from(Array::from_iter([entry]));
-            v.decor_mut().set_suffix(format!(" {ADDED_MARK}"));
-            doc.insert("imports", Item::Value(v));
-        }
-    }
-    Ok(Some(doc.to_string()))
+    Ok(with_import_of(&c.config, &c.drop_in(), doc, "containerd")?)
 }
 
 /// The main config without the import install added; `None` when it holds none.
 pub fn without_import(c: &Containerd, doc: &DocumentMut) -> Option<String> {
     without_import_of(&c.config, &c.drop_in(), doc)
-}
-
-/// The main config `config` (holding `doc`) without the import of `drop_in`; `None` when it
-/// holds none. An `imports` key install added goes once it is empty.
-pub(super) fn without_import_of(
-    config: &Path,
-    drop_in: &Path,
-    doc: &DocumentMut,
-) -> Option<String> {
-    let entry = import_entry(config, drop_in);
-    let mut doc = doc.clone();
-    let item = doc.get_mut("imports")?;
-    let a = item.as_array_mut()?;
-    let before = a.len();
-    a.retain(|v| v.as_str() != Some(&entry));
-    if a.len() == before {
-        return None;
-    }
-    let ours = a.is_empty()
-        && a.decor()
-            .suffix()
-            .and_then(|s| s.as_str())
-            .is_some_and(|s| s.contains(ADDED_MARK));
-    if ours {
-        doc.remove("imports");
-    }
-    Some(doc.to_string())
-}
-
-pub(super) fn read_opt(path: &Path) -> Result<Option<String>, InstallError> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(InstallError::Io {
-            step: "reading",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
 }
 
 /// Whether the base spec at `path` is absent or names `layout`'s binary in its hooks.
@@ -687,6 +446,7 @@ pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, Install
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::install::import::string_list;
 
     fn node(t: &Path) -> Containerd {
         Containerd {
@@ -698,15 +458,6 @@ mod tests {
 
     fn doc(s: &str) -> DocumentMut {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("*.toml", "cpuplan.toml"));
-        assert!(glob_match("c?uplan.*", "cpuplan.toml"));
-        assert!(!glob_match("*.conf", "cpuplan.toml"));
-        assert!(glob_match("*", ""));
-        assert!(!glob_match("a*b", "ac"));
     }
 
     #[test]

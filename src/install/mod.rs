@@ -2,12 +2,16 @@
 //! with `--containerd`, containerd's registration ([`containerd`]).
 
 pub mod containerd;
+mod files;
+mod hook_config;
+pub mod hooks_dir;
 pub mod import;
 pub mod nri;
 
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use files::{io, write_with_mode};
+pub use hook_config::{default_config, DEFAULT_CONFIG_TEXT};
 
 use serde_json::{json, Value};
 
@@ -16,7 +20,7 @@ use serde_json::{json, Value};
 pub struct Layout {
     /// `--prefix` (default `/usr/local`).
     pub prefix: PathBuf,
-    /// `--hooks-dir` (default `/etc/containers/oci/hooks.d`).
+    /// `--hooks-dir` (default: where podman reads, [`hooks_dir::podman_hooks_dir`]).
     pub hooks_dir: PathBuf,
     /// The hook config (the global `--config`, default `/etc/cpuplan/hook.json`).
     pub config: PathBuf,
@@ -54,9 +58,17 @@ impl Options {
             Some(p) => abs(p),
             None => Ok(root.join(default.trim_start_matches('/'))),
         };
+        let hooks_dir = match &self.hooks_dir {
+            Some(p) => abs(p)?,
+            None => {
+                let env = std::env::var_os("CONTAINERS_CONF").map(PathBuf::from);
+                let (dir, _) = hooks_dir::podman_hooks_dir(&root, env.as_deref())?;
+                root.join(dir.strip_prefix("/").unwrap_or(&dir))
+            }
+        };
         let layout = Layout {
             prefix: path(&self.prefix, DEFAULT_PREFIX)?,
-            hooks_dir: path(&self.hooks_dir, DEFAULT_HOOKS_DIR)?,
+            hooks_dir,
             config: path(&self.config, crate::config::DEFAULT_CONFIG)?,
         };
         let containerd = match self.containerd {
@@ -71,10 +83,50 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Where `install` registered before it looked for podman's hooks dir
+    /// (`/etc/containers/oci/hooks.d`, which Debian 12's podman 4.3 does not read), under the
+    /// root prefix; `None` when `--hooks-dir` is given.
+    pub fn legacy_hooks_dir(&self) -> Result<Option<PathBuf>, InstallError> {
+        if self.hooks_dir.is_some() {
+            return Ok(None);
+        }
+        let root = self.root_prefix.as_deref().unwrap_or(Path::new("/"));
+        let root = std::path::absolute(root).map_err(io("resolving the path", root))?;
+        Ok(Some(root.join(LEGACY_HOOKS_DIR.trim_start_matches('/'))))
+    }
+}
+
+/// The hooks dir `install` wrote to before it followed podman's.
+pub const LEGACY_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+
+/// Removes the registrations an earlier install wrote into `legacy` (when it is not the hooks
+/// dir in use now, and only files that register `layout`'s binary); returns what it did.
+pub fn remove_legacy(layout: &Layout, legacy: &Path) -> Result<Vec<String>, InstallError> {
+    let mut said = Vec::new();
+    if legacy == layout.hooks_dir {
+        return Ok(said);
+    }
+    for name in [HOOK_FILE, PRECREATE_FILE] {
+        let path = legacy.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) if ours(layout, &bytes) => {
+                std::fs::remove_file(&path).map_err(io("removing the hooks.d file", &path))?;
+                said.push(format!(
+                    "removed {} (an earlier install's, in {LEGACY_HOOKS_DIR}, which podman may not read)",
+                    path.display()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(said)
+}
+
 /// The default prefix.
 pub const DEFAULT_PREFIX: &str = "/usr/local";
-/// The default hooks directory of podman and CRI-O.
-pub const DEFAULT_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+/// The default hooks directory of podman and CRI-O (install's when no containers.conf sets one).
+pub use hooks_dir::DEFAULT_HOOKS_DIR;
 /// The createRuntime/poststop registration's file name.
 pub const HOOK_FILE: &str = "cpuplan.json";
 /// The precreate registration's file name.
@@ -115,15 +167,9 @@ pub enum InstallError {
     /// The containerd registration cannot be made.
     #[error(transparent)]
     Containerd(#[from] containerd::ContainerdError),
-}
-
-/// An I/O error of `step` on `path`.
-fn io<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> InstallError + 'a {
-    move |source| InstallError::Io {
-        step,
-        path: path.to_path_buf(),
-        source,
-    }
+    /// containerd's config cannot be read or edited.
+    #[error(transparent)]
+    Config(#[from] import::ConfigError),
 }
 
 impl Layout {
@@ -171,55 +217,6 @@ impl Layout {
             "poststop": [self.hook_entry(&["hook", "poststop"])]
         })
     }
-}
-
-/// The default hook config `install` writes where none exists, as written (`hooks/hook.json`,
-/// which the Debian package installs as its conffile): every key at its default value.
-pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../hooks/hook.json");
-
-/// [`DEFAULT_CONFIG_TEXT`] as JSON.
-pub fn default_config() -> Value {
-    serde_json::from_str(DEFAULT_CONFIG_TEXT).unwrap_or(Value::Null)
-}
-
-/// Whether `bytes` are a default config: today's, or an earlier install's (before `log_level`).
-fn is_default_config(bytes: &[u8]) -> bool {
-    let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
-        return false;
-    };
-    let mut earlier = default_config();
-    if let Some(m) = earlier.as_object_mut() {
-        m.remove("log_level");
-    }
-    v == default_config() || v == earlier
-}
-
-/// Writes `bytes` to `path` (mode `mode`) through a temp file renamed over it; errors name `step`
-/// and `path`.
-fn write_atomic(
-    step: &'static str,
-    path: &Path,
-    bytes: &[u8],
-    mode: u32,
-) -> Result<(), InstallError> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(io(step, path))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(io(step, path))
 }
 
 /// Whether the hooks.d file at `path` is absent or was written by install for `layout`.
@@ -312,13 +309,13 @@ pub fn install(
     let target = layout.binary();
     if std::fs::canonicalize(binary).ok() != std::fs::canonicalize(&target).ok() {
         let bytes = std::fs::read(binary).map_err(io("reading the binary", binary))?;
-        write_atomic("writing the binary", &target, &bytes, 0o755)?;
+        write_with_mode("writing the binary", &target, &bytes, 0o755)?;
     }
     said.push(format!("installed {}", target.display()));
     for (path, json) in files {
         let mut text = serde_json::to_vec_pretty(&json).unwrap_or_default();
         text.push(b'\n');
-        write_atomic("writing the hooks.d file", &path, &text, 0o644)?;
+        write_with_mode("writing the hooks.d file", &path, &text, 0o644)?;
         said.push(format!("registered {}", path.display()));
     }
     if !flags.with_precreate {
@@ -345,23 +342,7 @@ pub fn install(
             }
         }
     }
-    if !layout.config.exists() {
-        write_atomic(
-            "writing the default config",
-            &layout.config,
-            DEFAULT_CONFIG_TEXT.as_bytes(),
-            0o644,
-        )?;
-        said.push(format!(
-            "wrote the default config {}",
-            layout.config.display()
-        ));
-    } else {
-        said.push(format!(
-            "kept the existing config {}",
-            layout.config.display()
-        ));
-    }
+    said.push(hook_config::write_default_or_keep(layout)?);
     said.push(
         "containerd (CRI) nodes: `install --containerd` also registers the hook with containerd"
             .into(),
@@ -369,8 +350,8 @@ pub fn install(
     Ok(said)
 }
 
-/// Removes what [`install`] wrote (the config only if it is still the default); returns what it
-/// did, or a line saying there was nothing to remove.
+/// Removes what [`install`] wrote (the config only if install wrote it and it is unchanged);
+/// returns what it did, or a line saying there was nothing to remove.
 pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
     for name in [HOOK_FILE, PRECREATE_FILE] {
@@ -392,26 +373,9 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
         std::fs::remove_file(&bin).map_err(io("removing the binary", &bin))?;
         said.push(format!("removed {}", bin.display()));
     }
+    said.extend(hook_config::remove_if_ours(layout)?);
     for dir in [bin.parent(), layout.config.parent()].into_iter().flatten() {
         let _ = std::fs::remove_dir(dir);
-    }
-    if let Ok(bytes) = std::fs::read(&layout.config) {
-        if is_default_config(&bytes) {
-            std::fs::remove_file(&layout.config)
-                .map_err(io("removing the default config", &layout.config))?;
-            said.push(format!(
-                "removed the default config {}",
-                layout.config.display()
-            ));
-            if let Some(d) = layout.config.parent() {
-                let _ = std::fs::remove_dir(d);
-            }
-        } else {
-            said.push(format!(
-                "kept the edited config {}",
-                layout.config.display()
-            ));
-        }
     }
     if !said.iter().any(|l| l.starts_with("removed")) {
         said.insert(
@@ -429,8 +393,9 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
-    fn layout(t: &Path) -> Layout {
+    pub(super) fn layout(t: &Path) -> Layout {
         Layout {
             prefix: t.join("prefix"),
             hooks_dir: t.join("hooks.d"),
@@ -448,7 +413,7 @@ mod tests {
     };
 
     /// A 64-bit little-endian ELF header with no program headers: static as far as install checks.
-    fn tiny_static_elf(path: &Path) {
+    pub(super) fn tiny_static_elf(path: &Path) {
         let mut b = b"\x7fELF\x02\x01\x01".to_vec();
         b.resize(64, 0);
         std::fs::write(path, b).unwrap();
@@ -486,21 +451,6 @@ mod tests {
     }
 
     #[test]
-    fn the_default_config_is_every_default_and_an_earlier_one_counts_as_default() {
-        let c = crate::config::HookConfig::parse(
-            Path::new("hooks/hook.json"),
-            DEFAULT_CONFIG_TEXT.as_bytes(),
-        )
-        .unwrap();
-        assert_eq!(c, crate::config::HookConfig::default());
-        assert_eq!(default_config()["log"], crate::config::DEFAULT_LOG);
-        let earlier = br#"{"step_thread_core": "auto", "cpuset": "numa", "dir": "/run/cpuplan",
-            "claims_dir": "/run/cpuplan/claims", "on_error": "allow", "log": "/var/log/cpuplan-hook.log"}"#;
-        assert!(is_default_config(earlier));
-        assert!(!is_default_config(br#"{"on_error": "deny"}"#));
-    }
-
-    #[test]
     fn refuses_a_foreign_hooks_file_and_keeps_an_edited_config() {
         let t = tempfile::tempdir().unwrap();
         let l = layout(t.path());
@@ -521,7 +471,9 @@ mod tests {
         install(&l, Path::new("/bin/sh"), ANY).unwrap();
         let said = uninstall(&l).unwrap();
         assert!(
-            said.iter().any(|s| s.starts_with("kept the edited config")),
+            said.iter().any(
+                |s| s.starts_with("kept the config") && s.ends_with("install did not write it")
+            ),
             "{said:?}"
         );
         assert_eq!(
@@ -601,12 +553,11 @@ mod tests {
     #[test]
     fn a_failed_write_names_the_step_and_the_path() {
         let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
+        let mut l = layout(t.path());
         let bin = t.path().join("hook");
         tiny_static_elf(&bin);
-        // A directory where the temp file for cpuplan.json goes: reading works, writing fails.
-        let tmp = format!(".{HOOK_FILE}.tmp{}", std::process::id());
-        std::fs::create_dir_all(l.hooks_dir.join(tmp)).unwrap();
+        // A hooks dir in /proc: reading finds no file, writing fails (root included).
+        l.hooks_dir = PathBuf::from("/proc/cpuplan-no-such-dir");
         let e = install(&l, &bin, InstallFlags::default())
             .unwrap_err()
             .to_string();

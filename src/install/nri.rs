@@ -13,10 +13,9 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{DocumentMut, Item, Table};
 
-use super::containerd::{
-    config_version, cri_section, fresh, load_order, parse, read_opt, ContainerdError,
-};
-use super::{import, InstallError, Options};
+use super::files::read_opt;
+use super::import::{self, config_version, fresh, load_order, parse, plugin_section, ConfigError};
+use super::{InstallError, Options};
 
 /// containerd's NRI plugin (config versions 2 and 3).
 pub const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
@@ -54,7 +53,7 @@ impl Nri {
 }
 
 /// The drop-in's text for `n`, whose main config holds `main_doc` (`None`: no main config).
-pub fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, ContainerdError> {
+pub fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, ConfigError> {
     let version = match main_doc {
         Some(d) => config_version(&n.config, d)?,
         None => 2,
@@ -71,9 +70,9 @@ pub fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, C
                 after_ours = true;
                 continue;
             }
-            if let Some(s) = cri_section(doc, NRI_PLUGIN) {
+            if let Some(s) = plugin_section(doc, NRI_PLUGIN) {
                 if after_ours {
-                    return Err(ContainerdError::Config {
+                    return Err(ConfigError {
                         path: path.clone(),
                         message: format!(
                             "imported after {} and sets NRI's section: containerd 1.7 would keep only its section",
@@ -115,7 +114,7 @@ pub fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, C
 fn check_ours(n: &Nri) -> Result<(), InstallError> {
     let drop_in = n.drop_in();
     match read_opt(&drop_in)? {
-        Some(t) if !t.starts_with(DROP_IN_MARK) => Err(ContainerdError::Config {
+        Some(t) if !t.starts_with(DROP_IN_MARK) => Err(ConfigError {
             path: drop_in,
             message: format!("not written by cpuplan-hook install --nri (no {DROP_IN_MARK:?} first line); refusing to touch it"),
         }
@@ -144,7 +143,7 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
         "nri",
     )?;
     said.push(
-        "restart containerd to load it; then run the plugin (`cpuplan-hook nri`, or examples/kubernetes/nri-daemonset.yaml)"
+        "restart containerd to load it; then run the plugin (`cpuplan-hook nri`, or deploy/kubernetes/overlays/containerd-1.7)"
             .into(),
     );
     Ok(said)
@@ -163,7 +162,7 @@ pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::install::containerd::string_list;
+    use crate::install::import::string_list;
 
     fn node(t: &Path) -> Nri {
         Nri {

@@ -66,7 +66,7 @@ pub fn require_cri() {
     let v = String::from_utf8_lossy(&v.stdout).into_owned();
     assert!(
         v.contains(" 1.7.") || v.contains(" 2."),
-        "the CRI tests need containerd 1.7 or 2.x (.ci/run installs containerd/trixie): {v}"
+        "the CRI tests need containerd 1.7 or 2.x (sudo scripts/test.sh --setup-only installs containerd/trixie): {v}"
     );
 }
 

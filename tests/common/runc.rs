@@ -30,7 +30,7 @@ pub fn require(what: &str, tools: &[(&str, &str)]) {
     for (bin, pkg) in tools {
         assert!(
             !which(bin).as_os_str().is_empty(),
-            "{bin} is missing: apt-get install -y {pkg} (.ci/run does)"
+            "{bin} is missing: apt-get install -y {pkg} (sudo scripts/test.sh --setup-only does)"
         );
     }
 }

