@@ -68,8 +68,8 @@ pub fn cgroup_limits(data: &[u8]) {
 /// `NVIDIA_VISIBLE_DEVICES`.
 pub fn visible_devices(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    match cpuplan_hook::read::devices::parse_visible_devices(Some(&text)) {
-        Ok(cpuplan_hook::read::devices::VisibleDevices::List(ids)) => assert!(!ids.is_empty()),
+    match cpuplan::gpu::nvidia::parse_visible_devices(Some(&text)) {
+        Ok(cpuplan::gpu::nvidia::VisibleDevices::List(ids)) => assert!(!ids.is_empty()),
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("NVIDIA_VISIBLE_DEVICES")),
     }
@@ -79,7 +79,7 @@ pub fn visible_devices(data: &[u8]) {
 pub fn nvidia_info(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let path = Path::new("/proc/driver/nvidia/gpus/0000:3b:00.0/information");
-    if let Err(e) = cpuplan_hook::read::devices::parse_information(path, &text) {
+    if let Err(e) = cpuplan::gpu::nvidia::parse_information(path, &text) {
         assert!(e.to_string().contains("information"));
     }
 }

@@ -5,7 +5,7 @@ use crate::hook::cpuset::CpusetError;
 use crate::hook::identity::IdentityError;
 use crate::hook::rootfs::RootfsError;
 use crate::read::bundle::BundleError;
-use crate::read::devices::DeviceError;
+use cpuplan::gpu::DeviceError;
 
 /// Why a container could not be planned; under `on_error: allow` it starts with the `off` plan carrying this cause.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use cpuplan::{CpuPlan, CpuSet, Setting};
 
 use crate::config::{CpusetRule, HookConfig};
 use crate::problem::Problem;
-use crate::read::devices::Gpu;
+use crate::read::gpus::Gpu;
 use crate::read::Inputs;
 
 /// What should be done to one container.

@@ -6,7 +6,7 @@
 use cpuplan::Setting;
 
 use super::*;
-use crate::read::devices::GpuSource;
+use crate::config::GpuSource;
 use crate::read::testkit::{inputs, set};
 
 fn config() -> HookConfig {

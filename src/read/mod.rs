@@ -7,7 +7,7 @@
 //! front end handles it the same way.
 
 pub mod bundle;
-pub mod devices;
+pub mod gpus;
 pub mod host;
 pub mod nodes;
 pub mod spec;
@@ -23,7 +23,8 @@ use cpuplan::{Cgroups, CpuSet, Setting, StaticTopology};
 
 use crate::config::HookConfig;
 use crate::problem::Problem;
-use devices::{Gpu, VISIBLE_DEVICES};
+use cpuplan::gpu::nvidia::VISIBLE_DEVICES;
+use gpus::Gpu;
 use host::Host;
 use spec::ContainerSpec;
 

@@ -19,15 +19,7 @@ pub fn env_of_interest(key: &str) -> bool {
 }
 
 /// A device the spec gives the container (`linux.devices`, type `c` or `u`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CharDevice {
-    /// Major number.
-    pub major: i64,
-    /// Minor number.
-    pub minor: i64,
-    /// Where the container sees it (`/dev/nvidia0`), as the spec says.
-    pub path: String,
-}
+pub use cpuplan::gpu::CharDevice;
 
 /// A mount the spec gives the container (`mounts`), as far as the planner looks at it: whether
 /// it covers a device node in `/dev` (see [`crate::read::nodes`]).

@@ -5,7 +5,8 @@
 
 use cpuplan::{Cgroups, CpuSet, HostGpu, Setting, StaticTopology};
 
-use super::devices::{Gpu, GpuSource};
+use super::gpus::Gpu;
+use crate::config::GpuSource;
 use super::spec::ContainerSpec;
 use super::{Container, Inputs};
 
