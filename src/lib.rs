@@ -5,6 +5,7 @@
 //! runtime-neutral [`edit::SpecEdit`], and let each front end apply it its own way: the OCI
 //! [`hook`] to the live container, [`precreate`] into podman's config, [`explain`] to the terminal.
 
+pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod decide;
@@ -17,6 +18,5 @@ pub mod logging;
 pub mod nri;
 pub mod precreate;
 pub mod privileges;
-pub mod problem;
 pub mod read;
 pub mod render;

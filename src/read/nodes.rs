@@ -20,8 +20,8 @@ use nix::errno::Errno;
 use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, major, minor, FileStat, Mode, SFlag};
 
-use cpuplan::gpu::Inventory;
 use super::spec::{CharDevice, SpecMount};
+use cpuplan::gpu::Inventory;
 use cpuplan::quoted;
 
 /// The most entries of the container's `/dev` looked at (a runtime's `/dev` holds a few dozen).

@@ -6,9 +6,9 @@
 use cpuplan::{Cgroups, CpuSet, HostGpu, Setting, StaticTopology};
 
 use super::gpus::Gpu;
-use crate::config::GpuSource;
 use super::spec::ContainerSpec;
 use super::{Container, Inputs};
+use crate::config::GpuSource;
 
 pub fn set(s: &str) -> CpuSet {
     s.parse().unwrap()

@@ -161,7 +161,6 @@ pub enum ClaimError {
     },
 }
 
-
 /// Claim every address for `holder`, all or nothing, under an flock of `dir` waited on at most `wait`.
 ///
 /// An address already held by the very same holder is kept; one held by any other live holder

@@ -34,7 +34,11 @@ fn c(major: i64, minor: i64) -> CharDevice {
 
 /// The GPUs `devices` (as a spec's `linux.devices`, where an unlisted node is an error) and
 /// `visible` name under `root`, in PCI address order, each once, as a reader asks the seam.
-fn resolve(root: &Path, devices: &[CharDevice], visible: Option<&str>) -> Result<Vec<String>, DeviceError> {
+fn resolve(
+    root: &Path,
+    devices: &[CharDevice],
+    visible: Option<&str>,
+) -> Result<Vec<String>, DeviceError> {
     let mut inventory = Inventory::new(root);
     let mut found = Vec::new();
     let mut nvidia = false;
@@ -360,6 +364,10 @@ fn gpu_nodes_are_told_by_name_and_major() {
         ("card0", 226, false),
     ] {
         assert_eq!(Inventory::is_gpu_node(name, major), yes, "{name} {major}");
-        assert_eq!(Inventory::is_gpu_node_name(name), yes || major != 195 && name == "nvidia1", "{name}");
+        assert_eq!(
+            Inventory::is_gpu_node_name(name),
+            yes || major != 195 && name == "nvidia1",
+            "{name}"
+        );
     }
 }

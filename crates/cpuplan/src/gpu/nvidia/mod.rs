@@ -15,7 +15,9 @@ mod visible;
 
 use std::path::Path;
 
-pub use driver::{nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR};
+pub use driver::{
+    nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
+};
 pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
 
 use super::{CharDevice, DeviceError, Named, Vendor};

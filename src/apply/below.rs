@@ -1,4 +1,5 @@
-//! Writing files inside a container's rootfs without following any link out of it.
+//! Writing files below a directory without following any link out of it: inside a container's
+//! rootfs (the hook), or below a host directory (the NRI plugin's plans).
 //!
 //! The container's mount namespace is entered through `/proc/<pid>/root` (so a tmpfs the
 //! runtime mounted on `/run` holds the files), the rootfs is resolved with that as root
@@ -377,6 +378,16 @@ pub fn write_files_at(
         }
     }
     Ok(())
+}
+
+/// Writes an edit's `files` into `dir` below `root`, as [`write_plan_files_in`] does.
+pub fn write_placed_in(
+    root: &OwnedFd,
+    dir: &Path,
+    files: &[crate::edit::PlacedFile],
+) -> Result<(), RootfsError> {
+    let files: Vec<(&str, &[u8])> = files.iter().map(|f| (f.name, f.bytes.as_slice())).collect();
+    write_plan_files_in(root, dir, &files)
 }
 
 #[cfg(test)]
