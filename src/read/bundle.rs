@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::spec::{env_of_interest, CharDevice, ContainerSpec, SpecMount, ANNOTATION_PREFIX};
+use super::spec::{
+    env_of_interest, CharDevice, ContainerSpec, SpecError, SpecMount, ANNOTATION_PREFIX,
+};
 
 /// The most bytes of a runtime spec the hook reads (16 MiB).
 pub const MAX_CONFIG: usize = 16 << 20;
@@ -27,6 +29,9 @@ pub enum BundleError {
         /// What went wrong.
         message: String,
     },
+    /// A field's value the planner cannot use (the one rule of [`ContainerSpec::with_cpu`]).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
     /// A field holds a value the hook cannot use.
     #[error("{}: {field}: {message}", path.display())]
     Field {
@@ -74,39 +79,13 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
         path: path.to_path_buf(),
         message: format!("not a runtime spec: {e}"),
     })?;
-    let field = |field: &'static str, message: String| BundleError::Field {
-        path: path.to_path_buf(),
-        field,
-        message,
-    };
     let linux = raw.linux.unwrap_or_default();
     let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
-    let quota = match cpu.quota {
-        None | Some(-1) => None,
-        Some(q) if q <= 0 => {
-            return Err(field(
-                "linux.resources.cpu.quota",
-                format!("{q} is neither positive nor -1"),
-            ))
-        }
-        Some(q) => {
-            let p = cpu.period.unwrap_or(100_000);
-            if p == 0 {
-                return Err(field(
-                    "linux.resources.cpu.period",
-                    "0 with a quota set".into(),
-                ));
-            }
-            Some(q as f64 / p as f64)
-        }
-    };
-    let cpus = match cpu.cpus.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(text) => Some(
-            cpuplan::parse_cpu_list(text)
-                .map_err(|e| field("linux.resources.cpu.cpus", e.to_string()))?,
-        ),
-    };
+    let spec = ContainerSpec::new(path.display().to_string()).with_cpu(
+        cpu.quota,
+        cpu.period,
+        cpu.cpus.as_deref(),
+    )?;
     let devices = linux
         .devices
         .unwrap_or_default()
@@ -119,10 +98,7 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
         })
         .collect();
     Ok(ContainerSpec {
-        source: path.display().to_string(),
         rootfs: raw.root.map(|r| bundle.join(r.path)),
-        quota,
-        cpus,
         devices,
         env: raw
             .process
@@ -137,6 +113,7 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
             .iter()
             .map(|m| SpecMount::new(&m.destination, &m.kind, &m.options))
             .collect(),
+        ..spec
     })
 }
 
@@ -338,16 +315,8 @@ mod tests {
                 "\"3-1\"",
             ),
             (
-                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":0}}}}"#,
-                "quota: 0",
-            ),
-            (
                 r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":-5}}}}"#,
                 "-5",
-            ),
-            (
-                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":5,"period":0}}}}"#,
-                "period",
             ),
             (
                 r#"{"root":{"path":"rootfs"},"process":{"env":["A=1",2]}}"#,
@@ -371,14 +340,22 @@ mod tests {
     }
 
     #[test]
-    fn minus_one_quota_is_no_limit() {
+    fn minus_one_and_zero_quotas_are_no_limit_and_a_zero_period_the_default() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir(d.path().join("rootfs")).unwrap();
-        write(
-            d.path(),
-            r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":-1}}}}"#,
-        );
-        assert_eq!(load_bundle(d.path()).unwrap().quota, None);
+        for (cpu, quota) in [
+            (r#"{"quota":-1}"#, None),
+            (r#"{"quota":0,"period":100000}"#, None),
+            (r#"{"quota":50000,"period":0}"#, Some(0.5)),
+        ] {
+            write(
+                d.path(),
+                &format!(
+                    r#"{{"ociVersion":"1.0.2","root":{{"path":"rootfs"}},"linux":{{"resources":{{"cpu":{cpu}}}}}}}"#
+                ),
+            );
+            assert_eq!(load_bundle(d.path()).unwrap().quota, quota, "{cpu}");
+        }
     }
 
     #[test]
