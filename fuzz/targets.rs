@@ -86,7 +86,7 @@ pub fn nvidia_info(data: &[u8]) {
 
 /// The OCI state on the hook's stdin.
 pub fn state(data: &[u8]) {
-    if let Ok(s) = cpuplan_hook::read::state::read_state(data) {
+    if let Ok(s) = cpuplan_hook::fuzzing::read_state(data) {
         assert!(!s.id().is_empty());
         assert!(s.bundle().is_absolute());
         let _ = (s.pid(), s.stopped());
@@ -100,12 +100,12 @@ pub fn config(data: &[u8]) {
         assert!(e.to_string().contains("/etc/cpuplan/hook.json"));
     }
     let config_json = Path::new("/bundle/config.json");
-    match cpuplan_hook::read::bundle::parse_spec(data, config_json, Path::new("/bundle")) {
+    match cpuplan_hook::fuzzing::parse_spec(data, config_json, Path::new("/bundle")) {
         Ok(spec) => {
             assert!(spec
                 .env
                 .keys()
-                .all(|k| cpuplan_hook::read::spec::env_of_interest(k)));
+                .all(|k| cpuplan_hook::fuzzing::env_of_interest(k)));
             assert!(spec.annotations.keys().all(|k| k.starts_with("cpuplan.")));
         }
         Err(e) => assert!(e.to_string().contains("/bundle/config.json")),

@@ -310,17 +310,6 @@ fn runs(pid: u32) -> bool {
     }
 }
 
-/// Writes each `(name, contents)` into `dir` inside the container's rootfs.
-pub fn write_plan_files(
-    proc_root: &Path,
-    pid: Option<u32>,
-    rootfs: &Path,
-    dir: &Path,
-    files: &[(&str, &[u8])],
-) -> Result<(), RootfsError> {
-    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
-}
-
 /// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`]
 /// (first removing stale temporary files of a killed writer), all or nothing: every file is written whole under a temporary name first, and only then
 /// renamed into place; on any failure no temporary file stays and no file of `files` is left
@@ -394,6 +383,17 @@ pub fn write_placed_in(
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    /// Writes each `(name, contents)` into `dir` inside the container's rootfs.
+    fn write_plan_files(
+        proc_root: &Path,
+        pid: Option<u32>,
+        rootfs: &Path,
+        dir: &Path,
+        files: &[(&str, &[u8])],
+    ) -> Result<(), RootfsError> {
+        write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
+    }
 
     fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
         write_plan_files(
