@@ -9,6 +9,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use oci_spec::runtime::{LinuxCpu, LinuxDevice, LinuxDeviceType, Mount, Root};
 use serde::Deserialize;
 
 use super::spec::{
@@ -82,23 +83,23 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
     let linux = raw.linux.unwrap_or_default();
     let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
     let spec = ContainerSpec::new(path.display().to_string()).with_cpu(
-        cpu.quota,
-        cpu.period,
-        cpu.cpus.as_deref(),
+        cpu.quota(),
+        cpu.period(),
+        cpu.cpus().as_deref(),
     )?;
     let devices = linux
         .devices
         .unwrap_or_default()
         .into_iter()
-        .filter(|d| matches!(d.kind.as_str(), "c" | "u"))
+        .filter(|d| matches!(d.typ(), LinuxDeviceType::C | LinuxDeviceType::U))
         .map(|d| CharDevice {
-            major: d.major,
-            minor: d.minor,
-            path: d.path,
+            major: d.major(),
+            minor: d.minor(),
+            path: d.path().to_string_lossy().into_owned(),
         })
         .collect();
     Ok(ContainerSpec {
-        rootfs: raw.root.map(|r| bundle.join(r.path)),
+        rootfs: raw.root.map(|r| bundle.join(r.path())),
         devices,
         env: raw
             .process
@@ -111,34 +112,28 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
             .mounts
             .unwrap_or_default()
             .iter()
-            .map(|m| SpecMount::new(&m.destination, &m.kind, &m.options))
+            .map(|m| {
+                SpecMount::new(
+                    &m.destination().to_string_lossy(),
+                    m.typ().as_deref().unwrap_or_default(),
+                    m.options().as_deref().unwrap_or_default(),
+                )
+            })
             .collect(),
         ..spec
     })
 }
 
+/// The members of a spec the planner reads: oci-spec's types where the member is small
+/// (`root`, `mounts`, `linux.devices`, `linux.resources.cpu`); `process.env` and `annotations`
+/// are kept sparsely (only the entries the planner reads), and everything else is skipped.
 #[derive(Deserialize)]
 struct RawSpec {
-    root: Option<RawRoot>,
+    root: Option<Root>,
     process: Option<RawProcess>,
     annotations: Option<Annotations>,
     linux: Option<RawLinux>,
-    mounts: Option<Vec<RawMount>>,
-}
-
-#[derive(Deserialize)]
-struct RawMount {
-    #[serde(default)]
-    destination: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    options: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct RawRoot {
-    path: PathBuf,
+    mounts: Option<Vec<Mount>>,
 }
 
 #[derive(Deserialize)]
@@ -151,31 +146,12 @@ struct RawProcess {
 struct RawLinux {
     cgroups_path: Option<String>,
     resources: Option<RawResources>,
-    devices: Option<Vec<RawDevice>>,
+    devices: Option<Vec<LinuxDevice>>,
 }
 
 #[derive(Deserialize)]
 struct RawResources {
-    cpu: Option<RawCpu>,
-}
-
-#[derive(Deserialize, Default)]
-struct RawCpu {
-    quota: Option<i64>,
-    period: Option<u64>,
-    cpus: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RawDevice {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    major: i64,
-    #[serde(default)]
-    minor: i64,
-    #[serde(default)]
-    path: String,
+    cpu: Option<LinuxCpu>,
 }
 
 /// `process.env`, keeping only the entries [`env_of_interest`] names (the last one wins).
