@@ -3,7 +3,7 @@
 #
 # Two builds of the hook measured against each other in one interleaved run: each runs
 # createRuntime (then poststop, which releases the claim) on the same prepared container, a
-# created runc container as benches/container-start.sh makes it (topology_root examples/host,
+# created runc container as benches/container-start.sh makes it (benches/common.sh) (topology_root examples/host,
 # GPU 0 in linux.devices and NVIDIA_VISIBLE_DEVICES, a 1-CPU quota, step_thread_core auto),
 # with two config.json files: the normal one (about 3 KiB) and one padded to just under the
 # 16 MiB the hook reads (process.env entries the planner skips). The order rotates every round.
@@ -22,43 +22,10 @@ for p in runc jq cc busybox nsenter; do
   command -v "$p" >/dev/null || { echo "hook-ab.sh: $p is missing" >&2; exit 2; }
 done
 
-T=$(mktemp -d /tmp/cpuplan-ab.XXXXXX)
-TAG=cpuplan-ab-$$
-RUNC=(runc --root "$T/state")
-cleanup() {
-  mountpoint -q "$T/claims" 2>/dev/null && umount "$T/claims"
-  for id in $("${RUNC[@]}" list -q 2>/dev/null); do "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true; done
-  for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
-    [ -d "$h$TAG" ] && find "$h$TAG" -depth -type d -exec rmdir {} + 2>/dev/null || true
-  done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-R=$T/rootfs
-mkdir -p "$R"/{bin,proc,sys,dev,run,tmp,etc}
-cp "$(command -v busybox)" "$R/bin/busybox"
-for a in sh true cat; do ln -s busybox "$R/bin/$a"; done
-mkdir "$T/claims"
-mount -t tmpfs -o mode=700 tmpfs "$T/claims"
-cat >"$T/hook.json" <<EOF
-{"step_thread_core": "auto", "topology_root": "$REPO/examples/host",
- "claims_dir": "$T/claims", "log": "$T/hook.log", "claim_wait_ms": 2000}
-EOF
-
-mkdir -p "$T/p"
-(cd "$T/p" && runc spec)
-jq --arg root "$R" --arg cg "/$TAG/prepared" '
-  .process.terminal = false
-  | .process.args = ["/bin/true"]
-  | .process.env += ["NVIDIA_VISIBLE_DEVICES=0"]
-  | .linux.devices += [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 438, "uid": 0, "gid": 0}]
-  | .root = {"path": $root, "readonly": false}
-  | .mounts += [{"destination": "/run", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid","nodev","mode=755"]}]
-  | .linux.resources.cpu = {"quota": 100000, "period": 100000}
-  | .linux.cgroupsPath = $cg
-' "$T/p/config.json" >"$T/p/config.json.new"
+. "$REPO/benches/common.sh"
+bench_init cpuplan-ab
+mkbundle p '{}'
+jq --arg cg "/$TAG/prepared" '.linux.cgroupsPath = $cg' "$T/p/config.json" >"$T/p/config.json.new"
 mv "$T/p/config.json.new" "$T/p/config.json"
 "${RUNC[@]}" create --bundle "$T/p" "$TAG-prepared" </dev/null >/dev/null
 mkdir -p "$T/normal" "$T/big" "$R$R/run"
@@ -82,42 +49,12 @@ for c in normal big; do
 done
 nsenter -t "$(jq .pid "$T/state.normal")" -m /bin/busybox mount -t tmpfs -o mode=755 tmpfs "$R/run"
 
-cat >"$T/spawn.c" <<'EOF'
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-extern char **environ;
-int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: spawn STDIN_FILE PATH ARGS...\n"); return 2; }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, argv[1], O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  struct timespec t0, t1;
-  struct rusage ru;
-  pid_t pid;
-  int st;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (posix_spawn(&pid, argv[2], &fa, NULL, argv + 2, environ) != 0) { perror(argv[2]); return 1; }
-  if (wait4(pid, &st, 0, &ru) < 0) { perror("wait4"); return 1; }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "%s: wait status %d\n", argv[2], st); return 1; }
-  printf("%.4f %ld\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, ru.ru_maxrss);
-  return 0;
-}
-EOF
-cc -O2 -o "$T/spawn" "$T/spawn.c"
+build_spawner
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 run() { # NAME BINARY CONFIG
-  "$T/spawn" "$T/state.$3" "$2" --config "$T/hook.json" hook createRuntime >>"$T/t.$1.$3"
-  "$T/spawn" "$T/state.$3" "$2" --config "$T/hook.json" hook poststop >/dev/null
+  "$T/spawn" 1 "$T/state.$3" "$2" --config "$T/hook.json" hook createRuntime >>"$T/t.$1.$3"
+  "$T/spawn" 1 "$T/state.$3" "$2" --config "$T/hook.json" hook poststop >/dev/null
 }
 for c in normal big; do run base "$BASE" $c; run new "$NEW" $c; done # warm-up
 rm -f "$T"/t.*
@@ -131,7 +68,6 @@ planned=$(grep -c -- "-prepared: pid .* setting auto" "$T/hook.log" || true)
 want=$(( 4 * RUNS + 4 ))
 [ "$planned" -ge "$want" ] || { echo "hook-ab.sh: planned $planned times of $want:" >&2; tail -5 "$T/hook.log" >&2; exit 1; }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 echo "createRuntime, median of $RUNS interleaved spawns each; peak RSS = max ru_maxrss"
 echo "load average before: $load_before   after: $load_after   ($(nproc) CPUs)"
 printf '%-8s %-10s %10s %10s %8s\n' config build "time ms" "RSS MiB" "size MB"
