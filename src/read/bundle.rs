@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use oci_spec::runtime::{LinuxCpu, LinuxDevice, LinuxDeviceType, Mount, Root};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::spec::{
