@@ -43,52 +43,10 @@ HOOK=$(readlink -f "$HOOK")
 [ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }
 TRUE_BIN=$(readlink -f "$(type -P true)")
 
-T=$(mktemp -d /tmp/cpuplan-bench.XXXXXX)
-TAG=cpuplan-bench-$$
-RUNC=(runc --root "$T/state")
-cleanup() {
-  mountpoint -q "$T/claims" 2>/dev/null && umount "$T/claims"
-  for id in $("${RUNC[@]}" list -q 2>/dev/null); do "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true; done
-  for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
-    [ -d "$h$TAG" ] && find "$h$TAG" -depth -type d -exec rmdir {} + 2>/dev/null || true
-  done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# The rootfs, shared by every container (the workload writes nothing; /run is a tmpfs).
-R=$T/rootfs
-mkdir -p "$R"/{bin,proc,sys,dev,run,tmp,etc}
-cp "$BUSYBOX" "$R/bin/busybox"
-for a in sh true cat; do ln -s busybox "$R/bin/$a"; done
-
-# The claims directory on a tmpfs, as the default /run/cpuplan/claims is on a host with
-# systemd (this VM's /run is on disk, where each claim's fsync costs milliseconds).
-mkdir "$T/claims"
-mount -t tmpfs -o mode=700 tmpfs "$T/claims"
-cat >"$T/hook.json" <<EOF
-{"step_thread_core": "auto", "topology_root": "$REPO/examples/host",
- "claims_dir": "$T/claims", "log": "$T/hook.log", "claim_wait_ms": 2000}
-EOF
+. "$REPO/benches/common.sh"
+bench_init cpuplan-bench
 
 # One bundle per variant: runc spec, patched identically, then the hooks.
-mkbundle() { # NAME HOOKS_JSON
-  local B=$T/$1
-  mkdir -p "$B"
-  (cd "$B" && runc spec)
-  jq --arg root "$R" --argjson hooks "$2" '
-    .process.terminal = false
-    | .process.args = ["/bin/true"]
-    | .process.env += ["NVIDIA_VISIBLE_DEVICES=0"]
-    | .linux.devices += [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 438, "uid": 0, "gid": 0}]
-    | .root = {"path": $root, "readonly": false}
-    | .mounts += [{"destination": "/run", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid","nodev","mode=755"]}]
-    | .linux.resources.cpu = {"quota": 100000, "period": 100000}
-    | .hooks = $hooks
-  ' "$B/config.json" >"$B/config.json.new"
-  mv "$B/config.json.new" "$B/config.json"
-}
 hooks_for() { # BINARY ARGS...   -> hooks JSON with the binary at createRuntime and poststop
   local bin=$1 args
   shift
@@ -150,42 +108,7 @@ cp "$T/p/config.json" "$T/prepared/config.json"
   | jq -c --arg b "$T/prepared" '{ociVersion, id, status, pid, bundle: $b, annotations: (.annotations // {})}' >"$T/state.json"
 nsenter -t "$(jq .pid "$T/state.json")" -m /bin/busybox mount -t tmpfs -o mode=755 tmpfs "$R/run"
 
-# A small spawner: posix_spawn, wait4; prints each run's wall ms and ru_maxrss (KiB). Its own
-# RSS is about 1 MiB, and ru_maxrss counts the larger of the spawner's at exec and the child's.
-cat >"$T/spawn.c" <<'EOF'
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-extern char **environ;
-int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: spawn N STDIN_FILE PATH ARGS...\n"); return 2; }
-  for (int i = 0, n = atoi(argv[1]); i < n; i++) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, argv[2], O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    struct timespec t0, t1;
-    struct rusage ru;
-    pid_t pid;
-    int st;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (posix_spawn(&pid, argv[3], &fa, NULL, argv + 3, environ) != 0) { perror(argv[3]); return 1; }
-    if (wait4(pid, &st, 0, &ru) < 0) { perror("wait4"); return 1; }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    posix_spawn_file_actions_destroy(&fa);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "%s: wait status %d\n", argv[3], st); return 1; }
-    printf("%.4f %ld\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, ru.ru_maxrss);
-  }
-  return 0;
-}
-EOF
-cc -O2 -o "$T/spawn" "$T/spawn.c"
+build_spawner
 
 N=$(( RUNS > 50 ? RUNS : 50 ))
 echo "== the hook alone, $N runs of each stage" >&2
@@ -202,7 +125,6 @@ if [ "$planned" -lt "$N" ] || [ "$released" -lt "$N" ]; then
   exit 1
 fi
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 ma=$(median <"$T/times.a"); mb=$(median <"$T/times.b"); mc=$(median <"$T/times.c")
 hc=$(cut -d' ' -f1 "$T/hook.create" | median)
 hp=$(cut -d' ' -f1 "$T/hook.poststop" | median)

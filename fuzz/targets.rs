@@ -68,8 +68,8 @@ pub fn cgroup_limits(data: &[u8]) {
 /// `NVIDIA_VISIBLE_DEVICES`.
 pub fn visible_devices(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    match cpuplan_hook::read::devices::parse_visible_devices(Some(&text)) {
-        Ok(cpuplan_hook::read::devices::VisibleDevices::List(ids)) => assert!(!ids.is_empty()),
+    match cpuplan::gpu::nvidia::parse_visible_devices(Some(&text)) {
+        Ok(cpuplan::gpu::nvidia::VisibleDevices::List(ids)) => assert!(!ids.is_empty()),
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("NVIDIA_VISIBLE_DEVICES")),
     }
@@ -79,14 +79,14 @@ pub fn visible_devices(data: &[u8]) {
 pub fn nvidia_info(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let path = Path::new("/proc/driver/nvidia/gpus/0000:3b:00.0/information");
-    if let Err(e) = cpuplan_hook::read::devices::parse_information(path, &text) {
+    if let Err(e) = cpuplan::gpu::nvidia::parse_information(path, &text) {
         assert!(e.to_string().contains("information"));
     }
 }
 
 /// The OCI state on the hook's stdin.
 pub fn state(data: &[u8]) {
-    if let Ok(s) = cpuplan_hook::read::state::read_state(data) {
+    if let Ok(s) = cpuplan_hook::fuzzing::read_state(data) {
         assert!(!s.id().is_empty());
         assert!(s.bundle().is_absolute());
         let _ = (s.pid(), s.stopped());
@@ -100,12 +100,12 @@ pub fn config(data: &[u8]) {
         assert!(e.to_string().contains("/etc/cpuplan/hook.json"));
     }
     let config_json = Path::new("/bundle/config.json");
-    match cpuplan_hook::read::bundle::parse_spec(data, config_json, Path::new("/bundle")) {
+    match cpuplan_hook::fuzzing::parse_spec(data, config_json, Path::new("/bundle")) {
         Ok(spec) => {
             assert!(spec
                 .env
                 .keys()
-                .all(|k| cpuplan_hook::read::spec::env_of_interest(k)));
+                .all(|k| cpuplan_hook::fuzzing::env_of_interest(k)));
             assert!(spec.annotations.keys().all(|k| k.starts_with("cpuplan.")));
         }
         Err(e) => assert!(e.to_string().contains("/bundle/config.json")),

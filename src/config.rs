@@ -4,10 +4,41 @@ use std::path::{Path, PathBuf};
 
 use cpuplan::Setting;
 
-pub use crate::read::devices::GpuSource;
 use serde::Deserialize;
 
 pub use crate::logging::LogLevel;
+
+/// What names a GPU as the container's: the operator's spec, the runtime's device nodes, or the container's own environment.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuSource {
+    /// A `linux.devices` char device that resolves to the GPU.
+    Devices,
+    /// A GPU device node (`/dev/nvidiaN`) present in the container's `/dev`.
+    Nodes,
+    /// `NVIDIA_VISIBLE_DEVICES` in the container's environment.
+    Env,
+    /// A GPU device node in the container's `/dev` that is not the runtime's (a `/dev` or a node
+    /// the container's mounts or image put there: `read::nodes`). No `gpu_sources` can
+    /// name it, so it is never trusted.
+    #[serde(skip)]
+    TenantNode,
+}
+
+impl std::fmt::Display for GpuSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GpuSource::Devices => "linux.devices",
+            GpuSource::Nodes => "device node",
+            GpuSource::Env => cpuplan::gpu::nvidia::VISIBLE_DEVICES,
+            GpuSource::TenantNode => {
+                "a device node the container's mounts or image put in its /dev"
+            }
+        })
+    }
+}
 
 /// Where the hook reads its configuration unless `--config` says otherwise.
 pub const DEFAULT_CONFIG: &str = "/etc/cpuplan/hook.json";

@@ -7,14 +7,12 @@ use crate::decide::{decide, Decision};
 use crate::edit::SpecEdit;
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
-use crate::read::{read, Container, Inputs, Live};
+use crate::read::{read, Container, Live};
 use crate::render::render;
 
 /// A bundle read, decided and edited as the hook would, without a pid.
 #[derive(Debug)]
 pub struct Explained {
-    /// What was read.
-    pub inputs: Inputs,
     /// What was decided.
     pub decision: Decision,
     /// What the hook would write and set.
@@ -39,11 +37,7 @@ pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, Bund
             .push("no pid: GPU claims were not checked".into());
     }
     let edit = SpecEdit::new(&inputs, &decision, config);
-    Ok(Explained {
-        inputs,
-        decision,
-        edit,
-    })
+    Ok(Explained { decision, edit })
 }
 
 impl Explained {

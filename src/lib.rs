@@ -1,22 +1,32 @@
 //! `cpuplan-hook`: cpuplan in the container runtime.
 //!
-//! One pipeline serves every front end: [`read`] everything about a container once into
-//! [`read::Inputs`], [`decide`] purely (no I/O) on a [`decide::Decision`], turn it into the
-//! runtime-neutral [`edit::SpecEdit`], and let each front end apply it its own way: the OCI
-//! [`hook`] to the live container, [`precreate`] into podman's config, [`explain`] to the terminal.
+//! One pipeline serves every front end: `read` everything about a container once into its
+//! inputs, `decide` purely (no I/O), turn the decision into the runtime-neutral `edit`, and let
+//! each front end apply it its own way (`apply` holds the steps they share): the OCI [`hook`] to
+//! the live container, `precreate` into podman's config, `explain` to the terminal, [`nri`] as a
+//! container adjustment; `cli` is the command line over them. `docs/design.md` draws the layers.
+//!
+//! The library is the binary's: its public surface is what the binary, the integration tests
+//! and the fuzz targets use, and nothing else.
 
-pub mod cli;
+mod apply;
+mod cli;
 pub mod config;
-pub mod decide;
-pub mod edit;
+mod decide;
+mod edit;
 pub mod elf;
-pub mod explain;
+mod explain;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hook;
 pub mod install;
-pub mod logging;
+mod logging;
 pub mod nri;
-pub mod precreate;
+mod precreate;
 pub mod privileges;
-pub mod problem;
-pub mod read;
-pub mod render;
+mod read;
+mod render;
+
+pub use cli::{main_with, panic_aborts, CliError, Exit};
+pub use logging::{escape, rfc3339};
+pub use read::bundle::MAX_CONFIG;

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use cpuplan_hook::cli::{main_with, Exit};
+use cpuplan_hook::{escape, main_with, CliError, Exit};
 
 fn main() -> ExitCode {
     // The release profile unwinds panics (for the shim's C ABI); this binary stops at its first
@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         report(info);
-        if cpuplan_hook::cli::panic_aborts() {
+        if cpuplan_hook::panic_aborts() {
             std::process::abort();
         }
     }));
@@ -24,17 +24,16 @@ fn main() -> ExitCode {
     match main_with(words, &mut out, std::io::stdin().is_terminal()) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Code(c)) => ExitCode::from(c),
-        Err(e @ cpuplan_hook::cli::CliError::Usage(_)) => {
-            eprintln!("cpuplan-hook: {e}");
-            ExitCode::from(e.exit_code())
-        }
         Err(e) => {
-            // Errors may quote what a container supplied: one line, whatever it holds.
-            eprintln!(
-                "cpuplan-hook: {}",
-                cpuplan_hook::logging::escape(&e.to_string())
-            );
-            ExitCode::from(e.exit_code())
+            let typed = e.downcast_ref::<CliError>();
+            if let Some(CliError::Usage(_)) = typed {
+                // The usage text spans lines on purpose.
+                eprintln!("cpuplan-hook: {e}");
+            } else {
+                // Errors may quote what a container supplied: one line, whatever it holds.
+                eprintln!("cpuplan-hook: {}", escape(&e.to_string()));
+            }
+            ExitCode::from(typed.map_or(1, CliError::exit_code))
         }
     }
 }

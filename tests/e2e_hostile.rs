@@ -364,8 +364,7 @@ fn hostile_configs() -> Vec<HostileConfig> {
             tag: "oversized",
             plant: |p| {
                 let f = std::fs::File::create(p).unwrap();
-                f.set_len(cpuplan_hook::read::bundle::MAX_CONFIG as u64 + 1)
-                    .unwrap();
+                f.set_len(cpuplan_hook::MAX_CONFIG as u64 + 1).unwrap();
             },
             why: "over the 16777216-byte limit",
         },
@@ -522,7 +521,7 @@ fn a_config_json_near_the_limit_costs_the_hook_under_64_mib() {
     write!(w, "}}}}").unwrap();
     w.into_inner().unwrap().sync_all().unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
-    let max = cpuplan_hook::read::bundle::MAX_CONFIG as u64;
+    let max = cpuplan_hook::MAX_CONFIG as u64;
     assert!(size <= max && size > max - (1 << 20), "{size}");
     let own = own_peak_rss_kib();
     let (code, maxrss_kib, err) = run_measured(

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use common::fakehost::FakeHost;
 use common::hookbin;
-use cpuplan_hook::logging::rfc3339;
+use cpuplan_hook::rfc3339;
 use serde_json::json;
 
 /// Runs the hook binary at createRuntime on `h` (whose state has the id `id`); returns its

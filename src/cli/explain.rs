@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::inspect::{print_json, root_dir};
 use super::{Args, CliError, Command, Context, Exit};
-use crate::config::{HookConfig, OnError};
+use crate::config::HookConfig;
 use crate::read::host::Host;
 
 /// `explain`.
@@ -36,9 +36,9 @@ fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         config.topology_root = t;
     }
     let e = crate::explain::explain(&config, std::path::Path::new(bundle))?;
-    if let (Some(p), OnError::Deny) = (&e.decision.problem, config.on_error) {
+    if let Err(r) = e.decision.verdict(config.on_error) {
         return Err(CliError::Failed(format!(
-            "explain: the hook would refuse the container (on_error: deny): {p}"
+            "explain: the hook would refuse the container (on_error: deny): {r}"
         )));
     }
     if a.switch("json") {

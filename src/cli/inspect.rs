@@ -217,7 +217,7 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
                 "{}  container {}  {}  pid {}{ns}  {}",
                 c.address,
                 crate::logging::escape(&c.holder.container),
-                crate::hook::claim::describe_scope(&c.holder.scope),
+                crate::apply::claim::describe_scope(&c.holder.scope),
                 c.holder.pid,
                 if c.live { "live" } else { "stale" }
             )?;

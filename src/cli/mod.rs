@@ -107,7 +107,19 @@ pub fn usage() -> String {
 
 /// Runs the command line `words` (without the program name), writing to `out`; `stdin_is_tty`
 /// says whether stdin is a terminal (a bare `cpuplan-hook` then prints the usage instead of waiting).
+///
+/// The top of the binary: its error is `anyhow`'s, carrying the command's typed [`CliError`]
+/// (whose [`CliError::exit_code`] is the process's exit status).
 pub fn main_with(
+    words: Vec<String>,
+    out: &mut dyn Write,
+    stdin_is_tty: bool,
+) -> anyhow::Result<Exit> {
+    Ok(dispatch(words, out, stdin_is_tty)?)
+}
+
+/// Finds the command `words` name and runs its handler.
+fn dispatch(
     mut words: Vec<String>,
     out: &mut dyn Write,
     stdin_is_tty: bool,

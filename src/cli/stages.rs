@@ -3,7 +3,8 @@
 use std::io::{Read, Write};
 
 use super::{Args, CliError, Command, Context, Exit, UsageError};
-use crate::config::{HookConfig, OnError};
+use crate::config::HookConfig;
+use crate::decide::verdict;
 use crate::read::bundle::MAX_CONFIG;
 
 /// `hook [STAGE]`.
@@ -78,12 +79,12 @@ fn fail_open(ctx: &Context, stage: &str) -> Result<(), CliError> {
         .map(|c| c.on_error)
         .unwrap_or_else(|_| HookConfig::on_error_of_unusable(ctx.config));
     let what = format!("{stage}: internal error (a panic; please report it)");
-    match on_error {
-        OnError::Allow => {
+    match verdict(on_error, &what) {
+        Ok(()) => {
             eprintln!("cpuplan-hook: {what}; on_error allow: the container starts unplanned");
             Ok(())
         }
-        OnError::Deny => Err(CliError::Failed(what)),
+        Err(r) => Err(CliError::Failed(r.problem)),
     }
 }
 
@@ -104,9 +105,8 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
             let on_error = c.on_error;
             crate::logging::init(c.log.as_deref());
             crate::logging::set_level(c.log_level);
-            if on_error == OnError::Deny {
-                return Err(CliError::Failed(format!("precreate: {e}")));
-            }
+            verdict(on_error, &format!("precreate: {e}"))
+                .map_err(|r| CliError::Failed(r.problem))?;
             log::warn!("precreate: {e}; config left unchanged");
             return pass_through(out, &input, &mut stdin);
         }
@@ -115,9 +115,7 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
     crate::logging::set_level(config.log_level);
     if input.len() > MAX_CONFIG {
         let why = format!("precreate: the runtime config on stdin is over {MAX_CONFIG} bytes");
-        if config.on_error == OnError::Deny {
-            return Err(CliError::Failed(why));
-        }
+        verdict(config.on_error, &why).map_err(|r| CliError::Failed(r.problem))?;
         log::warn!("{why}; config left unchanged");
         return pass_through(out, &input, &mut stdin);
     }

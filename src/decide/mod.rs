@@ -5,14 +5,17 @@
 //! keeps the cpuset and plans over the whole mask, or, when that fails too, falls back to the
 //! `off` plan carrying the cause, so the files say what is really in force.
 
+pub mod course;
 pub mod numa;
+pub mod verdict;
 
 use cpuplan::{CpuPlan, CpuSet, Setting};
 
 use crate::config::{CpusetRule, HookConfig};
-use crate::problem::Problem;
-use crate::read::devices::Gpu;
+use crate::read::gpus::Gpu;
 use crate::read::Inputs;
+pub use course::Course;
+pub use verdict::{verdict, Refusal};
 
 /// What should be done to one container.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,12 +92,12 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
                     );
                     (None, plan)
                 }
-                Err(e) => return Decision::off(inputs, Problem::Plan(e).to_string()),
+                Err(e) => return Decision::off(inputs, e.to_string()),
             },
         },
         None => match over(&inputs.mask) {
             Ok(plan) => (None, plan),
-            Err(e) => return Decision::off(inputs, Problem::Plan(e).to_string()),
+            Err(e) => return Decision::off(inputs, e.to_string()),
         },
     };
     let mut plan = plan;
@@ -139,6 +142,14 @@ fn untrusted_why(gpus: &[&Gpu]) -> String {
 }
 
 impl Decision {
+    /// The verdict on this decision's planning problem under `on_error`: `Ok` without one.
+    pub fn verdict(&self, on_error: crate::config::OnError) -> Result<(), Refusal> {
+        match &self.problem {
+            Some(p) => verdict(on_error, p),
+            None => Ok(()),
+        }
+    }
+
     /// One line for the log: the container, what was read and what was decided.
     pub fn summary(&self, inputs: &Inputs) -> String {
         let gpus: Vec<&str> = inputs.gpus.iter().map(|g| g.address.as_str()).collect();
@@ -200,7 +211,7 @@ impl Decision {
     }
 
     /// The decision for `inputs` with the cpuset kept as it is, for the reason `why` (a cpuset
-    /// that could not be written).
+    /// that could not be written); [`Course::keep_cpuset`] is how a front end gets there.
     pub fn keeping_cpuset(inputs: &Inputs, config: &HookConfig, why: String) -> Decision {
         let keep = HookConfig {
             cpuset: CpusetRule::Keep,

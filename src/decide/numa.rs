@@ -2,7 +2,7 @@
 
 use cpuplan::{CpuSet, HostGpu};
 
-use crate::read::devices::Gpu;
+use crate::read::gpus::Gpu;
 
 /// The cpuset the `numa` rule picks for the container's `gpus` within `mask`, or `None` with why not.
 pub fn numa_cpuset(
@@ -68,7 +68,7 @@ mod tests {
             .iter()
             .map(|a| Gpu {
                 address: a.to_string(),
-                sources: vec![crate::read::devices::GpuSource::Devices],
+                sources: vec![crate::config::GpuSource::Devices],
             })
             .collect()
     }

@@ -6,7 +6,7 @@
 use cpuplan::Setting;
 
 use super::*;
-use crate::read::devices::GpuSource;
+use crate::config::GpuSource;
 use crate::read::testkit::{inputs, set};
 
 fn config() -> HookConfig {
@@ -95,7 +95,7 @@ fn a_setting_no_mask_can_honour_falls_back_to_off_with_the_cause() {
 #[test]
 fn a_read_problem_is_the_off_plan_over_what_was_read() {
     let mut i = inputs(Setting::Auto, &["18"], "0-7", 4);
-    i.problem = Some(Problem::EmptyMask);
+    i.problem = Some(crate::read::ReadError::EmptyMask);
     let d = decide(&i, &config());
     assert_eq!(d.cpuset, None);
     assert_eq!(d.plan.mask, set("0-7"));
@@ -186,4 +186,44 @@ fn gpus_named_only_by_an_untrusted_source_are_planned_for_but_not_claimed() {
     let d = decide(&i, &trusting);
     assert_eq!(d.claims.len(), 2);
     assert!(!d.plan.why.contains("not claimed"));
+}
+
+#[test]
+fn a_course_makes_each_next_decision_and_the_verdict() {
+    let i = inputs(Setting::Auto, &["18"], "0-15", 4);
+    let c = config();
+    let mut course = Course::new(&i, &c);
+    assert_eq!(course.decision(), &decide(&i, &c));
+    assert_eq!(course.verdict(), Ok(()));
+    // A GPU held elsewhere, then a cpuset the host refuses: the replanned decision still pins
+    // nothing, as the claim said.
+    course.claimed(ClaimResult::held("0000:18:00.0"));
+    course.keep_cpuset("cpuset kept: EPERM".into());
+    let d = course.decision().clone();
+    assert_eq!(
+        (d.cpuset.as_ref(), d.plan.mask.clone()),
+        (None, set("0-15"))
+    );
+    assert!(d.plan.pinned().is_empty(), "{}", d.plan.why);
+    assert!(!course.is_off());
+    // A failure under allow: the off plan carrying it; under deny: the refusal, and no change.
+    course.fail("the files: EROFS".into()).unwrap();
+    assert!(course.is_off());
+    assert_eq!(
+        course.decision().problem.as_deref(),
+        Some("the files: EROFS")
+    );
+    assert_eq!(course.verdict(), Ok(()), "allow starts it");
+    let deny = HookConfig {
+        on_error: crate::config::OnError::Deny,
+        ..config()
+    };
+    let mut course = Course::new(&i, &deny);
+    let r = course.fail("the files: EROFS".into()).unwrap_err();
+    assert_eq!(r.problem, "the files: EROFS");
+    assert!(!course.is_off());
+    let mut bad = inputs(Setting::Auto, &["18"], "0-15", 4);
+    bad.problem = Some(crate::read::ReadError::EmptyMask);
+    let refused = Course::new(&bad, &deny).verdict().unwrap_err();
+    assert!(refused.problem.contains("mask is empty"), "{refused}");
 }

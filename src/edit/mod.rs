@@ -16,7 +16,7 @@ use cpuplan::CpuSet;
 use crate::config::HookConfig;
 use crate::decide::Decision;
 use crate::read::Inputs;
-pub use plandoc::{InputsRecord, PlanDoc};
+pub use plandoc::PlanDoc;
 
 /// The annotation that carries the plan's JSON.
 pub const PLAN_ANNOTATION: &str = "cpuplan.plan";

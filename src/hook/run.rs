@@ -3,25 +3,25 @@
 //! createRuntime applies a decision in one fixed order: claim → cpuset → files. A failure after
 //! the claim releases it, a failure of the files puts the cpuset back as it was, and the files
 //! are written all or nothing, so no file is left that pins CPUs the hook did not keep, and the
-//! `off` plan it falls back to is what is really in force.
+//! `off` plan it falls back to is what is really in force. What each step's outcome makes of
+//! the decision is the decide module's ([`Course`]): this file only reports what happened.
 
 use std::io::Read;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::config::{HookConfig, OnError};
-use crate::decide::{decide, Decision};
+use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
+use crate::apply::claim::{claim_for_init, release};
+use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
+use crate::apply::identity::check_pid;
+use crate::config::HookConfig;
+use crate::decide::{verdict, Course, Decision, Refusal};
 use crate::edit::{PlanDoc, SpecEdit};
-use crate::hook::claim::{claim, release};
-use crate::hook::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
-use crate::hook::identity::check_pid;
-use crate::hook::rootfs::{open_rootfs, remove_plan_files_of, write_plan_files_in};
-use crate::problem::Problem;
 use crate::read::bundle::load_bundle;
 use crate::read::host::Host;
 use crate::read::nodes::gpu_nodes;
 use crate::read::state::{read_state, HookState, StateError};
-use crate::read::{read, Container, Inputs, Live};
+use crate::read::{read, Container, Inputs, Live, ReadError};
 
 /// An OCI hook stage, as the registration names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +121,9 @@ pub fn run_hook(
         // createRuntime still writes the off plan carrying the cause (or, under deny, refuses
         // the container): the containers see why they are not planned, not just the host log.
         if stage == Stage::CreateRuntime {
-            return create_runtime(&config, &state, Some(Problem::Config(e)));
+            return create_runtime(&config, &state, Some(ReadError::Config(e)));
         }
-        return refuse(&config, &state, Problem::Config(e).to_string()).map(|()| None);
+        return refuse(&config, &state, &e.to_string()).map(|()| None);
     }
     match stage {
         Stage::Other => {
@@ -179,16 +179,24 @@ fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
     }
 }
 
-/// Logs a planning problem; under `deny` it is the hook's error, under `allow` the container starts.
-fn refuse(config: &HookConfig, state: &HookState, problem: String) -> Result<(), HookError> {
+/// Logs a planning problem and gives the verdict on it: under `deny` the hook's error.
+fn refuse(config: &HookConfig, state: &HookState, problem: &str) -> Result<(), HookError> {
     log::warn!("container {}: planning problem: {problem}", state.id());
-    match config.on_error {
-        OnError::Deny => Err(HookError::Denied {
-            container: state.id().to_string(),
-            problem,
-        }),
-        OnError::Allow => Ok(()),
+    verdict(config.on_error, problem).map_err(|r| denied(state, r))
+}
+
+/// A refusal as the hook's error, naming the container.
+fn denied(state: &HookState, r: Refusal) -> HookError {
+    HookError::Denied {
+        container: state.id().to_string(),
+        problem: r.problem,
     }
+}
+
+/// Logs `cause` and makes it the course's: under `deny` the hook's error, else the `off` plan.
+fn fail(state: &HookState, course: &mut Course, cause: String) -> Result<(), HookError> {
+    log::warn!("container {}: planning problem: {cause}", state.id());
+    course.fail(cause).map_err(|r| denied(state, r))
 }
 
 /// Reads, decides, claims, narrows the cpuset and writes the plan files of the container in
@@ -197,13 +205,13 @@ fn refuse(config: &HookConfig, state: &HookState, problem: String) -> Result<(),
 fn create_runtime(
     config: &HookConfig,
     state: &HookState,
-    unusable: Option<Problem>,
+    unusable: Option<ReadError>,
 ) -> Result<Option<Report>, HookError> {
     let host = Host::of(config);
     let spec = match load_bundle(state.bundle()) {
         Ok(spec) => spec,
         // Without the bundle the rootfs is unknown: nothing can be written, only logged.
-        Err(e) => return refuse(config, state, Problem::Bundle(e).to_string()).map(|()| None),
+        Err(e) => return refuse(config, state, &e.to_string()).map(|()| None),
     };
     let container = Container {
         id: state.id().to_string(),
@@ -227,117 +235,142 @@ fn create_runtime(
     if unusable.is_some() {
         inputs.problem = unusable;
     }
-    let decision = decide(&inputs, config);
+    let mut course = Course::new(&inputs, config);
     let rootfs = match rootfs {
         Ok(fd) => fd,
         Err(e) => {
-            let cause = Problem::Write(e).to_string();
-            refuse(config, state, cause.clone())?;
             // Nothing can be written: the report says what would have been.
-            let off = Decision::off(&inputs, cause);
-            return Ok(Some(report(&inputs, off, None)));
+            fail(state, &mut course, e.to_string())?;
+            return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     };
-    if let Some(p) = &decision.problem {
-        refuse(config, state, p.clone())?;
+    if let Some(p) = &course.decision().problem {
+        log::warn!("container {}: planning problem: {p}", state.id());
+        course.verdict().map_err(|r| denied(state, r))?;
     }
     // Also before any write: a pid outside the container's own cgroup (a host process with a
     // private mount namespace passes the check above) gets nothing either.
     if let Some(pid) = state.pid() {
         let cgroups_path = inputs.spec.cgroups_path.as_deref();
         if let Err(e) = check_pid(&inputs.cgroups, pid, cgroups_path, &inputs.container.id) {
-            let cause = Problem::Identity(e).to_string();
-            refuse(config, state, cause.clone())?;
-            let off = Decision::off(&inputs, cause);
-            return Ok(Some(report(&inputs, off, None)));
+            fail(state, &mut course, e.to_string())?;
+            return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     }
     log::debug!(
         "container {}: rootfs {} opened; cpuset {} planned",
         state.id(),
         rootfs_path.display(),
-        decision
+        course
+            .decision()
             .cpuset
             .as_ref()
             .map_or_else(|| "unchanged".to_string(), |c| c.to_string())
     );
-    let claimed = claim(&host, config, &inputs, &decision);
-    let mut decision = decision.after_claim(&claimed);
-    let mut cpuset_file = None;
-    if let (Some(set), Some(pid)) = (&decision.cpuset, state.pid()) {
-        match write_cpuset(
-            &inputs.cgroups,
-            pid,
-            set,
-            inputs.spec.cgroups_path.as_deref(),
-            &inputs.container.id,
-        ) {
-            Ok(CpusetWrite::Written { path, was }) => {
-                log::debug!(
-                    "container {}: wrote {set} to {} (it was {})",
-                    state.id(),
-                    path.display(),
-                    was.trim()
-                );
-                cpuset_file = Some((path, was))
-            }
-            Ok(CpusetWrite::NoController) => {
-                let why = "cpuset kept: the host has no cpuset controller for the container";
-                log::warn!("container {}: {why}", state.id());
-                decision =
-                    Decision::keeping_cpuset(&inputs, config, why.into()).after_claim(&claimed);
-            }
-            Err(e @ CpusetError::Write { .. }) if e.is_refusal() => {
-                let why = format!("cpuset kept: {e} (rootless or read-only cgroups)");
-                log::warn!("container {}: {why}", state.id());
-                decision = Decision::keeping_cpuset(&inputs, config, why).after_claim(&claimed);
-            }
-            Err(e) => {
-                release_logged(config, &inputs);
-                let cause = Problem::Cpuset(e).to_string();
-                refuse(config, state, cause.clone())?;
-                decision = Decision::off(&inputs, cause);
-            }
+    course.claimed(claim_for_init(
+        &host,
+        config,
+        &inputs.container,
+        &course.decision().claims,
+    ));
+    let cpuset_file = narrow(config, state, &inputs, &mut course)?;
+    let written = write_files(&rootfs, &SpecEdit::new(&inputs, course.decision(), config));
+    let cpuset_file = match written {
+        Ok(()) => {
+            log::debug!(
+                "container {}: wrote the plan files in {} inside the container",
+                state.id(),
+                config.dir.display()
+            );
+            cpuset_file.map(|(path, _)| path)
         }
-    }
-    let edit = SpecEdit::new(&inputs, &decision, config);
-    let written = write_files(&rootfs, &edit);
-    if written.is_ok() {
-        log::debug!(
-            "container {}: wrote the plan files in {} inside the container",
-            state.id(),
-            edit.dir.display()
-        );
-    }
-    if let Err(e) = written {
-        release_logged(config, &inputs);
-        if let Some((path, was)) = cpuset_file.take() {
-            match restore_cpuset(&path, &was) {
-                Ok(()) => log::info!(
-                    "container {}: cpuset put back to {} ({})",
-                    state.id(),
-                    was.trim(),
-                    path.display()
-                ),
-                Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
+        Err(e) => {
+            release_logged(config, &inputs);
+            if let Some((path, was)) = cpuset_file {
+                put_back(state, &path, &was);
             }
-        }
-        let cause = Problem::Write(e).to_string();
-        refuse(config, state, cause.clone())?;
-        if decision.problem.is_none() {
-            let off = Decision::off(&inputs, cause);
-            if let Err(e) = write_files(&rootfs, &SpecEdit::new(&inputs, &off, config)) {
-                log::warn!(
-                    "container {}: cannot write the off plan either: {e}",
-                    state.id()
-                );
+            let was_off = course.is_off();
+            let cause = e.to_string();
+            if was_off {
+                refuse(config, state, &cause)?;
+            } else {
+                fail(state, &mut course, cause)?;
+                let off = SpecEdit::new(&inputs, course.decision(), config);
+                if let Err(e) = write_files(&rootfs, &off) {
+                    log::warn!(
+                        "container {}: cannot write the off plan either: {e}",
+                        state.id()
+                    );
+                }
             }
-            decision = off;
+            None
         }
-    }
+    };
+    let decision = course.into_decision();
     log_decision(&inputs, &decision);
-    let cpuset_file = cpuset_file.map(|(path, _)| path);
     Ok(Some(report(&inputs, decision, cpuset_file)))
+}
+
+/// Writes the decision's cpuset, if it has one and the container a pid: where it was written
+/// and what the file held, to put back. A cpuset the host does not let the hook write keeps it
+/// ([`Course::keep_cpuset`]); any other failure releases the claims and is a planning problem.
+fn narrow(
+    config: &HookConfig,
+    state: &HookState,
+    inputs: &Inputs,
+    course: &mut Course,
+) -> Result<Option<(PathBuf, String)>, HookError> {
+    let (Some(set), Some(pid)) = (course.decision().cpuset.clone(), state.pid()) else {
+        return Ok(None);
+    };
+    let cgroups_path = inputs.spec.cgroups_path.as_deref();
+    match write_cpuset(
+        &inputs.cgroups,
+        pid,
+        &set,
+        cgroups_path,
+        &inputs.container.id,
+    ) {
+        Ok(CpusetWrite::Written { path, was }) => {
+            log::debug!(
+                "container {}: wrote {set} to {} (it was {})",
+                state.id(),
+                path.display(),
+                was.trim()
+            );
+            Ok(Some((path, was)))
+        }
+        Ok(CpusetWrite::NoController) => {
+            let why = "cpuset kept: the host has no cpuset controller for the container";
+            log::warn!("container {}: {why}", state.id());
+            course.keep_cpuset(why.into());
+            Ok(None)
+        }
+        Err(e @ CpusetError::Write { .. }) if e.is_refusal() => {
+            let why = format!("cpuset kept: {e} (rootless or read-only cgroups)");
+            log::warn!("container {}: {why}", state.id());
+            course.keep_cpuset(why);
+            Ok(None)
+        }
+        Err(e) => {
+            release_logged(config, inputs);
+            fail(state, course, e.to_string())?;
+            Ok(None)
+        }
+    }
+}
+
+/// Puts the cpuset file at `path` back to `was`, logging how it went.
+fn put_back(state: &HookState, path: &Path, was: &str) {
+    match restore_cpuset(path, was) {
+        Ok(()) => log::info!(
+            "container {}: cpuset put back to {} ({})",
+            state.id(),
+            was.trim(),
+            path.display()
+        ),
+        Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
+    }
 }
 
 fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> Report {
@@ -360,16 +393,8 @@ fn release_logged(config: &HookConfig, inputs: &Inputs) {
     }
 }
 
-fn write_files(
-    rootfs: &std::os::fd::OwnedFd,
-    edit: &SpecEdit,
-) -> Result<(), crate::hook::rootfs::RootfsError> {
-    let files: Vec<(&str, &[u8])> = edit
-        .files
-        .iter()
-        .map(|f| (f.name, f.bytes.as_slice()))
-        .collect();
-    write_plan_files_in(rootfs, &edit.dir, &files)
+fn write_files(rootfs: &OwnedFd, edit: &SpecEdit) -> Result<(), RootfsError> {
+    write_placed_in(rootfs, &edit.dir, &edit.files)
 }
 
 /// One line per container (and one per note of the read).

@@ -11,8 +11,8 @@ pub mod rawjson;
 
 use std::path::Path;
 
-use crate::config::{HookConfig, OnError};
-use crate::decide::decide;
+use crate::config::HookConfig;
+use crate::decide::{decide, verdict};
 use crate::edit::SpecEdit;
 use crate::read::bundle::parse_spec;
 use crate::read::host::Host;
@@ -41,13 +41,13 @@ pub fn precreate(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8
     }
     match plan_into(config, input, cwd) {
         Ok(out) => Ok(out),
-        Err(problem) => match config.on_error {
-            OnError::Allow => {
+        Err(problem) => match verdict(config.on_error, &problem) {
+            Ok(()) => {
                 log::warn!("precreate: config left unchanged: {problem}");
                 Ok(input.to_vec())
             }
             // The stage's error is the one line the runtime shows.
-            OnError::Deny => Err(PrecreateError::Denied(problem)),
+            Err(r) => Err(PrecreateError::Denied(r.problem)),
         },
     }
 }
@@ -63,9 +63,7 @@ fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, S
     };
     let inputs = read(&Host::of(config), config, container, spec, &Live::default());
     let decision = decide(&inputs, config);
-    if let (Some(p), OnError::Deny) = (&decision.problem, config.on_error) {
-        return Err(p.clone());
-    }
+    decision.verdict(config.on_error).map_err(|r| r.problem)?;
     let edit = SpecEdit::new(&inputs, &decision, config);
     write_edit(&mut doc, &edit).map_err(|e| format!("<stdin>: {e}"))?;
     log::info!("precreate: {}", decision.plan.why);

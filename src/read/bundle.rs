@@ -8,10 +8,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use oci_spec::runtime::{LinuxCpu, LinuxDevice, LinuxDeviceType, Mount, Root};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::spec::{env_of_interest, CharDevice, ContainerSpec, SpecMount, ANNOTATION_PREFIX};
+use super::spec::{
+    env_of_interest, CharDevice, ContainerSpec, SpecError, SpecMount, ANNOTATION_PREFIX,
+};
 
 /// The most bytes of a runtime spec the hook reads (16 MiB).
 pub const MAX_CONFIG: usize = 16 << 20;
@@ -27,6 +30,9 @@ pub enum BundleError {
         /// What went wrong.
         message: String,
     },
+    /// A field's value the planner cannot use (the one rule of [`ContainerSpec::with_cpu`]).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
     /// A field holds a value the hook cannot use.
     #[error("{}: {field}: {message}", path.display())]
     Field {
@@ -74,55 +80,26 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
         path: path.to_path_buf(),
         message: format!("not a runtime spec: {e}"),
     })?;
-    let field = |field: &'static str, message: String| BundleError::Field {
-        path: path.to_path_buf(),
-        field,
-        message,
-    };
     let linux = raw.linux.unwrap_or_default();
     let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
-    let quota = match cpu.quota {
-        None | Some(-1) => None,
-        Some(q) if q <= 0 => {
-            return Err(field(
-                "linux.resources.cpu.quota",
-                format!("{q} is neither positive nor -1"),
-            ))
-        }
-        Some(q) => {
-            let p = cpu.period.unwrap_or(100_000);
-            if p == 0 {
-                return Err(field(
-                    "linux.resources.cpu.period",
-                    "0 with a quota set".into(),
-                ));
-            }
-            Some(q as f64 / p as f64)
-        }
-    };
-    let cpus = match cpu.cpus.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(text) => Some(
-            cpuplan::parse_cpu_list(text)
-                .map_err(|e| field("linux.resources.cpu.cpus", e.to_string()))?,
-        ),
-    };
+    let spec = ContainerSpec::new(path.display().to_string()).with_cpu(
+        cpu.quota(),
+        cpu.period(),
+        cpu.cpus().as_deref(),
+    )?;
     let devices = linux
         .devices
         .unwrap_or_default()
         .into_iter()
-        .filter(|d| matches!(d.kind.as_str(), "c" | "u"))
+        .filter(|d| matches!(d.typ(), LinuxDeviceType::C | LinuxDeviceType::U))
         .map(|d| CharDevice {
-            major: d.major,
-            minor: d.minor,
-            path: d.path,
+            major: d.major(),
+            minor: d.minor(),
+            path: d.path().to_string_lossy().into_owned(),
         })
         .collect();
     Ok(ContainerSpec {
-        source: path.display().to_string(),
-        rootfs: raw.root.map(|r| bundle.join(r.path)),
-        quota,
-        cpus,
+        rootfs: raw.root.map(|r| bundle.join(r.path())),
         devices,
         env: raw
             .process
@@ -135,33 +112,28 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
             .mounts
             .unwrap_or_default()
             .iter()
-            .map(|m| SpecMount::new(&m.destination, &m.kind, &m.options))
+            .map(|m| {
+                SpecMount::new(
+                    &m.destination().to_string_lossy(),
+                    m.typ().as_deref().unwrap_or_default(),
+                    m.options().as_deref().unwrap_or_default(),
+                )
+            })
             .collect(),
+        ..spec
     })
 }
 
+/// The members of a spec the planner reads: oci-spec's types where the member is small
+/// (`root`, `mounts`, `linux.devices`, `linux.resources.cpu`); `process.env` and `annotations`
+/// are kept sparsely (only the entries the planner reads), and everything else is skipped.
 #[derive(Deserialize)]
 struct RawSpec {
-    root: Option<RawRoot>,
+    root: Option<Root>,
     process: Option<RawProcess>,
     annotations: Option<Annotations>,
     linux: Option<RawLinux>,
-    mounts: Option<Vec<RawMount>>,
-}
-
-#[derive(Deserialize)]
-struct RawMount {
-    #[serde(default)]
-    destination: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    options: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct RawRoot {
-    path: PathBuf,
+    mounts: Option<Vec<Mount>>,
 }
 
 #[derive(Deserialize)]
@@ -174,31 +146,12 @@ struct RawProcess {
 struct RawLinux {
     cgroups_path: Option<String>,
     resources: Option<RawResources>,
-    devices: Option<Vec<RawDevice>>,
+    devices: Option<Vec<LinuxDevice>>,
 }
 
 #[derive(Deserialize)]
 struct RawResources {
-    cpu: Option<RawCpu>,
-}
-
-#[derive(Deserialize, Default)]
-struct RawCpu {
-    quota: Option<i64>,
-    period: Option<u64>,
-    cpus: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RawDevice {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    major: i64,
-    #[serde(default)]
-    minor: i64,
-    #[serde(default)]
-    path: String,
+    cpu: Option<LinuxCpu>,
 }
 
 /// `process.env`, keeping only the entries [`env_of_interest`] names (the last one wins).
@@ -338,16 +291,8 @@ mod tests {
                 "\"3-1\"",
             ),
             (
-                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":0}}}}"#,
-                "quota: 0",
-            ),
-            (
                 r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":-5}}}}"#,
                 "-5",
-            ),
-            (
-                r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":5,"period":0}}}}"#,
-                "period",
             ),
             (
                 r#"{"root":{"path":"rootfs"},"process":{"env":["A=1",2]}}"#,
@@ -371,14 +316,22 @@ mod tests {
     }
 
     #[test]
-    fn minus_one_quota_is_no_limit() {
+    fn minus_one_and_zero_quotas_are_no_limit_and_a_zero_period_the_default() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir(d.path().join("rootfs")).unwrap();
-        write(
-            d.path(),
-            r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"quota":-1}}}}"#,
-        );
-        assert_eq!(load_bundle(d.path()).unwrap().quota, None);
+        for (cpu, quota) in [
+            (r#"{"quota":-1}"#, None),
+            (r#"{"quota":0,"period":100000}"#, None),
+            (r#"{"quota":50000,"period":0}"#, Some(0.5)),
+        ] {
+            write(
+                d.path(),
+                &format!(
+                    r#"{{"ociVersion":"1.0.2","root":{{"path":"rootfs"}},"linux":{{"resources":{{"cpu":{cpu}}}}}}}"#
+                ),
+            );
+            assert_eq!(load_bundle(d.path()).unwrap().quota, quota, "{cpu}");
+        }
     }
 
     #[test]

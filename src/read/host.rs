@@ -8,7 +8,9 @@ use cpuplan::{
     CgroupMounts, Cgroups, CpuSet, Holder, Process, Setting, StaticTopology, TopologyCache,
 };
 
-use super::devices::{container_gpus_cached, DeviceError, DriverCache, Found};
+use cpuplan::gpu::{DeviceError, Inventory};
+
+use super::gpus::{container_gpus, Found};
 use super::spec::CharDevice;
 
 /// The host's roots: `/` on a real host; and, for a long-running planner, what it has read of
@@ -20,13 +22,13 @@ pub struct Host {
     /// Where sysfs topology, `/sys/dev/char` and `/proc/driver/nvidia` are read.
     pub topology_root: PathBuf,
     /// The inventory read so far, kept between containers (`None`: read anew every time).
-    inventory: Option<Arc<Mutex<Inventory>>>,
+    inventory: Option<Arc<Mutex<Kept>>>,
 }
 
 /// The host's GPU inventory, cores, running CPUs and cgroup mounts, as read.
 #[derive(Debug, Default)]
-struct Inventory {
-    driver: DriverCache,
+struct Kept {
+    gpus: Option<Inventory>,
     topology: TopologyCache,
     running: Option<CpuSet>,
     mounts: Option<CgroupMounts>,
@@ -63,11 +65,11 @@ impl Host {
     /// Forgets the inventory kept (a runtime reconnecting may come with new GPUs).
     pub fn forget_inventory(&self) {
         if let Some(lock) = self.inventory() {
-            *lock.unwrap_or_else(|e| e.into_inner()) = Inventory::default();
+            *lock.unwrap_or_else(|e| e.into_inner()) = Kept::default();
         }
     }
 
-    fn inventory(&self) -> Option<std::sync::LockResult<MutexGuard<'_, Inventory>>> {
+    fn inventory(&self) -> Option<std::sync::LockResult<MutexGuard<'_, Kept>>> {
         self.inventory.as_ref().map(|m| m.lock())
     }
 
@@ -133,21 +135,17 @@ impl Host {
     ) -> Result<Found, DeviceError> {
         match self.inventory() {
             Some(lock) => {
-                let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
-                container_gpus_cached(
-                    &self.topology_root,
-                    devices,
-                    nodes,
-                    visible,
-                    &mut inventory.driver,
-                )
+                let mut kept = lock.unwrap_or_else(|e| e.into_inner());
+                let gpus = kept
+                    .gpus
+                    .get_or_insert_with(|| Inventory::new(&self.topology_root));
+                container_gpus(gpus, devices, nodes, visible)
             }
-            None => container_gpus_cached(
-                &self.topology_root,
+            None => container_gpus(
+                &mut Inventory::new(&self.topology_root),
                 devices,
                 nodes,
                 visible,
-                &mut DriverCache::default(),
             ),
         }
     }

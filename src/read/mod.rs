@@ -7,7 +7,8 @@
 //! front end handles it the same way.
 
 pub mod bundle;
-pub mod devices;
+pub mod error;
+pub mod gpus;
 pub mod host;
 pub mod nodes;
 pub mod spec;
@@ -22,8 +23,9 @@ use cpuplan::planenv::STEP_THREAD_CORE;
 use cpuplan::{Cgroups, CpuSet, Setting, StaticTopology};
 
 use crate::config::HookConfig;
-use crate::problem::Problem;
-use devices::{Gpu, VISIBLE_DEVICES};
+use cpuplan::gpu::nvidia::VISIBLE_DEVICES;
+pub use error::ReadError;
+use gpus::Gpu;
 use host::Host;
 use spec::ContainerSpec;
 
@@ -77,7 +79,7 @@ pub struct Inputs {
     /// What could not be read for lack of a pid, for the reader.
     pub notes: Vec<String>,
     /// The first read that failed: the decision falls back to `off` with this cause.
-    pub problem: Option<Problem>,
+    pub problem: Option<ReadError>,
 }
 
 impl Inputs {
@@ -119,7 +121,7 @@ pub fn resolve_setting(
     config: &HookConfig,
     spec: &ContainerSpec,
     state_annotations: &BTreeMap<String, String>,
-) -> Result<(Setting, String), Problem> {
+) -> Result<(Setting, String), ReadError> {
     let annotation = state_annotations
         .get(SETTING_ANNOTATION)
         .or_else(|| spec.annotations.get(SETTING_ANNOTATION));
@@ -130,7 +132,7 @@ pub fn resolve_setting(
     } else {
         return Ok((config.step_thread_core, "hook config".into()));
     };
-    let setting = value.parse().map_err(|_| Problem::Setting {
+    let setting = value.parse().map_err(|_| ReadError::Setting {
         origin: from.clone(),
         value: value.to_string(),
     })?;
@@ -169,7 +171,7 @@ fn read_into(
     host: &Host,
     config: &HookConfig,
     live: &Live,
-) -> Result<(), Problem> {
+) -> Result<(), ReadError> {
     let allowed = match inputs.container.pid {
         Some(pid) => {
             // Kept before the quota is read: a bad quota file still leaves the pid's cgroups
@@ -203,7 +205,7 @@ fn read_into(
         None => allowed,
     };
     if mask.is_empty() {
-        return Err(Problem::EmptyMask);
+        return Err(ReadError::EmptyMask);
     }
     inputs.usable = cpuplan::usable_cpus(&mask, inputs.quota());
     inputs.mask = mask;

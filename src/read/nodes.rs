@@ -20,8 +20,8 @@ use nix::errno::Errno;
 use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, major, minor, FileStat, Mode, SFlag};
 
-use super::devices::NVIDIA_MAJOR;
 use super::spec::{CharDevice, SpecMount};
+use cpuplan::gpu::Inventory;
 use cpuplan::quoted;
 
 /// The most entries of the container's `/dev` looked at (a runtime's `/dev` holds a few dozen).
@@ -51,19 +51,17 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
         let Ok(name) = entry.file_name().to_str() else {
             continue;
         };
-        let Some(n) = name.strip_prefix("nvidia") else {
-            continue;
-        };
-        if n.is_empty() || n.len() > 3 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        if !Inventory::is_gpu_node_name(name) {
             continue;
         }
         let Ok(st) = fstatat(Some(dirfd), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
             continue;
         };
         let is_char = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
-        if is_char && major(st.st_rdev) as i64 == NVIDIA_MAJOR {
+        let dev_major = major(st.st_rdev) as i64;
+        if is_char && Inventory::is_gpu_node(name, dev_major) {
             let device = CharDevice {
-                major: NVIDIA_MAJOR,
+                major: dev_major,
                 minor: minor(st.st_rdev) as i64,
                 path: format!("/dev/{name}"),
             };

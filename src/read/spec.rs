@@ -19,15 +19,7 @@ pub fn env_of_interest(key: &str) -> bool {
 }
 
 /// A device the spec gives the container (`linux.devices`, type `c` or `u`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CharDevice {
-    /// Major number.
-    pub major: i64,
-    /// Minor number.
-    pub minor: i64,
-    /// Where the container sees it (`/dev/nvidia0`), as the spec says.
-    pub path: String,
-}
+pub use cpuplan::gpu::CharDevice;
 
 /// A mount the spec gives the container (`mounts`), as far as the planner looks at it: whether
 /// it covers a device node in `/dev` (see [`crate::read::nodes`]).
@@ -85,7 +77,77 @@ pub struct ContainerSpec {
     pub mounts: Vec<SpecMount>,
 }
 
+/// The period the kernel and runc take where a spec gives none, or 0 (CRI's unset), in µs.
+pub const DEFAULT_PERIOD_US: u64 = 100_000;
+
+/// A value of a runtime spec the planner cannot use, naming where it was read and the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{from}: {field}: {message}")]
+pub struct SpecError {
+    /// Where the spec was read ([`ContainerSpec::source`]).
+    pub from: String,
+    /// The field, in JSON path form.
+    pub field: &'static str,
+    /// What is wrong, quoting the value.
+    pub message: String,
+}
+
+/// The container's CPU quota in CPUs from `linux.resources.cpu`'s `quota` and `period`: the one
+/// rule every reader applies, as runc applies them. A quota that is absent, `0` (what CRI and
+/// NRI send for "unset", and what runc leaves unwritten) or `-1` is no limit; a period that is
+/// absent or `0` is the kernel's default, 100000 µs. Any other negative quota is no value a
+/// runtime applies (the v1 kernel refuses it): an error, as `(field, message)`.
+pub fn cpu_quota(
+    quota: Option<i64>,
+    period: Option<u64>,
+) -> Result<Option<f64>, (&'static str, String)> {
+    match quota {
+        None | Some(0) | Some(-1) => Ok(None),
+        Some(q) if q < 0 => Err((
+            "linux.resources.cpu.quota",
+            format!("{q} is neither positive, 0 (unset) nor -1 (no limit)"),
+        )),
+        Some(q) => {
+            let p = period.filter(|p| *p > 0).unwrap_or(DEFAULT_PERIOD_US);
+            Ok(Some(q as f64 / p as f64))
+        }
+    }
+}
+
 impl ContainerSpec {
+    /// A spec read from `source` (named in messages) that asks for nothing yet.
+    pub fn new(source: impl Into<String>) -> ContainerSpec {
+        ContainerSpec {
+            source: source.into(),
+            ..ContainerSpec::default()
+        }
+    }
+
+    /// This spec with the CPU limits of `linux.resources.cpu` (`quota`, `period`, `cpus`), each
+    /// checked by the one rule every reader goes through ([`cpu_quota`]; a `cpus` list in sysfs
+    /// form, empty for none); a value the planner cannot use is an error naming the field.
+    pub fn with_cpu(
+        mut self,
+        quota: Option<i64>,
+        period: Option<u64>,
+        cpus: Option<&str>,
+    ) -> Result<ContainerSpec, SpecError> {
+        let err = |field, message| SpecError {
+            from: self.source.clone(),
+            field,
+            message,
+        };
+        self.quota = cpu_quota(quota, period).map_err(|(f, m)| err(f, m))?;
+        self.cpus = match cpus.map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(
+                cpuplan::parse_cpu_list(text)
+                    .map_err(|e| err("linux.resources.cpu.cpus", e.to_string()))?,
+            ),
+        };
+        Ok(self)
+    }
+
     /// Whether the container sets `key` in its environment (only keys of interest are known).
     pub fn sets_env(&self, key: &str) -> bool {
         self.env.contains_key(key)
@@ -95,6 +157,51 @@ impl ContainerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_quota_rule_zero_is_unset_and_a_period_of_zero_the_default() {
+        for (quota, period, want) in [
+            (None, None, Ok(None)),
+            (Some(0), Some(100_000), Ok(None)),
+            (Some(0), Some(0), Ok(None)),
+            (Some(-1), None, Ok(None)),
+            (Some(150_000), Some(100_000), Ok(Some(1.5))),
+            (Some(150_000), None, Ok(Some(1.5))),
+            (Some(150_000), Some(0), Ok(Some(1.5))),
+            (Some(50_000), Some(200_000), Ok(Some(0.25))),
+        ] {
+            assert_eq!(
+                cpu_quota(quota, period).map_err(|_| ()),
+                want,
+                "{quota:?}/{period:?}"
+            );
+        }
+        let (field, message) = cpu_quota(Some(-7), Some(100_000)).unwrap_err();
+        assert_eq!(field, "linux.resources.cpu.quota");
+        assert!(message.starts_with("-7 is neither positive"), "{message}");
+        let e = ContainerSpec::new("NRI container c1")
+            .with_cpu(Some(-2), None, None)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "NRI container c1: linux.resources.cpu.quota: -2 is neither positive, 0 (unset) nor -1 (no limit)"
+        );
+        let e = ContainerSpec::new("<stdin>")
+            .with_cpu(None, None, Some("3-1"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("<stdin>: linux.resources.cpu.cpus: ") && e.contains("\"3-1\""),
+            "{e}"
+        );
+        let s = ContainerSpec::new("x")
+            .with_cpu(Some(200_000), Some(100_000), Some(" 0-3 "))
+            .unwrap();
+        assert_eq!(
+            (s.quota, s.cpus.unwrap().to_string()),
+            (Some(2.0), "0-3".into())
+        );
+    }
 
     #[test]
     fn destinations_are_cleaned_as_a_runtime_reads_them() {

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use std::collections::BTreeMap;
 
+use oci_spec::runtime::{ContainerState, State};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 /// The most state JSON the hook reads (1 MiB).
@@ -32,30 +34,24 @@ pub enum StateError {
     Field(String),
 }
 
-/// The state as a runtime writes it; the hook keeps only these fields.
-#[derive(Debug, Clone, Deserialize)]
-struct RawState {
-    id: Option<String>,
-    status: Option<String>,
-    #[serde(default)]
-    pid: Option<i64>,
-    bundle: Option<PathBuf>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+/// Which of the members the hook needs the state has, before it is read as oci-spec's
+/// [`State`] (which defaults a missing one: an empty id, the status `stopped`).
+#[derive(Deserialize)]
+struct Present {
+    id: Option<IgnoredAny>,
+    status: Option<IgnoredAny>,
+    bundle: Option<IgnoredAny>,
 }
 
 /// The state, checked: a non-empty id, a known status and an absolute bundle path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookState {
     id: String,
-    status: String,
+    status: ContainerState,
     pid: Option<u32>,
     bundle: PathBuf,
     annotations: BTreeMap<String, String>,
 }
-
-/// The statuses of the OCI runtime spec's state.
-const STATUSES: [&str; 5] = ["creating", "created", "running", "stopped", "paused"];
 
 impl HookState {
     /// The container id.
@@ -75,7 +71,7 @@ impl HookState {
 
     /// Whether the runtime says the container has stopped.
     pub fn stopped(&self) -> bool {
-        self.status == "stopped"
+        self.status == ContainerState::Stopped
     }
 
     /// An annotation of the state.
@@ -112,37 +108,40 @@ pub fn parse_state(bytes: &[u8]) -> Result<HookState, StateError> {
             .map_err(|e| malformed(e.to_string()))?;
         return Err(malformed("not a JSON object".into()));
     }
-    let raw: RawState = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
-    let id = raw
-        .id
-        .ok_or_else(|| StateError::Field("no \"id\"".into()))?;
-    let status = raw
-        .status
-        .ok_or_else(|| StateError::Field("no \"status\"".into()))?;
-    let bundle = raw
-        .bundle
-        .ok_or_else(|| StateError::Field("no \"bundle\"".into()))?;
-    if !STATUSES.contains(&status.as_str()) {
-        return Err(malformed(format!("unknown status {status:?}")));
+    let present: Present = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    for (member, there) in [
+        ("id", present.id.is_some()),
+        ("status", present.status.is_some()),
+        ("bundle", present.bundle.is_some()),
+    ] {
+        if !there {
+            return Err(StateError::Field(format!("no {member:?}")));
+        }
     }
-    if id.is_empty() {
+    let state: State = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    if state.id().is_empty() {
         return Err(StateError::Field("empty \"id\"".into()));
     }
-    if !bundle.is_absolute() {
+    if !state.bundle().is_absolute() {
         return Err(StateError::Field(format!(
             "bundle {:?} is not an absolute path",
-            bundle.display().to_string()
+            state.bundle().display().to_string()
         )));
     }
     Ok(HookState {
-        id,
-        status,
-        pid: raw
-            .pid
+        id: state.id().clone(),
+        status: *state.status(),
+        pid: state
+            .pid()
             .and_then(|p| u32::try_from(p).ok())
             .filter(|p| *p > 0),
-        bundle,
-        annotations: raw.annotations.unwrap_or_default(),
+        bundle: state.bundle().clone(),
+        annotations: state
+            .annotations()
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     })
 }
 

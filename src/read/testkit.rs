@@ -5,9 +5,10 @@
 
 use cpuplan::{Cgroups, CpuSet, HostGpu, Setting, StaticTopology};
 
-use super::devices::{Gpu, GpuSource};
+use super::gpus::Gpu;
 use super::spec::ContainerSpec;
 use super::{Container, Inputs};
+use crate::config::GpuSource;
 
 pub fn set(s: &str) -> CpuSet {
     s.parse().unwrap()

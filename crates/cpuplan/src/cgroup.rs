@@ -84,11 +84,6 @@ impl Cgroups {
         &self.dirs
     }
 
-    /// The tightest CPU quota over these directories and their ancestors, in CPUs.
-    pub fn quota(&self) -> Result<Option<f64>> {
-        crate::quota::quota_over(&self.dirs)
-    }
-
     /// The directory where `controller` (e.g. `cpuset`) governs the process, if any.
     pub fn controller(&self, controller: &str) -> Result<Option<CgroupDir>> {
         controller_dir_in(&self.dirs, controller)

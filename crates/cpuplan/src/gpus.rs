@@ -98,7 +98,7 @@ pub fn parse_cpu_mask(path: &Path, text: &str) -> Result<CpuSet> {
 ///
 /// The class is read first and the vendor only for a matching class, so the bridges, NICs and
 /// drives that make up most of a host's functions cost one file read each, not two.
-fn is_like(dir: &Path, vendor: u32, class: u32) -> Result<bool> {
+pub(crate) fn is_like(dir: &Path, vendor: u32, class: u32) -> Result<bool> {
     let class_path = dir.join("class");
     let Some(text) = read_optional(&class_path)? else {
         return Ok(false);
@@ -160,21 +160,6 @@ pub fn host_gpus_in(devices: &Path, like: &str) -> Result<Vec<HostGpu>> {
     scan(devices, |dir| is_like(dir, want_vendor, want_class))
 }
 
-/// NVIDIA's PCI vendor id.
-pub const NVIDIA_VENDOR: u32 = 0x10de;
-
-/// The host's NVIDIA GPUs in PCI address order: the functions with NVIDIA's vendor id and the
-/// display (VGA `0x0300`) or 3D controller (`0x0302`) class, whatever GPU a container was given.
-pub fn nvidia_host_gpus(root: &Path) -> Result<Vec<HostGpu>> {
-    let devices = pci_devices_dir(root);
-    if !devices.is_dir() {
-        return Ok(Vec::new());
-    }
-    scan(&devices, |dir| {
-        Ok(is_like(dir, NVIDIA_VENDOR, 0x0300)? || is_like(dir, NVIDIA_VENDOR, 0x0302)?)
-    })
-}
-
 /// The base class of the PCI function whose sysfs directory is `dir` (`0x03` display, `0x12`
 /// processing accelerator, `0x02` network…), or `None` where it has no `class` file.
 pub fn pci_base_class(dir: &Path) -> Result<Option<u8>> {
@@ -186,7 +171,7 @@ pub fn pci_base_class(dir: &Path) -> Result<Option<u8>> {
 }
 
 /// The functions under `devices` for which `wanted` holds, in PCI address order, with their locality.
-fn scan(devices: &Path, wanted: impl Fn(&Path) -> Result<bool>) -> Result<Vec<HostGpu>> {
+pub(crate) fn scan(devices: &Path, wanted: impl Fn(&Path) -> Result<bool>) -> Result<Vec<HostGpu>> {
     let entries = std::fs::read_dir(devices).map_err(|source| Error::Io {
         path: devices.to_path_buf(),
         source,

@@ -14,6 +14,7 @@ mod claims;
 mod cpuset;
 mod error;
 mod fsutil;
+pub mod gpu;
 mod gpus;
 mod json;
 mod mask;
@@ -23,6 +24,7 @@ mod pidns;
 mod plan;
 pub mod planenv;
 mod proc_cgroup;
+mod proc_stat;
 mod quota;
 mod quote;
 mod smt;
@@ -32,20 +34,21 @@ mod topology;
 pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupMounts, CgroupVersion, Cgroups};
-pub use cgroup_path::{cgroups_path_names, expand_cgroups_path, lexical_components};
+pub use cgroup_path::{cgroups_path_names, lexical_components};
 pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
-pub use cpuset::{format_cpu_list, parse_cpu_list, CpuListError, CpuSet, MAX_CPU};
+pub use cpuset::{format_cpu_list, parse_cpu_list, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
 pub use fsutil::{read_file, require_regular, Process};
-pub use gpus::{host_gpus, host_gpus_in, nvidia_host_gpus, pci_base_class, HostGpu, NVIDIA_VENDOR};
-pub use json::{PlanFile, Pools, ResultJson, WorkerJson, PLAN_VERSION};
+pub use gpu::nvidia::nvidia_host_gpus;
+pub use gpus::{host_gpus, host_gpus_in, HostGpu};
+pub use json::{PlanFile, PLAN_VERSION};
 pub use mask::{process_mask, usable_cpus};
 pub use pci::PciAddress;
-pub use pidns::{own_pid_ns, INIT_PID_NS};
+pub use pidns::own_pid_ns;
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
 pub use quota::{cgroup_cpu_quota, v2_quota_under};
 pub use quote::{quoted, Quoted, QUOTE_MAX};
 pub use smt::smt_siblings;
 pub use topology::{
-    numa_nodes, online_cpus, NumaNode, StaticTopology, SysfsTopology, Topology, TopologyCache,
+    numa_nodes, online_cpus, StaticTopology, SysfsTopology, Topology, TopologyCache,
 };

@@ -77,7 +77,7 @@ pub fn seen_in(root: &Path, ns: u64, pid: u32, start_time: u64, mine: u64) -> Re
         if innermost_pid(&dir) != Some(pid) {
             continue;
         }
-        let start = crate::claims::live_start_time(root, host_pid)?;
+        let start = crate::proc_stat::live_start_time(root, host_pid)?;
         if readable {
             return Ok(start.map_or(Seen::Gone, Seen::Runs));
         }
@@ -112,7 +112,7 @@ mod tests {
         let mine = own_pid_ns();
         assert_ne!(mine, 0, "/proc/self/ns/pid");
         let me = std::process::id();
-        let start = crate::claims::live_start_time(Path::new("/"), me)
+        let start = crate::proc_stat::live_start_time(Path::new("/"), me)
             .unwrap()
             .unwrap();
         let root = Path::new("/");

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::cgroup::{cgroup_dirs, CgroupDir, CgroupVersion};
+use crate::cgroup::{cgroup_dirs, CgroupDir, CgroupVersion, Cgroups};
 use crate::error::{Error, Result};
 use crate::fsutil::{self, Process};
 
@@ -18,6 +18,13 @@ pub const DEFAULT_PERIOD_US: u64 = 100_000;
 /// The tightest CPU quota over `proc`'s cgroup and all its ancestors, on every hierarchy (v1 and v2), in CPUs; `None` when no level sets one.
 pub fn cgroup_cpu_quota(root: &Path, proc: Process) -> Result<Option<f64>> {
     quota_over(&cgroup_dirs(root, proc)?)
+}
+
+impl Cgroups {
+    /// The tightest CPU quota over these directories and their ancestors, in CPUs.
+    pub fn quota(&self) -> Result<Option<f64>> {
+        quota_over(self.dirs())
+    }
 }
 
 /// The tightest CPU quota over hierarchies already located (see [`cgroup_dirs`]), in CPUs.

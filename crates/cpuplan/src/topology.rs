@@ -7,7 +7,6 @@ use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use crate::fsutil::{read_cpu_list_optional, under};
 use crate::gpus::HostGpu;
-use crate::plan::Setting;
 
 /// The host facts `deployment_plan` needs.
 pub trait Topology {
@@ -142,64 +141,6 @@ impl StaticTopology {
             gpus: crate::gpus::host_gpus(root, like)?,
         })
     }
-
-    /// A snapshot of what [`crate::deployment_plan`] with `setting` for workers on `addresses`
-    /// consults over `mask` or any subset of it, read under `root`: the host's GPUs like the
-    /// first worker's (when a worker has an address), and the siblings of the CPUs it may look at
-    /// (none for `off`, the whole mask for a CPU number, the mask's CPUs local to the workers'
-    /// GPUs for `auto`). One sibling list is read per core.
-    pub fn for_plan(
-        root: &Path,
-        setting: Setting,
-        addresses: &[Option<String>],
-        mask: &CpuSet,
-    ) -> Result<Self> {
-        Self::for_plan_cached(
-            root,
-            setting,
-            addresses,
-            mask,
-            &mut TopologyCache::default(),
-        )
-    }
-
-    /// [`StaticTopology::for_plan`] reading each file at most once over the life of `cache` (a
-    /// long-running planner's: the host's GPUs and cores do not change while it runs).
-    pub fn for_plan_cached(
-        root: &Path,
-        setting: Setting,
-        addresses: &[Option<String>],
-        mask: &CpuSet,
-        cache: &mut TopologyCache,
-    ) -> Result<Self> {
-        let gpus = match addresses.iter().flatten().next() {
-            Some(like) => cache.host_gpus(root, like)?,
-            None => Vec::new(),
-        };
-        let cpus = match setting {
-            Setting::Off => CpuSet::new(),
-            Setting::Cpu(_) => mask.clone(),
-            Setting::Auto => {
-                let mut local = CpuSet::new();
-                for g in gpus
-                    .iter()
-                    .filter(|g| addresses.iter().flatten().any(|a| *a == g.address))
-                {
-                    if let Some(l) = &g.local {
-                        local.extend_from(l);
-                    }
-                }
-                local.intersection(mask)
-            }
-        };
-        let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
-        for cpu in &cpus {
-            if siblings[cpu].is_empty() {
-                siblings[cpu] = cache.siblings(root, cpu, &cpus)?;
-            }
-        }
-        Ok(StaticTopology { siblings, gpus })
-    }
 }
 
 /// Host topology already read: the GPUs like a device, and CPUs' SMT siblings.
@@ -211,7 +152,7 @@ pub struct TopologyCache {
 
 impl TopologyCache {
     /// The host's GPUs like the device at `like`, read under `root` the first time.
-    fn host_gpus(&mut self, root: &Path, like: &str) -> Result<Vec<HostGpu>> {
+    pub(crate) fn host_gpus(&mut self, root: &Path, like: &str) -> Result<Vec<HostGpu>> {
         if let Some((_, gpus)) = self.gpus.iter().find(|(l, _)| l == like) {
             return Ok(gpus.clone());
         }
@@ -222,7 +163,7 @@ impl TopologyCache {
 
     /// `cpu`'s siblings, read under `root` the first time (one read serves every sibling of
     /// it in `within`, as the kernel writes one list per core).
-    fn siblings(&mut self, root: &Path, cpu: usize, within: &CpuSet) -> Result<CpuSet> {
+    pub(crate) fn siblings(&mut self, root: &Path, cpu: usize, within: &CpuSet) -> Result<CpuSet> {
         if let Some(Some(core)) = self.siblings.get(cpu) {
             return Ok(core.clone());
         }

@@ -4,7 +4,8 @@
 use std::process::Command;
 
 use cpuplan::planenv::PlanEnv;
-use cpuplan::{CpuSet, Pools};
+use cpuplan::planenv::Pools;
+use cpuplan::CpuSet;
 use proptest::prelude::*;
 
 fn cpus() -> impl Strategy<Value = CpuSet> {

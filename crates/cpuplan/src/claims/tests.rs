@@ -1,4 +1,5 @@
 use super::*;
+use crate::proc_stat::{live_start_time, parse_stat};
 
 #[test]
 fn pci_addresses() {

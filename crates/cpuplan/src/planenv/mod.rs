@@ -10,7 +10,8 @@
 pub mod shell;
 
 use crate::cpuset::{format_cpu_list, parse_cpu_list, CpuSet};
-use crate::json::{Pools, ResultJson, WorkerJson};
+pub use crate::json::Pools;
+use crate::json::{ResultJson, WorkerJson};
 use crate::{PlanFile, PLAN_VERSION};
 
 pub use shell::LineError;

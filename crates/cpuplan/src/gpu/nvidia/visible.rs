@@ -1,8 +1,8 @@
 //! `NVIDIA_VISIBLE_DEVICES`: the GPUs the NVIDIA runtime gives a container.
 
-use super::nvidia_info::{gpu_uuid, strip_prefix_ignore_case};
-use super::DeviceError;
-use cpuplan::PciAddress;
+use super::driver::{gpu_uuid, strip_prefix_ignore_case};
+use crate::gpu::DeviceError;
+use crate::pci::PciAddress;
 
 /// The variable's name, as errors quote it.
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";

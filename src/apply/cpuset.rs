@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use cpuplan::{CgroupDir, Cgroups, CpuSet};
 
-use crate::hook::identity::own_cgroup;
+use super::identity::own_cgroup;
 
 /// Why the cpuset was not written.
 #[derive(Debug, thiserror::Error)]

@@ -1,10 +1,11 @@
-//! The PCI device behind a char device, from `/sys/dev/char/MAJ:MIN/device`.
+//! The PCI function behind a char device, from `/sys/dev/char/MAJ:MIN/device`: how every
+//! vendor but NVIDIA (whose nodes sysfs does not place) maps a device node to its GPU.
 
 use std::io::ErrorKind;
 use std::path::Path;
 
 use super::DeviceError;
-use cpuplan::PciAddress;
+use crate::pci::PciAddress;
 
 /// The PCI address of the device behind char device `major:minor`, or `None` where sysfs places it on no PCI function.
 ///

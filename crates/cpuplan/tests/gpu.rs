@@ -1,21 +1,14 @@
-//! Which GPUs a container has, against the fixture host `tests/fixtures/devices/host`.
-
-/// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
-#[path = "common/log_guard.rs"]
-mod log_guard;
+//! Which GPU a device or `NVIDIA_VISIBLE_DEVICES` names, through the vendor seam
+//! ([`cpuplan::gpu::Inventory`]), against the fixture host `tests/fixtures/devices/host`.
 
 use std::path::{Path, PathBuf};
 
-use cpuplan_hook::read::devices::{
-    char_device_pci, container_gpus, nvidia_gpus, parse_visible_devices, DeviceError, Found, Gpu,
-    GpuSource, VisibleDevices,
-};
-use cpuplan_hook::read::nodes::Node;
-use cpuplan_hook::read::spec::CharDevice;
+use cpuplan::gpu::nvidia::{nvidia_gpus, parse_visible_devices, VisibleDevices};
+use cpuplan::gpu::{char_device_pci, CharDevice, DeviceError, Inventory, Named, Vendor};
 
 /// The fixture host: 8 NVIDIA H100s, an AMD GPU and a few other char devices.
 fn host() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devices/host")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/devices/host")
 }
 
 const ADDRS: [&str; 8] = [
@@ -39,18 +32,39 @@ fn c(major: i64, minor: i64) -> CharDevice {
     }
 }
 
-/// The addresses of `gpus`.
-fn addresses(found: Found) -> Vec<String> {
-    found.gpus.into_iter().map(|g| g.address).collect()
+/// The GPUs `devices` (as a spec's `linux.devices`, where an unlisted node is an error) and
+/// `visible` name under `root`, in PCI address order, each once, as a reader asks the seam.
+fn resolve(
+    root: &Path,
+    devices: &[CharDevice],
+    visible: Option<&str>,
+) -> Result<Vec<String>, DeviceError> {
+    let mut inventory = Inventory::new(root);
+    let mut found = Vec::new();
+    let mut nvidia = false;
+    for d in devices {
+        match inventory.device(d)? {
+            Named::Gpu { address, vendor } => {
+                nvidia |= vendor == Vendor::Nvidia;
+                found.push(address);
+            }
+            Named::Unlisted(e) => return Err(e),
+            Named::NotGpu { .. } | Named::Nothing => {}
+        }
+    }
+    found.extend(inventory.visible(visible, nvidia)?);
+    found.sort_by_key(|a| cpuplan::PciAddress::parse(a));
+    found.dedup();
+    Ok(found)
 }
 
 /// The GPUs of a container with these devices and this `NVIDIA_VISIBLE_DEVICES`.
 fn gpus(devices: &[CharDevice], visible: Option<&str>) -> Vec<String> {
-    addresses(container_gpus(&host(), devices, &[], visible).unwrap())
+    resolve(&host(), devices, visible).unwrap()
 }
 
 fn err(devices: &[CharDevice], visible: Option<&str>) -> DeviceError {
-    container_gpus(&host(), devices, &[], visible).unwrap_err()
+    resolve(&host(), devices, visible).unwrap_err()
 }
 
 #[test]
@@ -69,7 +83,7 @@ fn a_host_without_the_nvidia_driver_has_no_nvidia_gpus() {
     let empty = tempfile::tempdir().unwrap();
     assert!(nvidia_gpus(empty.path()).unwrap().is_empty());
     assert_eq!(
-        addresses(container_gpus(empty.path(), &[], &[], Some("all")).unwrap()),
+        resolve(empty.path(), &[], Some("all")).unwrap(),
         Vec::<String>::new()
     );
 }
@@ -265,14 +279,13 @@ fn a_missing_device_minor_names_the_information_file() {
     let root = one_gpu_host(&good.replace("Device Minor: \t 0\n", ""));
     for result in [
         nvidia_gpus(root.path()).map(|_| ()),
-        container_gpus(
+        resolve(
             root.path(),
-            &[],
             &[],
             Some("GPU-00000000-0000-0000-0000-000000000000"),
         )
         .map(|_| ()),
-        container_gpus(root.path(), &[c(195, 0)], &[], None).map(|_| ()),
+        resolve(root.path(), &[c(195, 0)], None).map(|_| ()),
     ] {
         let e = result.unwrap_err();
         assert!(
@@ -287,17 +300,17 @@ fn a_missing_device_minor_names_the_information_file() {
     }
     // Indices need only the driver's directory names: the broken file is not read.
     assert_eq!(
-        addresses(container_gpus(root.path(), &[], &[], Some("all")).unwrap()),
+        resolve(root.path(), &[], Some("all")).unwrap(),
         ["0000:18:00.0"]
     );
     assert_eq!(
-        addresses(container_gpus(root.path(), &[], &[], Some("0")).unwrap()),
+        resolve(root.path(), &[], Some("0")).unwrap(),
         ["0000:18:00.0"]
     );
     // A GPU that is fine still resolves in a tree with the same file intact.
     let root = one_gpu_host(&good);
     assert_eq!(
-        addresses(container_gpus(root.path(), &[c(195, 0)], &[], Some("0")).unwrap()),
+        resolve(root.path(), &[c(195, 0)], Some("0")).unwrap(),
         ["0000:18:00.0"]
     );
 }
@@ -325,53 +338,36 @@ fn nothing_names_a_gpu_when_nothing_is_given() {
 }
 
 #[test]
-fn each_gpu_records_every_source_that_names_it() {
-    let list = container_gpus(
-        &host(),
-        &[c(195, 2)],
-        &[],
-        Some("2,GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033"),
-    )
-    .unwrap()
-    .gpus;
-    assert_eq!(
-        list,
-        vec![
-            Gpu {
-                address: ADDRS[2].into(),
-                sources: vec![GpuSource::Env],
-            },
-            Gpu {
-                address: ADDRS[3].into(),
-                sources: vec![GpuSource::Devices],
-            },
-        ]
-    );
-    let node = |untrusted: Option<&str>| Node {
-        device: c(195, 0),
-        untrusted: untrusted.map(String::from),
-    };
-    let both = container_gpus(&host(), &[c(195, 0)], &[node(None)], Some("0")).unwrap();
-    assert_eq!(
-        both.gpus[0].sources,
-        [GpuSource::Devices, GpuSource::Nodes, GpuSource::Env]
-    );
-    // A node that is not the runtime's names its GPU as the tenant's, never as a trusted source.
-    let tenant = container_gpus(&host(), &[], &[node(Some("a volume at /dev"))], None).unwrap();
-    assert_eq!(tenant.gpus[0].sources, [GpuSource::TenantNode]);
+fn a_nics_rdma_device_beside_a_gpu_is_no_gpu() {
+    // GPUDirect: the container gets GPU 0 and the RDMA device of the NIC on its PCIe switch.
+    assert_eq!(gpus(&[c(195, 0), c(231, 192)], None), [ADDRS[0]]);
+    match Inventory::new(&host()).device(&c(231, 192)).unwrap() {
+        Named::NotGpu { address, class } => {
+            assert_eq!((address.as_str(), class), ("0000:19:00.0", Some(0x02)))
+        }
+        other => panic!("{other:?}"),
+    }
+    // A display-class function behind a char device still counts (the AMD GPU's render node).
+    assert_eq!(gpus(&[c(226, 128)], None), [AMD]);
 }
 
 #[test]
-fn a_nics_rdma_device_beside_a_gpu_is_no_gpu() {
-    // GPUDirect: the container gets GPU 0 and the RDMA device of the NIC on its PCIe switch.
-    let found = container_gpus(&host(), &[c(195, 0), c(231, 192)], &[], None).unwrap();
-    assert_eq!(addresses(found.clone()), [ADDRS[0]]);
-    assert_eq!(found.notes.len(), 1, "{:?}", found.notes);
-    let note = &found.notes[0];
-    assert!(
-        note.contains("231:192") && note.contains("0000:19:00.0") && note.contains("class 0x02"),
-        "{note}"
-    );
-    // A display-class function behind a char device still counts (the AMD GPU's render node).
-    assert_eq!(gpus(&[c(226, 128)], None), [AMD]);
+fn gpu_nodes_are_told_by_name_and_major() {
+    for (name, major, yes) in [
+        ("nvidia0", 195, true),
+        ("nvidia127", 195, true),
+        ("nvidia1000", 195, false),
+        ("nvidia", 195, false),
+        ("nvidiactl", 195, false),
+        ("nvidia-uvm", 195, false),
+        ("nvidia1", 226, false),
+        ("card0", 226, false),
+    ] {
+        assert_eq!(Inventory::is_gpu_node(name, major), yes, "{name} {major}");
+        assert_eq!(
+            Inventory::is_gpu_node_name(name),
+            yes || major != 195 && name == "nvidia1",
+            "{name}"
+        );
+    }
 }

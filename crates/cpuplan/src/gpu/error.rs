@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use cpuplan::quoted;
+use crate::error::Error;
+use crate::quote::quoted;
 
 /// A host file, a `linux.devices` entry or `NVIDIA_VISIBLE_DEVICES` that does not name GPUs as it should.
 #[derive(Debug, thiserror::Error)]
@@ -10,7 +11,7 @@ pub enum DeviceError {
     /// A host file or directory that could not be read, or whose content is not what the driver or
     /// kernel writes there (the planner's error, which names the file and quotes the content).
     #[error(transparent)]
-    Host(#[from] cpuplan::Error),
+    Host(#[from] Error),
     /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all.
     #[error("NVIDIA_VISIBLE_DEVICES={}: {} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>", quoted(.value), quoted(.entry))]
     VisibleJunk {
@@ -53,7 +54,7 @@ impl DeviceError {
     /// A [`DeviceError::Host`] I/O error for `path`.
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| DeviceError::Host(cpuplan::Error::Io { path, source })
+        move |source| DeviceError::Host(Error::Io { path, source })
     }
 
     /// A [`DeviceError::Host`] for a file at `path` whose content is not `what` it should be.
@@ -62,6 +63,6 @@ impl DeviceError {
         what: impl Into<String>,
         content: impl Into<String>,
     ) -> Self {
-        DeviceError::Host(cpuplan::Error::malformed(path, what, content))
+        DeviceError::Host(Error::malformed(path, what, content))
     }
 }

@@ -3,8 +3,9 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::DeviceError;
-use cpuplan::PciAddress;
+use crate::fsutil::read_file;
+use crate::gpu::DeviceError;
+use crate::pci::PciAddress;
 
 /// Where the NVIDIA driver lists its GPUs, one directory per PCI address.
 pub const NVIDIA_GPUS_DIR: &str = "proc/driver/nvidia/gpus";
@@ -77,7 +78,7 @@ const MAX_INFORMATION: usize = 64 << 10;
 
 /// An `information` file's text, read bounded and without blocking.
 fn read_information(path: &Path) -> Result<String, DeviceError> {
-    cpuplan::read_file(path, MAX_INFORMATION)
+    read_file(path, MAX_INFORMATION)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(DeviceError::io(path))
 }

@@ -1,7 +1,7 @@
 //! Whether the pid a runtime's state names is the container's init: it must sit in the cgroup
 //! the container's `linux.cgroupsPath` names.
 //!
-//! The mount-namespace check of [`crate::hook::rootfs::open_rootfs`] refuses a pid in the hook's
+//! The mount-namespace check of [`crate::apply::below::open_rootfs`] refuses a pid in the hook's
 //! own mount namespace, but a host process with a private one (a systemd service with
 //! `PrivateTmp`, anything started by `unshare -m`) passes it: an exited container's pid reused
 //! by such a process would get the container's cpuset, claim and files. Its cgroup gives it

@@ -1,4 +1,5 @@
-//! Writing files inside a container's rootfs without following any link out of it.
+//! Writing files below a directory without following any link out of it: inside a container's
+//! rootfs (the hook), or below a host directory (the NRI plugin's plans).
 //!
 //! The container's mount namespace is entered through `/proc/<pid>/root` (so a tmpfs the
 //! runtime mounted on `/run` holds the files), the rootfs is resolved with that as root
@@ -321,17 +322,6 @@ fn runs(pid: u32) -> bool {
     }
 }
 
-/// Writes each `(name, contents)` into `dir` inside the container's rootfs.
-pub fn write_plan_files(
-    proc_root: &Path,
-    pid: Option<u32>,
-    rootfs: &Path,
-    dir: &Path,
-    files: &[(&str, &[u8])],
-) -> Result<(), RootfsError> {
-    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
-}
-
 /// Writes each `(name, contents)` into `dir` below a rootfs already opened with [`open_rootfs`]
 /// (first removing stale temporary files of a killed writer), all or nothing: every file is written whole under a temporary name first, and only then
 /// renamed into place; on any failure no temporary file stays and no file of `files` is left
@@ -448,10 +438,31 @@ pub fn remove_plan_files_of(
     Ok(true)
 }
 
+/// Writes an edit's `files` into `dir` below `root`, as [`write_plan_files_in`] does.
+pub fn write_placed_in(
+    root: &OwnedFd,
+    dir: &Path,
+    files: &[crate::edit::PlacedFile],
+) -> Result<(), RootfsError> {
+    let files: Vec<(&str, &[u8])> = files.iter().map(|f| (f.name, f.bytes.as_slice())).collect();
+    write_plan_files_in(root, dir, &files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    /// Writes each `(name, contents)` into `dir` inside the container's rootfs.
+    fn write_plan_files(
+        proc_root: &Path,
+        pid: Option<u32>,
+        rootfs: &Path,
+        dir: &Path,
+        files: &[(&str, &[u8])],
+    ) -> Result<(), RootfsError> {
+        write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
+    }
 
     fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
         write_plan_files(

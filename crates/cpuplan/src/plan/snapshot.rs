@@ -1,0 +1,69 @@
+//! The host facts a plan consults, read ahead into a [`StaticTopology`]: a long-running
+//! planner reads them once, and a plan made from the snapshot reads no file.
+
+use std::path::Path;
+
+use super::Setting;
+use crate::cpuset::CpuSet;
+use crate::error::Result;
+use crate::topology::{StaticTopology, TopologyCache};
+
+impl StaticTopology {
+    /// A snapshot of what [`crate::deployment_plan`] with `setting` for workers on `addresses`
+    /// consults over `mask` or any subset of it, read under `root`: the host's GPUs like the
+    /// first worker's (when a worker has an address), and the siblings of the CPUs it may look at
+    /// (none for `off`, the whole mask for a CPU number, the mask's CPUs local to the workers'
+    /// GPUs for `auto`). One sibling list is read per core.
+    pub fn for_plan(
+        root: &Path,
+        setting: Setting,
+        addresses: &[Option<String>],
+        mask: &CpuSet,
+    ) -> Result<Self> {
+        Self::for_plan_cached(
+            root,
+            setting,
+            addresses,
+            mask,
+            &mut TopologyCache::default(),
+        )
+    }
+
+    /// [`StaticTopology::for_plan`] reading each file at most once over the life of `cache` (a
+    /// long-running planner's: the host's GPUs and cores do not change while it runs).
+    pub fn for_plan_cached(
+        root: &Path,
+        setting: Setting,
+        addresses: &[Option<String>],
+        mask: &CpuSet,
+        cache: &mut TopologyCache,
+    ) -> Result<Self> {
+        let gpus = match addresses.iter().flatten().next() {
+            Some(like) => cache.host_gpus(root, like)?,
+            None => Vec::new(),
+        };
+        let cpus = match setting {
+            Setting::Off => CpuSet::new(),
+            Setting::Cpu(_) => mask.clone(),
+            Setting::Auto => {
+                let mut local = CpuSet::new();
+                for g in gpus
+                    .iter()
+                    .filter(|g| addresses.iter().flatten().any(|a| *a == g.address))
+                {
+                    if let Some(l) = &g.local {
+                        local.extend_from(l);
+                    }
+                }
+                local.intersection(mask)
+            }
+        };
+        let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
+        for cpu in &cpus {
+            if siblings[cpu].is_empty() {
+                siblings[cpu] = cache.siblings(root, cpu, &cpus)?;
+            }
+        }
+        Ok(StaticTopology { siblings, gpus })
+    }
+}
