@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use cpuplan::{ClaimError, ClaimOutcome};
+use cpuplan::{ClaimError, ClaimOutcome, Holder};
 
 use crate::config::HookConfig;
 use crate::decide::{ClaimResult, Decision};
@@ -59,12 +59,22 @@ pub fn claim(
     result
 }
 
-/// Releases every GPU claim of `container` whose bundle is `bundle`; how many there were.
-pub fn release(config: &HookConfig, container: &str, bundle: &Path) -> Result<usize, ClaimError> {
+/// Releases the GPU claims of `container` whose bundle is `bundle` held by `by` (the holder
+/// this run claimed with, at a createRuntime that fails after its claim) or by a pid that no
+/// longer runs (its init, at poststop); how many there were. One that a live init of the same
+/// container and bundle took over (the container started again) stays.
+pub fn release(
+    config: &HookConfig,
+    container: &str,
+    bundle: &Path,
+    by: Option<&Holder>,
+) -> Result<usize, ClaimError> {
     cpuplan::release(
         &config.claims_dir,
+        &config.root,
         container,
         &scope(bundle),
+        by,
         Duration::from_millis(config.claim_wait_ms),
     )
 }

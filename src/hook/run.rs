@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{HookConfig, OnError};
 use crate::decide::{decide, Decision};
 use crate::edit::{PlanDoc, SpecEdit};
-use crate::hook::claim::{claim, release};
+use crate::hook::claim::{claim, release, scope};
 use crate::hook::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
 use crate::hook::identity::check_pid;
 use crate::hook::rootfs::{open_rootfs, remove_plan_files_of, write_plan_files_in};
@@ -131,7 +131,7 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id(), state.bundle()) {
+            match release(&config, state.id(), state.bundle(), None) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
@@ -293,7 +293,7 @@ fn create_runtime(
                 decision = Decision::keeping_cpuset(&inputs, config, why).after_claim(&claimed);
             }
             Err(e) => {
-                release_logged(config, &inputs);
+                release_logged(config, &host, &inputs);
                 let cause = Problem::Cpuset(e).to_string();
                 refuse(config, state, cause.clone())?;
                 decision = Decision::off(&inputs, cause);
@@ -310,7 +310,7 @@ fn create_runtime(
         );
     }
     if let Err(e) = written {
-        release_logged(config, &inputs);
+        release_logged(config, &host, &inputs);
         if let Some((path, was)) = cpuset_file.take() {
             match restore_cpuset(&path, &was) {
                 Ok(()) => log::info!(
@@ -348,11 +348,17 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
     }
 }
 
-fn release_logged(config: &HookConfig, inputs: &Inputs) {
+/// Releases what this createRuntime claimed for the container (its init, live, holds it).
+fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
     let Some(bundle) = &inputs.container.bundle else {
         return;
     };
-    if let Err(e) = release(config, &inputs.container.id, bundle) {
+    let id = &inputs.container.id;
+    let by = inputs
+        .container
+        .pid
+        .and_then(|pid| host.holder(id, &scope(bundle), pid).ok().flatten());
+    if let Err(e) = release(config, id, bundle, by.as_ref()) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id
