@@ -415,16 +415,34 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
     node.remove_pod(&gpu);
 }
 
+/// The pid of the process that wrote the first line of `log` holding `what`
+/// (`… cpuplan-hook[PID]: …`).
+fn pid_of(log: &str, what: &str) -> Option<u32> {
+    let line = log.lines().find(|l| l.contains(what))?;
+    let (_, rest) = line.split_once("cpuplan-hook[")?;
+    rest.split_once(']')?.0.parse().ok()
+}
+
+/// How many lines of `log` contain `what`.
+fn lines_with(log: &str, what: &str) -> usize {
+    log.lines().filter(|l| l.contains(what)).count()
+}
+
 /// A rollout as the DaemonSet's strategy makes it (maxSurge 1, maxUnavailable 0): a second
-/// plugin pod starts while the first runs, then the first stops. A GPU pod planned before keeps
-/// its claim throughout (a second GPU pod on the same GPU gets none), pods planned after get
-/// their plans from the new plugin, the new plugin pod is not planned by the old plugin, and
-/// the claim is released at the end.
+/// plugin pod starts while the first runs, then the first stops. The second waits for the
+/// first to exit before it connects (one plugin per `nri_dir`), so a pod created during the
+/// overlap is planned once, by the first, and starts (two registered instances both adjusting
+/// it made containerd refuse it: "plugins \"10-cpuplan\" and \"10-cpuplan\" both tried to set
+/// annotation cpuplan.plan"). A GPU pod planned before and one planned during the overlap keep
+/// their claims, taken over by the new plugin at its Synchronize (a second GPU pod on the same
+/// GPU gets none), pods planned after get their plans from the new plugin, the new plugin pod
+/// is not planned by the old plugin, and the claims are released at the end.
 #[test]
 fn a_rollout_keeps_plans_and_claims() {
     let node = node();
     let r = rendered();
     let old = up(&node, &r);
+    let old_pid = pid_of(&plugin_log(&node), "nri: registered as").unwrap();
     let gpu = node.run_pod(node.pod_config("gpu"), "");
     let c = node.with_gpu(
         node.container_config("gpu", &format!("{PROBE}; exec sleep 3600")),
@@ -435,8 +453,19 @@ fn a_rollout_keeps_plans_and_claims() {
     node.wait_log(&gpu, &c, "--- end");
     assert_eq!(claims(&node)[0]["holder"]["container"], holder.as_str());
 
-    // The new pod starts while the old one runs.
+    // The new pod starts while the old one runs, and waits for it.
     let new = run_daemonset_pod(&node, &r, 1);
+    let waiting = "waiting for it to exit before connecting";
+    wait_until("the new plugin to wait for the old one", &node, || {
+        plugin_log(&node).contains(waiting)
+    });
+    let new_pid = pid_of(&plugin_log(&node), waiting).unwrap();
+    assert_ne!(new_pid, old_pid);
+    assert!(
+        plugin_log(&node).contains(&format!("another cpuplan plugin (pid {old_pid}) serves")),
+        "{}",
+        context(&node)
+    );
     let spec = node.oci_spec(&new.container);
     assert!(
         spec["annotations"].get("cpuplan.plan").is_none(),
@@ -454,29 +483,82 @@ fn a_rollout_keeps_plans_and_claims() {
         on_node(&node, "/run/cpuplan").display().to_string(),
         "the new plugin's hostPath /run/cpuplan is its own, not a plan mount over it"
     );
-    // The old one stops.
+
+    // During the overlap: a GPU pod (the other GPU) with a volume under the plan directory, so
+    // planned env-only, which no second instance would have left alone.
+    let during = node.run_pod(node.pod_config("during"), "");
+    let vol = node.path("during-volume");
+    std::fs::create_dir_all(&vol).unwrap();
+    let mut dc = node.with_gpu(
+        quota(
+            node.container_config("app", &format!("{PROBE}; exec sleep 3600")),
+            100000,
+            100000,
+        ),
+        1,
+    );
+    dc.mounts.push(api::Mount {
+        container_path: "/run/cpuplan/data".into(),
+        host_path: vol.display().to_string(),
+        ..Default::default()
+    });
+    let overlapped = node.create_container(&during, dc.clone());
+    node.start_container(&overlapped);
+    let log = node.wait_log(&during, &dc, "--- end");
+    let env: Vec<&str> = section(&log, "env").lines().collect();
+    assert!(
+        env.contains(&"OMP_NUM_THREADS=1") && env.contains(&"CPUPLAN_DEVICES=0000:86:00.0"),
+        "{env:?}\n{}",
+        context(&node)
+    );
+    let plog = plugin_log(&node);
+    assert_eq!(
+        lines_with(&plog, "nri: create during/app"),
+        1,
+        "planned once: {plog}"
+    );
+    assert_eq!(
+        pid_of(&plog, "nri: create during/app"),
+        Some(old_pid),
+        "{plog}"
+    );
+    assert!(
+        !node.log().contains("both tried to set"),
+        "{}",
+        context(&node)
+    );
+    assert_eq!(synchronized(&node), 1, "the new one has not connected");
+
+    // The old one stops; the new one connects and takes the claims over.
     node.stop_container(&old.container, 10);
     node.remove_container(&old.container);
     node.remove_pod(&old.pod);
     wait_until("the new plugin to synchronize", &node, || {
         synchronized(&node) >= 2
     });
+    let exited = format!("the plugin before this one (pid {old_pid}) has exited: connecting");
+    assert_eq!(pid_of(&plugin_log(&node), &exited), Some(new_pid));
 
-    // Planned before: still holds its GPU, which another pod does not get.
+    // Planned before and during: each still holds its GPU, now under the new plugin, live.
     let held = claims(&node);
-    assert_eq!(
-        held.as_array().map(Vec::len),
-        Some(1),
-        "{held}\n{}",
-        context(&node)
-    );
-    assert_eq!(held[0]["holder"]["container"], holder.as_str());
-    assert_eq!(
-        held[0]["live"],
-        true,
-        "taken again by the new plugin: {held}\n{}",
-        context(&node)
-    );
+    let ctx = || format!("{held}\n{}", context(&node));
+    assert_eq!(held.as_array().map(Vec::len), Some(2), "{}", ctx());
+    for (claim, (address, container)) in held
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([("0000:3b:00.0", &holder), ("0000:86:00.0", &overlapped)])
+    {
+        assert_eq!(claim["address"], address, "{}", ctx());
+        assert_eq!(
+            claim["holder"]["container"],
+            container.as_str(),
+            "{}",
+            ctx()
+        );
+        assert_eq!(claim["holder"]["pid"], new_pid, "taken over: {}", ctx());
+        assert_eq!(claim["live"], true, "{}", ctx());
+    }
     let other = node.run_pod(node.pod_config("gpu-other"), "");
     let ran = node.run_container(&other, node.with_gpu(node.container_config("b", PROBE), 0));
     assert_eq!(ran.exit_code, 0, "{}", ran.log);
@@ -490,14 +572,20 @@ fn a_rollout_keeps_plans_and_claims() {
     node.remove_pod(&other);
     // Planned after: by the new plugin.
     let (pod, ran) = quota_pod(&node, "after");
+    assert_eq!(
+        pid_of(&plugin_log(&node), "nri: create after/app"),
+        Some(new_pid)
+    );
     node.remove_container(&ran.id);
     node.remove_pod(&pod);
-    // The holder's removal releases its claim, through the new plugin.
+    // The holders' removal releases their claims, through the new plugin.
     node.remove_container(&holder);
-    wait_until("the GPU claim's release", &node, || {
+    node.remove_container(&overlapped);
+    wait_until("the GPU claims' release", &node, || {
         claims(&node) == json!([])
     });
     node.remove_pod(&gpu);
+    node.remove_pod(&during);
     node.remove_container(&new.container);
     node.remove_pod(&new.pod);
 }

@@ -220,7 +220,7 @@ impl Drop for Stuck {
 fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     let t = tempfile::tempdir().unwrap();
     let mut fx = Fx::new();
-    let _fake = claiming(&mut fx, t.path(), 4252);
+    let fake = claiming(&mut fx, t.path(), 4252);
     let claims = fx.scratch("claims");
     fx.hook["claims_dir"] = json!(claims);
     fx.hook["claim_wait_ms"] = json!(400);
@@ -230,8 +230,11 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     let lock = claims.join(".lock");
     assert!(lock.is_file(), "{:?}", names(&claims));
     let scope = fx.bundle().display().to_string();
+    let held = cpuplan::list_claims(&claims, &fake.root).unwrap();
+    let by = Some(&held[0].holder);
+    let wait = Duration::from_secs(1);
     assert_eq!(
-        cpuplan::release(&claims, "h6-ctr", &scope, Duration::from_secs(1)).unwrap(),
+        cpuplan::release(&claims, &fake.root, "h6-ctr", &scope, by, wait).unwrap(),
         1
     );
     // A stuck process holds the lock (util-linux flock, like any other flock(2) holder).
@@ -375,7 +378,7 @@ fn dead_pid() -> u32 {
 fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else() {
     let t = tempfile::tempdir().unwrap();
     let mut fx = Fx::new();
-    let _fake = claiming(&mut fx, t.path(), 4253);
+    let fake = claiming(&mut fx, t.path(), 4253);
     let claims = fx.scratch("claims");
     fx.hook["claims_dir"] = json!(claims);
     // What a hook SIGKILLed mid-write leaves: in the container's plan dir and in the claims dir.
@@ -417,10 +420,11 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
     want_claims.extend([".lock".into(), "0000:3b:00.0.json".into()]);
     want_claims.sort();
     assert_eq!(names(&claims), want_claims);
-    // A poststop (release) removes them from the claims dir too.
+    // A poststop (release) removes them from the claims dir too. By then the init has exited.
     for n in stale_claims {
         std::fs::write(claims.join(n), "x").unwrap();
     }
+    std::fs::remove_file(fake.root.join(format!("proc/{}/stat", fake.pid))).unwrap();
     let stopped =
         json!({"ociVersion": "1.0.2", "id": "h6-ctr", "status": "stopped", "bundle": fx.bundle()});
     cpuplan_hook::hook::run_hook(

@@ -356,7 +356,9 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
         "the holder in plan.json: {json}"
     );
 
-    // poststop of the first releases its claims; the second container's next start takes them.
+    // poststop of the first (its init has exited) releases its claims; the second
+    // container's next start takes them.
+    std::fs::remove_file(h.file("proc/4242/stat")).unwrap();
     let stopped =
         json!({"ociVersion": "1.0.2", "id": "ctr", "status": "stopped", "bundle": h.bundle()});
     assert!(run_hook(None, stopped.to_string().as_bytes(), &cfg)

@@ -196,7 +196,8 @@ fn the_nri_overlays_run_the_plugin_with_its_flags_and_defaults() {
         );
         let cfg = HookConfig::parse(Path::new("hook.json"), text.as_bytes()).unwrap();
         assert_eq!(cfg, defaults);
-        // The rollout: the new pod starts before the old one stops.
+        // The rollout: the new pod starts before the old one stops (and waits for it to exit
+        // before it connects: tests/daemonset.rs).
         let ru = &ds["spec"]["updateStrategy"]["rollingUpdate"];
         assert_eq!(
             (ru["maxSurge"].as_i64(), ru["maxUnavailable"].as_i64()),

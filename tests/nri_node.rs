@@ -26,8 +26,8 @@ use cri::{annotations, cri as api, quota, section, CriNode, NodeOptions, Pod};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use nriplugin::{
-    claims, config_text, context, nri_dir, plan_json, plugin_config, wait_until, Plugin, BIN,
-    PLUGIN, PROBE, SCOPE, WAIT,
+    claims, config_text, context, nri_dir, plan_json, plans_left, plugin_config, wait_until,
+    Plugin, BIN, PLUGIN, PROBE, SCOPE, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -238,11 +238,7 @@ fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal() {
     assert_eq!(claims(&node), json!([]));
     node.remove_container(&ran.id);
     node.remove_pod(&pod_b);
-    assert_eq!(
-        std::fs::read_dir(nri_dir(&node)).unwrap().count(),
-        0,
-        "no plan left"
-    );
+    assert_eq!(plans_left(&node), Vec::<String>::new(), "no plan left");
 }
 
 /// Kills, when dropped, every process still running the executable at its path.
@@ -491,7 +487,7 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
     node.remove_pod(&pod);
     node.remove_pod(&pod2);
     wait_until("the plugin's plans to go", ctx, || {
-        std::fs::read_dir(nri_dir(&node)).is_ok_and(|mut d| d.next().is_none())
+        plans_left(&node).is_empty()
     });
 }
 

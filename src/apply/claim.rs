@@ -83,23 +83,37 @@ pub fn claim_for_init(
     )
 }
 
-/// Releases every GPU claim in `claims_dir` of `container` in `scope`, waiting at most `wait`
-/// for the lock; how many there were.
+/// Releases the GPU claims in `claims_dir` of `container` in `scope` held by `by` or by a pid
+/// that no longer runs (liveness read under `root`), waiting at most `wait` for the lock; how
+/// many there were. A claim another live holder of the same container and scope took over
+/// stays: that holder releases it ([`cpuplan::release`]).
 pub fn release_scope(
     claims_dir: &Path,
+    root: &Path,
     container: &str,
     scope: &str,
+    by: Option<&Holder>,
     wait: Duration,
 ) -> Result<usize, ClaimError> {
-    cpuplan::release(claims_dir, container, scope, wait)
+    cpuplan::release(claims_dir, root, container, scope, by, wait)
 }
 
-/// Releases every GPU claim of `container` whose bundle is `bundle` (the hook's); how many there were.
-pub fn release(config: &HookConfig, container: &str, bundle: &Path) -> Result<usize, ClaimError> {
+/// Releases the GPU claims of `container` whose bundle is `bundle` (the hook's) held by `by`
+/// (the holder this run claimed with, at a createRuntime that fails after its claim) or by a
+/// pid that no longer runs (its init, at poststop); how many there were. One that a live init
+/// of the same container and bundle took over (the container started again) stays.
+pub fn release(
+    config: &HookConfig,
+    container: &str,
+    bundle: &Path,
+    by: Option<&Holder>,
+) -> Result<usize, ClaimError> {
     release_scope(
         &config.claims_dir,
+        &config.root,
         container,
         &scope(bundle),
+        by,
         Duration::from_millis(config.claim_wait_ms),
     )
 }

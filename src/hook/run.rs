@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
-use crate::apply::claim::{claim_for_init, release};
+use crate::apply::claim::{claim_for_init, release, scope};
 use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
@@ -131,7 +131,7 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id(), state.bundle()) {
+            match release(&config, state.id(), state.bundle(), None) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
@@ -273,7 +273,7 @@ fn create_runtime(
         &inputs.container,
         &course.decision().claims,
     ));
-    let cpuset_file = narrow(config, state, &inputs, &mut course)?;
+    let cpuset_file = narrow(config, &host, state, &inputs, &mut course)?;
     let written = write_files(&rootfs, &SpecEdit::new(&inputs, course.decision(), config));
     let cpuset_file = match written {
         Ok(()) => {
@@ -285,7 +285,7 @@ fn create_runtime(
             cpuset_file.map(|(path, _)| path)
         }
         Err(e) => {
-            release_logged(config, &inputs);
+            release_logged(config, &host, &inputs);
             if let Some((path, was)) = cpuset_file {
                 put_back(state, &path, &was);
             }
@@ -316,6 +316,7 @@ fn create_runtime(
 /// ([`Course::keep_cpuset`]); any other failure releases the claims and is a planning problem.
 fn narrow(
     config: &HookConfig,
+    host: &Host,
     state: &HookState,
     inputs: &Inputs,
     course: &mut Course,
@@ -353,7 +354,7 @@ fn narrow(
             Ok(None)
         }
         Err(e) => {
-            release_logged(config, inputs);
+            release_logged(config, host, inputs);
             fail(state, course, e.to_string())?;
             Ok(None)
         }
@@ -381,11 +382,17 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
     }
 }
 
-fn release_logged(config: &HookConfig, inputs: &Inputs) {
+/// Releases what this createRuntime claimed for the container (its init, live, holds it).
+fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
     let Some(bundle) = &inputs.container.bundle else {
         return;
     };
-    if let Err(e) = release(config, &inputs.container.id, bundle) {
+    let id = &inputs.container.id;
+    let by = inputs
+        .container
+        .pid
+        .and_then(|pid| host.holder(id, &scope(bundle), pid).ok().flatten());
+    if let Err(e) = release(config, id, bundle, by.as_ref()) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id

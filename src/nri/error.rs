@@ -6,6 +6,14 @@ pub enum NriError {
     /// The command line of `cpuplan-hook nri` is wrong.
     #[error("{0}")]
     Usage(String),
+    /// The plan directory's instance lock (another plugin serves it, or it cannot be taken).
+    #[error("{}: {what}", path.display())]
+    Instance {
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        what: String,
+    },
     /// The stub could not connect, register or go on.
     #[error(transparent)]
     Stub(#[from] nri_plugin::Error),

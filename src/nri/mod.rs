@@ -2,7 +2,8 @@
 //! workspace's NRI stub crate (`crates/nri`, `nri_plugin`), which speaks the protocol.
 //!
 //! What is cpuplan's here: [`planner`] (the [`nri_plugin::Plugin`]: read, decide, claim,
-//! write, answer), [`ids`] (the one check of every id a path is built from), [`attempts`]
+//! write, answer), [`ids`] (the one check of every id a path is built from), [`instance`] (one
+//! plugin per plan directory at a time), [`attempts`]
 //! (containers whose plan mount may have stopped their start), [`plandir`] (the host directory
 //! of plans), [`spec`] (NRI's container as the planner's spec), [`from_edit`]
 //! (the edit as NRI's adjustment), [`options`] (the command line).
@@ -12,6 +13,7 @@ pub mod attempts;
 pub mod error;
 pub mod from_edit;
 pub mod ids;
+pub mod instance;
 pub mod options;
 pub mod plandir;
 pub mod planner;
@@ -26,7 +28,10 @@ pub use options::{launched_by_runtime, NriArgs, NriOptions, HELP};
 pub use planner::PlanHandler;
 
 /// Runs the plugin as `opts` say, planning with [`PlanHandler`], until SIGTERM/SIGINT or, for a
-/// plugin the runtime launched, until the runtime closes its socket. It logs to stderr and to
+/// plugin the runtime launched, until the runtime closes its socket. An external plugin connects
+/// only once it holds its `nri_dir` ([`instance::Instance`]), waiting while another plugin
+/// serves that directory; one the runtime launched takes it at Configure (the configuration in
+/// force is known then) and fails its registration if another plugin holds it. It logs to stderr and to
 /// `--log`, else to the config's `log`; a plugin the runtime launched opens the config's log
 /// only at Configure, once it knows which configuration is in force (the runtime may give one).
 pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
@@ -38,7 +43,13 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     };
     crate::logging::init(early);
     crate::logging::set_level(config.log_level);
+    let nri_dir = config.nri_dir.clone();
     let handler = PlanHandler::new(config, &opts.stub.full_name(), opts.log.is_some());
+    if launched {
+        handler.hold_at_configure();
+    } else {
+        handler.hold(instance::Instance::acquire(&nri_dir, true)?);
+    }
     nri_plugin::run(&opts.stub, Arc::new(handler))?;
     Ok(())
 }

@@ -16,7 +16,8 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use cpuplan::{ClaimOutcome, Holder};
@@ -35,6 +36,7 @@ use crate::read::{read, Container as Ctr, Live};
 use super::attempts::Attempts;
 use super::from_edit::adjustment;
 use super::ids::ContainerId;
+use super::instance::Instance;
 use super::plandir::{PlanDirs, Record};
 use super::spec::container_spec;
 
@@ -53,6 +55,11 @@ pub struct PlanHandler {
     plugin: String,
     /// Whether `--log` named the log file (a configuration's `log` is then not opened).
     log_given: bool,
+    /// The hold of the plan directory in force ([`Instance`]): taken before connecting by an
+    /// external plugin, at Configure by one the runtime launched.
+    instance: Mutex<Option<Instance>>,
+    /// Whether Configure takes the hold (a plugin the runtime launched).
+    hold_at_configure: AtomicBool,
 }
 
 impl PlanHandler {
@@ -63,7 +70,20 @@ impl PlanHandler {
             planner: RwLock::new(Arc::new(Planner::new(config, plugin))),
             plugin: plugin.to_string(),
             log_given,
+            instance: Mutex::new(None),
+            hold_at_configure: AtomicBool::new(false),
         }
+    }
+
+    /// Keeps `instance` (the plan directory's lock) for the plugin's life; a configuration the
+    /// runtime gives later with another `nri_dir` must take that one's lock too.
+    pub fn hold(&self, instance: Instance) {
+        *self.instance.lock().unwrap_or_else(|e| e.into_inner()) = Some(instance);
+    }
+
+    /// Takes the plan directory's lock at Configure, for the configuration in force then.
+    pub fn hold_at_configure(&self) {
+        self.hold_at_configure.store(true, Ordering::Relaxed);
     }
 
     /// The planner in force.
@@ -206,12 +226,19 @@ impl Planner {
         }
     }
 
-    /// Releases container `id`'s claims and removes its plan files.
+    /// Releases container `id`'s claims and removes its plan files. A claim another live
+    /// instance of the plugin took over stays (see [`cpuplan::release`]): that one releases it.
     fn forget(&self, id: &ContainerId) {
+        let me = self.me.get().map(|me| Holder {
+            container: id.to_string(),
+            ..me.clone()
+        });
         if let Err(e) = cpuplan::release(
             &self.config.claims_dir,
+            &self.host.root,
             id.as_str(),
             &self.scope,
+            me.as_ref(),
             self.wait(),
         ) {
             log::warn!("container {id}: cannot release GPU claims: {e}");
@@ -383,21 +410,20 @@ impl PlanHandler {
     /// Configure with the runtime's plugin configuration `text` (empty: none given).
     pub fn configure_with(&self, text: &str) -> Result<(), String> {
         let given = !text.trim().is_empty();
-        if given {
-            let config = HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())
-                .map_err(|e| e.to_string())?;
-            let planner = Arc::new(Planner::new(config, &self.plugin));
-            match self.planner.write() {
-                Ok(mut p) => *p = planner,
-                Err(poisoned) => *poisoned.into_inner() = planner,
-            }
-        }
-        let config = self.config();
+        let config = match given {
+            true => HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())
+                .map_err(|e| e.to_string())?,
+            false => self.config(),
+        };
         crate::logging::set_level(config.log_level);
         if !self.log_given {
             if let Some(log) = &config.log {
                 crate::logging::init(Some(log));
             }
+        }
+        if let Err(e) = self.hold_dir(&config.nri_dir) {
+            log::error!("nri: {e}");
+            return Err(e.to_string());
         }
         if given {
             log::info!(
@@ -405,6 +431,26 @@ impl PlanHandler {
                 config.nri_dir.display(),
                 config.claims_dir.display()
             );
+            let planner = Arc::new(Planner::new(config, &self.plugin));
+            match self.planner.write() {
+                Ok(mut p) => *p = planner,
+                Err(poisoned) => *poisoned.into_inner() = planner,
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds `nri_dir` where the plugin must and does not yet: one it holds another directory
+    /// for, or one launched by the runtime (its configuration in force known only now). It
+    /// does not wait: another plugin serving the directory fails the registration.
+    fn hold_dir(&self, nri_dir: &Path) -> Result<(), super::NriError> {
+        let mut held = self.instance.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = match held.as_ref() {
+            Some(i) => i.dir() != nri_dir,
+            None => self.hold_at_configure.load(Ordering::Relaxed),
+        };
+        if wanted {
+            *held = Some(Instance::acquire(nri_dir, false)?);
         }
         Ok(())
     }
@@ -449,96 +495,4 @@ impl Planner {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_runtime_s_config_replaces_the_file_s_and_a_bad_one_fails_configure() {
-        let h = PlanHandler::new(HookConfig::default(), "10-cpuplan", true);
-        h.configure_with("").unwrap();
-        assert_eq!(h.config(), HookConfig::default(), "no config given: kept");
-        h.configure_with(r#"{"nri_dir": "/t/nri", "claims_dir": "/t/claims", "on_error": "deny"}"#)
-            .unwrap();
-        let c = h.config();
-        assert_eq!(c.nri_dir, Path::new("/t/nri"));
-        assert_eq!(c.claims_dir, Path::new("/t/claims"));
-        assert_eq!(c.on_error, OnError::Deny);
-        let x = ContainerId::parse("x").unwrap();
-        assert_eq!(h.planner().dirs.dir(&x), Path::new("/t/nri/x"));
-        let e = h
-            .configure_with(r#"{"step_thread_core": "fast"}"#)
-            .unwrap_err();
-        assert!(
-            e.contains(RUNTIME_CONFIG) && e.contains("step_thread_core"),
-            "{e}"
-        );
-        assert_eq!(h.config(), c, "a bad config changes nothing");
-        h.configure_with(r#"{"bogus": 1}"#).unwrap_err();
-    }
-
-    #[test]
-    fn the_plugin_s_own_pod_is_found_in_its_cgroup() {
-        let uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
-        for text in [
-            format!("4:cpu,cpuacct:/kubepods/besteffort/pod{uid}/0123abcd\n"),
-            format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-0123.scope\n", uid.replace('-', "_")),
-            format!("12:pids:/\n4:cpu:/kubepods/pod{uid}/c\n"),
-        ] {
-            assert_eq!(pod_uid_of_cgroup(&text).as_deref(), Some(uid), "{text}");
-        }
-        for none in [
-            "0::/user.slice/session-1.scope\n",
-            "4:cpu:/podman/pod\n",
-            "",
-        ] {
-            assert_eq!(pod_uid_of_cgroup(none), None, "{none}");
-        }
-    }
-
-    #[test]
-    fn a_mount_at_or_under_the_plan_directory_covers_it() {
-        let dir = Path::new("/run/cpuplan");
-        for covered in [
-            "/run/cpuplan",
-            "/run/cpuplan/",
-            "/run/cpuplan/data",
-            "/run/x/../cpuplan",
-        ] {
-            assert!(at_or_under(covered, dir), "{covered}");
-        }
-        for apart in ["/run", "/run/cpuplan2", "/var/run/cpuplan", "/", "data"] {
-            assert!(!at_or_under(apart, dir), "{apart}");
-        }
-    }
-
-    #[test]
-    fn a_container_that_mounts_the_plugin_s_directories_is_its_own() {
-        let config = HookConfig {
-            nri_dir: "/run/cpuplan/nri".into(),
-            claims_dir: "/run/cpuplan/claims".into(),
-            ..HookConfig::default()
-        };
-        let p = Planner::new(config, "10-cpuplan");
-        let with = |source: &str| Container {
-            mounts: vec![nri_plugin::api::Mount {
-                destination: "/x".into(),
-                source: source.into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let pod = PodSandbox::default();
-        for own in [
-            "/run/cpuplan",
-            "/run",
-            "/",
-            "/run/cpuplan/nri/c1",
-            "/run/cpuplan/claims",
-        ] {
-            assert!(p.plugin_s_own(&pod, &with(own)).is_some(), "{own}");
-        }
-        for other in ["/run/cpuplan2", "/var/lib/data", "tmpfs", "/run/other"] {
-            assert!(p.plugin_s_own(&pod, &with(other)).is_none(), "{other}");
-        }
-    }
-}
+mod tests;

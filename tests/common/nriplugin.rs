@@ -79,6 +79,21 @@ pub fn nri_dir(node: &CriNode) -> PathBuf {
     node.path("run/cpuplan/nri")
 }
 
+/// The names in the plugin's `nri_dir` on `node`, sorted, less its instance lock (which stays
+/// while the plugin runs and after it).
+pub fn plans_left(node: &CriNode) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(nri_dir(node))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != cpuplan_hook::nri::instance::LOCK_FILE)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// `cpuplan-hook claims --json` with the plugin's config.
 pub fn claims(node: &CriNode) -> Value {
     crate::common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))

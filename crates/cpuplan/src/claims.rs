@@ -11,9 +11,16 @@
 //!
 //! A holder is a container id within a scope: the same id may run in two runtime roots
 //! (two `runc --root`s, two containerd namespaces), so an id alone names no container. The
-//! hook's scope is the container's bundle path; other claimers name theirs (`nri:<plugin>`,
-//! `python`). Claim files written before scopes existed have none (an empty scope): they
-//! are released by nobody, and are taken over once their pid no longer runs.
+//! scope names the operator's agent that claims for the container: the hook's is the
+//! container's bundle path, the NRI plugin's `nri:<plugin>`, the Python package's
+//! `python:pidns:<inode>` (its ids are pids). A claim of a container in a scope is that
+//! container's, whoever holds it now: claiming for the same container in the same scope takes
+//! it over under the new holder (a second plugin instance after a rollout, a container started
+//! again), while a claim of another container or another scope holds while its holder lives.
+//! Releasing a container's claims drops them unless another holder that still runs took them
+//! over (that one releases them itself). Claim files written before scopes existed have none
+//! (an empty scope): they are nobody's container, released by nobody, and taken over once
+//! their pid no longer runs.
 //!
 //! A pid is numbered in a pid namespace: a holder records its claimer's ([`crate::pidns`]). A
 //! reader in that namespace judges the pid as it is; one in another looks the process up by
@@ -50,11 +57,12 @@ const POLL: Duration = Duration::from_millis(5);
 /// The most bytes of one claim file read (a holder is a few hundred).
 const MAX_CLAIM: usize = 64 << 10;
 
-/// Who holds a claim: a container id within its scope, its init pid, and that pid's start time.
+/// Who holds a claim: a container id within its scope, the pid whose life the claim lasts
+/// (the container's init for the hook, the plugin's own for the NRI plugin), and its start time.
 ///
-/// A claimer holds a claim again only as the very same holder (all four fields); a live
-/// holder that differs in any field, even one with the same id and scope, holds it against
-/// the claimer. [`release`] drops the claims of an id within a scope.
+/// A claim belongs to the container and scope ([`Holder::is`]): a claimer of the same
+/// container and scope takes it over whatever pid holds it; any other holder holds it against
+/// the claimer while it lives. [`release`] drops the claims of an id within a scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     /// Container id.
@@ -63,7 +71,7 @@ pub struct Holder {
     /// plugin; empty in a claim file written before scopes (released by nobody).
     #[serde(default)]
     pub scope: String,
-    /// Host pid of the container's init.
+    /// The pid the claim lasts while (the container's init for the hook, the plugin for NRI).
     pub pid: u32,
     /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot).
     pub start_time: u64,
@@ -163,11 +171,13 @@ pub enum ClaimError {
 
 /// Claim every address for `holder`, all or nothing, under an flock of `dir` waited on at most `wait`.
 ///
-/// An address already held by the very same holder is kept; one held by any other live holder
-/// (another id, the same id in another scope, or the same id and scope under another live pid)
-/// makes the call take nothing and return [`ClaimOutcome::Held`]; one held by a gone, zombie
-/// or restarted pid (or a claim file that does not parse) is stale and taken over. Pids are
-/// read under `root`. Temporary files a killed claimer left (`.<address>.json.tmp`) are removed.
+/// An address already held by the very same holder is kept; one held for the same container
+/// in the same scope under another pid (another instance of the agent, the container started
+/// again) is the container's and taken over, live or not; one held by any other live holder
+/// (another id, or the same id in another scope) makes the call take nothing and return
+/// [`ClaimOutcome::Held`]; one held by a gone, zombie or restarted pid (or a claim file that
+/// does not parse) is stale and taken over. Pids are read under `root`. Temporary files a
+/// killed claimer left (`.<address>.json.tmp`) are removed.
 pub fn claim_gpus(
     dir: &Path,
     root: &Path,
@@ -190,13 +200,26 @@ pub fn claim_gpus(
     let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
     remove_stale_temps(dir);
 
-    // Decide for every address before writing any, so a held one leaves all untouched.
+    // Decide for every address before writing any, so a held one leaves all untouched. The
+    // flag: the claim was already the container's (an undo leaves it).
     let mut to_write: Vec<(&str, bool)> = Vec::with_capacity(wanted.len());
     for address in wanted {
         let path = claim_path(dir, address);
         let mine = match read_holder(&path) {
             Ok(None) => false,
             Ok(Some(h)) if h == *holder => true,
+            Ok(Some(h)) if h.is(&holder.container, &holder.scope) => {
+                log::info!(
+                    "taking over {}: container {} of scope {:?} claims it again as pid {} (it was pid {} of pid namespace {})",
+                    path.display(),
+                    h.container,
+                    h.scope,
+                    holder.pid,
+                    h.pid,
+                    h.pid_ns
+                );
+                true
+            }
             Ok(Some(h)) => {
                 if h.is_live(root)? {
                     return Ok(ClaimOutcome::Held {
@@ -240,14 +263,20 @@ pub fn claim_gpus(
     Ok(ClaimOutcome::Claimed)
 }
 
-/// Drop every claim held by `container` of `scope` (see [`Holder::is`]); returns how many.
+/// Drop the claims of `container` of `scope` (see [`Holder::is`]) held by `by` (the releaser's
+/// own holder, where it is one) or by a holder that no longer runs (pids read under `root`);
+/// returns how many.
 ///
-/// Claims of the same id in another scope (a container of another runtime root) are kept,
-/// and so are claims without a scope. Stale temporary files are removed, as by [`claim_gpus`].
+/// A claim of the container that another live holder took over (a newer instance of the same
+/// agent) is kept: that holder releases it itself. Claims of the same id in another scope (a
+/// container of another runtime root) are kept, and so are claims without a scope. Stale
+/// temporary files are removed, as by [`claim_gpus`].
 pub fn release(
     dir: &Path,
+    root: &Path,
     container: &str,
     scope: &str,
+    by: Option<&Holder>,
     wait: Duration,
 ) -> Result<usize, ClaimError> {
     if !dir.is_dir() {
@@ -260,6 +289,15 @@ pub fn release(
     for (address, path) in found.claims {
         match read_holder(&path) {
             Ok(Some(h)) if h.is(container, scope) => {
+                if by != Some(&h) && still_runs(&h, root) {
+                    log::info!(
+                        "kept {}: container {}'s claim is held by pid {}, which still runs (it releases it)",
+                        path.display(),
+                        h.container,
+                        h.pid
+                    );
+                    continue;
+                }
                 remove(&path)?;
                 dropped += 1;
             }
@@ -271,6 +309,18 @@ pub fn release(
         sync_dir(dir);
     }
     Ok(dropped)
+}
+
+/// Whether `h` still runs; a liveness that cannot be read counts as gone (its container is
+/// being released: only a holder known to run keeps the claim).
+fn still_runs(h: &Holder, root: &Path) -> bool {
+    h.is_live(root).unwrap_or_else(|e| {
+        log::warn!(
+            "cannot tell whether pid {} still runs ({e}): released",
+            h.pid
+        );
+        false
+    })
 }
 
 /// Every claim in `dir` in address order, each with whether its holder is live (pids read under `root`).

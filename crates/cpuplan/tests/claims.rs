@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -11,62 +11,9 @@ use std::time::{Duration, Instant};
 use cpuplan::{claim_gpus, list_claims, release, ClaimError, ClaimOutcome, Holder};
 use nix::fcntl::{Flock, FlockArg};
 
-const WAIT: Duration = Duration::from_secs(5);
-
-/// A fixture root whose `proc/<pid>/stat` gives each pid its start time.
-fn proc_root(pids: &[(u32, u64)]) -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
-    for &(pid, start) in pids {
-        set_start(root.path(), pid, start);
-    }
-    root
-}
-
-/// Write `<root>/proc/<pid>/stat` with a comm holding spaces and parentheses.
-fn set_start(root: &Path, pid: u32, start: u64) {
-    let dir = root.join(format!("proc/{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("stat"),
-        format!("{pid} (runc:[2:INIT]) (x) S 1 {pid} {pid} 0 -1 4194560 10 0 0 0 3 1 0 0 20 0 1 0 {start} 1000 20 18446744073709551615\n"),
-    )
-    .unwrap();
-}
-
-/// The bundle scope the tests' holders are in.
-const SCOPE: &str = "/run/bundles/one";
-
-fn holder(container: &str, pid: u32, start_time: u64) -> Holder {
-    scoped(container, SCOPE, pid, start_time)
-}
-
-fn scoped(container: &str, scope: &str, pid: u32, start_time: u64) -> Holder {
-    Holder {
-        container: container.into(),
-        scope: scope.into(),
-        pid,
-        start_time,
-        pid_ns: cpuplan::own_pid_ns(),
-    }
-}
-
-fn addrs(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
-/// The names in the claims dir, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    v.sort();
-    v
-}
-
-fn claims_dir(tmp: &tempfile::TempDir) -> PathBuf {
-    tmp.path().join("run/cpuplan/claims")
-}
+#[path = "common/claimsfx.rs"]
+mod claimsfx;
+use claimsfx::{addrs, claims_dir, holder, names, proc_root, scoped, set_start, SCOPE, WAIT};
 
 #[test]
 fn claims_are_all_or_nothing_and_name_the_live_holder() {
@@ -190,15 +137,9 @@ fn the_same_container_claims_again() {
         claim_gpus(&dir, root.path(), &a, &gpus, WAIT).unwrap(),
         ClaimOutcome::Claimed
     );
-    // The same id and scope under another pid while the first still lives is another
-    // container (the same bundle in two runtime roots): it is held against it.
-    let again = holder("ctr-a", 101, 7000);
-    assert!(matches!(
-        claim_gpus(&dir, root.path(), &again, &gpus, WAIT).unwrap(),
-        ClaimOutcome::Held { by, .. } if by == a
-    ));
     // The same container restarted under a new pid, the old one gone, takes its claims again.
     std::fs::remove_dir_all(root.path().join("proc/100")).unwrap();
+    let again = holder("ctr-a", 101, 7000);
     assert_eq!(
         claim_gpus(&dir, root.path(), &again, &gpus, WAIT).unwrap(),
         ClaimOutcome::Claimed
@@ -232,9 +173,10 @@ fn release_drops_only_that_containers_claims_and_keeps_the_lock_file() {
     claim_gpus(&dir, root.path(), &b, &addrs(&["0000:3a:00.0"]), WAIT).unwrap();
     let lock_inode = std::fs::metadata(dir.join(".lock")).unwrap().ino();
 
-    assert_eq!(release(&dir, "ctr-a", SCOPE, WAIT).unwrap(), 2);
-    assert_eq!(release(&dir, "ctr-a", SCOPE, WAIT).unwrap(), 0);
-    assert_eq!(release(&dir, "no-such", SCOPE, WAIT).unwrap(), 0);
+    let r = root.path();
+    assert_eq!(release(&dir, r, "ctr-a", SCOPE, Some(&a), WAIT).unwrap(), 2);
+    assert_eq!(release(&dir, r, "ctr-a", SCOPE, Some(&a), WAIT).unwrap(), 0);
+    assert_eq!(release(&dir, r, "no-such", SCOPE, None, WAIT).unwrap(), 0);
     assert_eq!(names(&dir), [".lock", "0000:3a:00.0.json"]);
     assert_eq!(
         std::fs::metadata(dir.join(".lock")).unwrap().ino(),
@@ -254,7 +196,7 @@ fn release_drops_only_that_containers_claims_and_keeps_the_lock_file() {
     );
     // Releasing in a directory that does not exist drops nothing and creates nothing.
     let missing = tmp.path().join("missing");
-    assert_eq!(release(&missing, "ctr-a", SCOPE, WAIT).unwrap(), 0);
+    assert_eq!(release(&missing, r, "ctr-a", SCOPE, None, WAIT).unwrap(), 0);
     assert!(!missing.exists());
 }
 
@@ -535,7 +477,14 @@ fn a_held_lock_is_waited_on_only_as_long_as_asked() {
     assert!(took >= Duration::from_millis(200), "{took:?}");
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert!(matches!(
-        release(&dir, "ctr-a", SCOPE, Duration::from_millis(50)),
+        release(
+            &dir,
+            root.path(),
+            "ctr-a",
+            SCOPE,
+            Some(&me),
+            Duration::from_millis(50)
+        ),
         Err(ClaimError::Busy { .. })
     ));
     // A shared holder blocks changes but not listing.
@@ -575,13 +524,20 @@ fn the_same_id_in_another_scope_neither_takes_nor_releases_the_claim() {
         }
     );
     // The second one's poststop releases nothing of the first's.
-    assert_eq!(release(&dir, "web", "/run/root-b/web", WAIT).unwrap(), 0);
+    let r = root.path();
+    assert_eq!(
+        release(&dir, r, "web", "/run/root-b/web", Some(&second), WAIT).unwrap(),
+        0
+    );
     assert_eq!(list_claims(&dir, root.path()).unwrap()[0].holder, first);
     // The claim file records the scope.
     let text = std::fs::read_to_string(dir.join("0000:2a:00.0.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["scope"], "/run/root-a/web", "{text}");
-    assert_eq!(release(&dir, "web", "/run/root-a/web", WAIT).unwrap(), 1);
+    assert_eq!(
+        release(&dir, r, "web", "/run/root-a/web", Some(&first), WAIT).unwrap(),
+        1
+    );
     assert!(list_claims(&dir, root.path()).unwrap().is_empty());
 }
 
@@ -606,8 +562,9 @@ fn a_claim_file_without_a_scope_parses_is_released_by_nobody_and_taken_over_when
     assert_eq!(listed[0].holder, legacy, "no pid namespace: the reader's");
     assert!(listed[0].live);
     // No scope matches it, not even an empty one.
-    assert_eq!(release(&dir, "web", SCOPE, WAIT).unwrap(), 0);
-    assert_eq!(release(&dir, "web", "", WAIT).unwrap(), 0);
+    let r = root.path();
+    assert_eq!(release(&dir, r, "web", SCOPE, None, WAIT).unwrap(), 0);
+    assert_eq!(release(&dir, r, "web", "", Some(&legacy), WAIT).unwrap(), 0);
     // While its pid lives it holds the GPU, even against the same id.
     let gpus = addrs(&["0000:2a:00.0"]);
     let me = holder("web", 200, 6000);
@@ -729,7 +686,11 @@ fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
     assert_eq!(names(&dir), want);
     // So does a release.
     plant();
-    assert_eq!(release(&dir, "ctr-a", SCOPE, WAIT).unwrap(), 1);
+    let a = holder("ctr-a", 100, 5000);
+    assert_eq!(
+        release(&dir, root.path(), "ctr-a", SCOPE, Some(&a), WAIT).unwrap(),
+        1
+    );
     want.retain(|n| n != "0000:3a:00.0.json");
     assert_eq!(names(&dir), want);
     // A temporary planted as a symlink is removed, never followed.
@@ -782,7 +743,9 @@ fn a_fifo_claim_file_or_lock_does_not_block() {
     // A FIFO as the lock file is refused, at once.
     std::fs::remove_file(dir.join(".lock")).unwrap();
     nix::unistd::mkfifo(&dir.join(".lock"), mode).unwrap();
-    let err = release(&dir, "ctr-a", SCOPE, WAIT).unwrap_err().to_string();
+    let err = release(&dir, root.path(), "ctr-a", SCOPE, None, WAIT)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains(".lock") && err.contains("not a regular file"),
         "{err}"

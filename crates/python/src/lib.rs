@@ -326,9 +326,11 @@ fn derived<'py>(
 
 /// Claim every address (canonical PCI form) in the claims directory `dir` for this process, all or none; `None`, or why not.
 ///
-/// The holder is this process: `pid-<pid>` in scope `python`, its pid and start time, so a claim lasts while
-/// the process runs (a dead holder's claims are stale and taken over). The lock is waited
-/// on for at most `wait` seconds, without holding the GIL.
+/// The holder is this process: `pid-<pid>` in scope `python:pidns:<inode>` (a pid names one
+/// process only within its pid namespace: the same pid in another container is another
+/// claimer), its pid and start time, so a claim lasts while the process runs (a dead holder's
+/// claims are stale and taken over). The lock is waited on for at most `wait` seconds, without
+/// holding the GIL.
 #[pyfunction]
 fn claim_gpus(
     py: Python<'_>,
@@ -339,7 +341,8 @@ fn claim_gpus(
     let pid = std::process::id();
     let wait = Duration::try_from_secs_f64(wait.max(0.0)).unwrap_or(Duration::MAX);
     let outcome = py.detach(|| {
-        let holder = Holder::of_pid(Path::new("/"), &format!("pid-{pid}"), "python", pid)?
+        let scope = format!("python:pidns:{}", cpuplan::own_pid_ns());
+        let holder = Holder::of_pid(Path::new("/"), &format!("pid-{pid}"), &scope, pid)?
             .ok_or_else(|| {
                 ClaimError::Host(cpuplan::Error::malformed(
                     format!("/proc/{pid}/stat"),

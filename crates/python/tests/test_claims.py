@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,37 @@ def test_a_dead_processes_claims_are_taken_over(tmp_path: Path) -> None:
     assert claim_files(claims) == [f"{A}.json"]
     assert cpuplan.host.claim_gpus([A], claims_dir=claims) is None
     assert json.loads((claims / f"{A}.json").read_text())["pid"] == os.getpid()
+
+
+def in_new_pid_namespace(code: str) -> subprocess.Popen:
+    """Python running code as pid 1 of a pid namespace of its own (unshare, as root), its stdout a pipe."""
+    return subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_pid_1_of_two_pid_namespaces_are_two_claimers(tmp_path: Path) -> None:
+    # A container's server is often pid 1 of its own namespace: the same id "pid-1" in two
+    # containers is two processes, and its scope (its pid namespace) tells them apart.
+    claims = tmp_path / "claims"
+    claim = f"import cpuplan, json, sys; print(json.dumps([__import__('os').getpid(), cpuplan.host.claim_gpus([{A!r}], claims_dir={str(claims)!r})]), flush=True)"
+    first = in_new_pid_namespace(claim + "; sys.stdin.read()")
+    try:
+        assert first.stdout is not None
+        assert json.loads(first.stdout.readline()) == [1, None]
+        holder = json.loads((claims / f"{A}.json").read_text())
+        assert holder["container"] == "pid-1" and holder["scope"].startswith("python:pidns:"), holder
+        second = in_new_pid_namespace(claim)
+        out, _ = second.communicate(timeout=30)
+        pid, why = json.loads(out)
+        assert pid == 1 and why is not None and "held by pid-1" in why, out
+        assert json.loads((claims / f"{A}.json").read_text()) == holder, "the first one's claim stays"
+    finally:
+        first.communicate(input="", timeout=30)
+    assert first.returncode == 0
 
 
 def test_the_claims_dir_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
