@@ -5,6 +5,7 @@ pub mod containerd;
 mod files;
 mod hook_config;
 pub mod hooks_dir;
+pub mod hooks_file;
 pub mod import;
 pub mod nri;
 
@@ -12,8 +13,9 @@ use std::path::{Path, PathBuf};
 
 use files::{io, write_with_mode};
 pub use hook_config::{default_config, DEFAULT_CONFIG_TEXT};
+use hooks_file::HooksFile;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Where `install` puts things.
 #[derive(Debug, Clone)]
@@ -178,26 +180,15 @@ impl Layout {
         self.prefix.join("libexec/cpuplan/cpuplan-hook")
     }
 
-    /// One OCI hook entry that runs the installed binary with `args` after its `--config`.
-    fn hook_entry(&self, args: &[&str]) -> Value {
-        let mut argv = vec![json!("cpuplan-hook"), json!("--config"), json!(self.config)];
-        argv.extend(args.iter().map(|a| json!(a)));
-        json!({
-            "path": self.binary(),
-            "args": argv,
-            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-            "timeout": 10
-        })
+    /// One OCI hook that runs the installed binary with `args` after its `--config`.
+    fn hook_entry(&self, args: &[&str]) -> oci_spec::runtime::Hook {
+        hooks_file::hook(&self.binary(), &self.config, args)
     }
 
-    /// An oci-hooks 1.0.0 file running `args` at `stages`, always.
+    /// An oci-hooks file running `args` at `stages`, always.
     fn hooks_d(&self, args: &[&str], stages: &[&str]) -> Value {
-        json!({
-            "version": "1.0.0",
-            "hook": self.hook_entry(args),
-            "when": {"always": true},
-            "stages": stages
-        })
+        let file = HooksFile::always(self.hook_entry(args), stages);
+        serde_json::to_value(file).expect("an oci-hooks file serializes")
     }
 
     /// The hooks.d JSON for the createRuntime and poststop stages.
@@ -212,10 +203,12 @@ impl Layout {
 
     /// The lines containerd users add: the hooks of a `base_runtime_spec`.
     pub fn containerd_hooks(&self) -> Value {
-        json!({
-            "createRuntime": [self.hook_entry(&["hook", "createRuntime"])],
-            "poststop": [self.hook_entry(&["hook", "poststop"])]
-        })
+        let hooks = oci_spec::runtime::HooksBuilder::default()
+            .create_runtime(vec![self.hook_entry(&["hook", "createRuntime"])])
+            .poststop(vec![self.hook_entry(&["hook", "poststop"])])
+            .build()
+            .expect("hooks with two stages are complete");
+        serde_json::to_value(hooks).expect("OCI hooks serialize")
     }
 }
 
@@ -234,8 +227,7 @@ fn ours_or_absent(layout: &Layout, path: &Path) -> Result<bool, InstallError> {
 
 /// Whether the hooks.d JSON `bytes` registers `layout`'s binary.
 fn ours(layout: &Layout, bytes: &[u8]) -> bool {
-    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    v.pointer("/hook/path").and_then(Value::as_str) == Some(&layout.binary().display().to_string())
+    HooksFile::parse(bytes).is_some_and(|f| f.hook.path() == &layout.binary())
 }
 
 /// What `install` is asked for besides the layout.
@@ -393,6 +385,7 @@ pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
 
     pub(super) fn layout(t: &Path) -> Layout {
