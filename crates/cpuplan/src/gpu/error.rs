@@ -20,24 +20,6 @@ pub enum DeviceError {
         /// The entry.
         entry: String,
     },
-    /// An entry of `NVIDIA_VISIBLE_DEVICES` that names no GPU of this host.
-    #[error("NVIDIA_VISIBLE_DEVICES={}: {} matches no GPU on this host ({why})", quoted(.value), quoted(.entry))]
-    VisibleUnknown {
-        /// The whole variable.
-        value: String,
-        /// The entry.
-        entry: String,
-        /// What the host has instead.
-        why: String,
-    },
-    /// A bare `MIG-<uuid>` in a container whose `linux.devices` hold no NVIDIA GPU to name its parent.
-    #[error("NVIDIA_VISIBLE_DEVICES={}: {} is a MIG uuid, which /proc/driver/nvidia does not list, and the container's linux.devices hold no /dev/nvidiaN to name its GPU", quoted(.value), quoted(.entry))]
-    BareMig {
-        /// The whole variable.
-        value: String,
-        /// The entry.
-        entry: String,
-    },
     /// A `linux.devices` char device that should name a GPU but names none.
     #[error("linux.devices char device {major}:{minor}: {why}")]
     Device {
