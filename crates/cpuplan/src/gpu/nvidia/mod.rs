@@ -13,6 +13,7 @@
 
 mod driver;
 pub mod mig;
+mod seen;
 mod visible;
 
 use std::path::Path;
@@ -20,6 +21,7 @@ use std::path::Path;
 pub use driver::{
     nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
 };
+pub use seen::cuda_gpus;
 pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
 
 use super::{CharDevice, DeviceError, Named, Resolved, Vendor};
