@@ -53,7 +53,7 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
         found.extend(scan(&mut dri, "/dev/dri", true));
         dri_dir = fstat(dri.as_raw_fd()).ok();
     }
-    found.sort_by(|(a, _), (b, _)| (a.major, a.minor).cmp(&(b.major, b.minor)));
+    found.sort_by_key(|(a, _)| (a.major, a.minor));
     if found.is_empty() {
         return Vec::new();
     }
