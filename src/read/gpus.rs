@@ -130,9 +130,9 @@ pub fn container_gpus(
         match inventory.gpu_id(id, nvidia_named)? {
             Ok(Some(address)) => {
                 if source == GpuSource::TenantMount {
+                    // Its source (a host path) is not the tenant's to read: not quoted.
                     notes.push(format!(
-                        "{mount} (source {}) is not a bind of the host's /dev/null: it names {address} as the tenant's, not the device plugin's",
-                        quoted(&m.source)
+                        "{mount} is not a bind of the host's /dev/null: it names {address} as the tenant's, not the device plugin's"
                     ));
                 }
                 found.push((address, source));

@@ -154,7 +154,10 @@ fn narrow_nvidia(
         .filter_map(|e| match parse_id(e)? {
             DeviceId::Pci(a) => gpus.contains(&a).then_some(a),
             DeviceId::Index(i) => gpus.get(i as usize).cloned(),
-            DeviceId::Uuid(u) => uuids.iter().find(|(_, v)| *v == u).map(|(a, _)| a.clone()),
+            DeviceId::Uuid(u) => uuids
+                .iter()
+                .find(|(_, v)| v.eq_ignore_ascii_case(&u))
+                .map(|(a, _)| a.clone()),
             DeviceId::Mig(_) => None,
         })
         .collect();
@@ -219,5 +222,22 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(cuda_gpus(root, &[], None, None), None, "nothing known");
+    }
+
+    #[test]
+    fn nvidia_visible_devices_narrows_the_hosts_list_by_any_id_form() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/host");
+        let uuid = "GPU-3FA842B9-ce2c-478e-6c95-fe7254322c73"; // 0000:2a:00.0's, in any case
+        let got = cuda_gpus(&root, &[], Some(&format!("6,{uuid},0000:9A:00.0")), None);
+        assert_eq!(
+            got.unwrap(),
+            ["0000:2a:00.0", "0000:9a:00.0", "0000:ba:00.0"]
+        );
+        let got = cuda_gpus(&root, &[], None, Some("GPU-3fa842b9,1"));
+        assert_eq!(
+            got.unwrap(),
+            ["0000:2a:00.0"],
+            "a prefix, then a repeat stops"
+        );
     }
 }
