@@ -18,10 +18,11 @@ mod cri_hook;
 mod gpu_paths;
 
 use cri::{quota, section, CriNode};
-use cri_hook::{claims, hook_config, hook_log, install};
+use cri_hook::{hook_config, hook_log, install};
 use gpu_paths::{
-    cdi_annotation, cdi_field, cdi_options, gpu_paths_host, holders, plan_json, planenv, sleeper,
-    spec_devices, start, volume_mount, write_cdi_specs, CLAIM_UID, GPU0, GPU1, UUID1,
+    cdi_annotation, cdi_field, cdi_options, claims, dra_pair, gpu_paths_host, holders,
+    one_gpu_through, plan_json, planenv, sleeper, start, volume_mount, write_cdi_specs, GPU0, GPU1,
+    UUID1,
 };
 use serde_json::json;
 
@@ -36,91 +37,29 @@ fn node() -> CriNode {
     node
 }
 
-/// One CPU of quota on GPU 1 through `ask`: containerd injects `/dev/nvidia1`, the hook plans for
-/// GPU 1, narrows the cpuset to CPU 1 and claims GPU 1 while the container lives.
-fn one_gpu_through(
-    node: &CriNode,
-    name: &str,
-    ask: impl Fn(cri::cri::ContainerConfig) -> cri::cri::ContainerConfig,
-) {
-    let pod = node.run_pod(node.pod_config(name), "");
-    let c = ask(quota(
-        node.container_config("srv", &sleeper()),
-        100000,
-        100000,
-    ));
-    let (id, out) = start(node, &pod, c);
-    assert!(
-        spec_devices(node, &id).contains(&"/dev/nvidia1 195:1".to_string()),
-        "{name}: containerd injected the CDI device: {:?}",
-        spec_devices(node, &id)
-    );
-    assert!(section(&out, "nodes").contains("/dev/nvidia1"), "{out}");
-    assert!(
-        section(&out, "env").contains("CDI_TEST=1"),
-        "the spec's env: {out}"
-    );
-    assert_eq!(
-        planenv(&out, "CPUPLAN_DEVICES"),
-        format!("'{GPU1}'"),
-        "{name}"
-    );
-    assert_eq!(section(&out, "cpus").trim(), "1", "{name}: narrowed: {out}");
-    assert_eq!(plan_json(&out)["inputs"]["cpuset"], "1");
-    assert_eq!(
-        holders(&claims(node)),
-        [(GPU1.to_string(), id.clone())],
-        "{name}"
-    );
-    node.remove_container(&id);
-    node.remove_pod(&pod);
-    assert_eq!(claims(node), json!([]), "{name}: released at removal");
+/// The hook route's removal: the containers (their poststop releases the claims) and the pod.
+fn remove(node: &CriNode, ids: &[&str], pod: &cri::Pod) {
+    for id in ids {
+        node.remove_container(id);
+    }
+    node.remove_pod(pod);
 }
 
 #[test]
 fn cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed() {
     let node = node();
     // The device plugin's cdi-cri strategy (and DRA): CRI's CDI_devices field.
-    one_gpu_through(&node, "cdi-field", |c| cdi_field(c, "nvidia.com/gpu=1"));
+    one_gpu_through(
+        &node,
+        "cdi-field",
+        |c| cdi_field(c, "nvidia.com/gpu=1"),
+        &remove,
+    );
     // Its cdi-annotations strategy: the annotation containerd reads from the container config.
-    one_gpu_through(&node, "cdi-annotation", |c| {
-        cdi_annotation(c, "nvidia.com/gpu=1")
-    });
-
-    // A DRA claim two containers of a pod reference: both get its device; the second pins nothing.
-    let pod = node.run_pod(node.pod_config("dra"), "");
-    let claim = format!("k8s.gpu.nvidia.com/claim={CLAIM_UID}-gpu-0");
-    let (a, out_a) = start(
-        &node,
-        &pod,
-        cdi_field(node.container_config("a", &sleeper()), &claim),
-    );
-    let (b, out_b) = start(
-        &node,
-        &pod,
-        cdi_field(node.container_config("b", &sleeper()), &claim),
-    );
-    for out in [&out_a, &out_b] {
-        assert_eq!(
-            planenv(out, "CPUPLAN_DEVICES"),
-            format!("'{GPU0}'"),
-            "{out}"
-        );
-    }
-    assert!(
-        !planenv(&out_a, "CPUPLAN_WHY").contains("held by"),
-        "{out_a}"
-    );
-    let why = planenv(&out_b, "CPUPLAN_WHY");
-    assert!(
-        why.contains("pins nothing") && why.contains("held by another container"),
-        "{why}"
-    );
-    assert_eq!(holders(&claims(&node)), [(GPU0.to_string(), a.clone())]);
-    for id in [&a, &b] {
-        node.remove_container(id);
-    }
-    node.remove_pod(&pod);
+    let by_annotation = |c| cdi_annotation(c, "nvidia.com/gpu=1");
+    one_gpu_through(&node, "cdi-annotation", by_annotation, &remove);
+    // A DRA claim two containers of a pod reference: the second pins nothing.
+    dra_pair(&node, &remove);
 
     // Two MIG instances of GPU 0 (its node and two nvidia-caps nodes each): two servers on one
     // GPU, placed on it through the driver's capability files; the second pins nothing.

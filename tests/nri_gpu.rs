@@ -23,13 +23,13 @@ mod nriplugin;
 
 use std::path::Path;
 
-use cri::{cri as api, quota, section, CriNode};
+use cri::{quota, section, CriNode};
 use gpu_paths::{
-    cdi_annotation, cdi_field, cdi_options, env, gpu_paths_host, holders, plan_json, planenv,
-    sleeper, spec_devices, start, volume_mount, write_cdi_specs, CLAIM_UID, GPU0, GPU1, MIG_UUID,
-    UUID1,
+    cdi_annotation, cdi_field, cdi_options, claims, dra_pair, env, gpu_paths_host, holders,
+    one_gpu_through, plan_json, planenv, sleeper, spec_devices, start, volume_mount,
+    write_cdi_specs, GPU1, MIG_UUID, UUID1,
 };
-use nriplugin::{claims, context, plugin_config, wait_until, Plugin};
+use nriplugin::{context, plugin_config, wait_until, Plugin};
 use serde_json::{json, Value};
 
 /// A started node with CDI on, on the fake GPU host, and the plugin's config with `extra`.
@@ -55,77 +55,21 @@ fn remove(node: &CriNode, plugin: &Plugin, ids: &[&str], pod: &cri::Pod) {
     );
 }
 
-/// One CPU of quota on GPU 1 through `ask`: the plugin plans for GPU 1, narrows the cpuset to
-/// CPU 1 and claims GPU 1 while the container lives.
-fn one_gpu_through(
-    node: &CriNode,
-    plugin: &Plugin,
-    name: &str,
-    ask: impl Fn(api::ContainerConfig) -> api::ContainerConfig,
-) {
-    let pod = node.run_pod(node.pod_config(name), "");
-    let c = ask(quota(
-        node.container_config("srv", &sleeper()),
-        100000,
-        100000,
-    ));
-    let (id, out) = start(node, &pod, c);
-    assert!(
-        spec_devices(node, &id).contains(&"/dev/nvidia1 195:1".to_string()),
-        "{name}: {:?}",
-        spec_devices(node, &id)
-    );
-    assert_eq!(
-        planenv(&out, "CPUPLAN_DEVICES"),
-        format!("'{GPU1}'"),
-        "{name}: {out}"
-    );
-    assert_eq!(section(&out, "cpus").trim(), "1", "{name}: narrowed: {out}");
-    assert_eq!(node.oci_spec(&id)["linux"]["resources"]["cpu"]["cpus"], "1");
-    assert_eq!(
-        holders(&claims(node)),
-        [(GPU1.to_string(), id.clone())],
-        "{name}"
-    );
-    remove(node, plugin, &[&id], &pod);
-}
-
 #[test]
 fn cdi_devices_on_the_nri_route_are_planned_narrowed_and_claimed() {
     let (node, cfg) = node(json!({}));
     let plugin = Plugin::external(&node, &cfg);
-    one_gpu_through(&node, &plugin, "cdi-field", |c| {
-        cdi_field(c, "nvidia.com/gpu=1")
-    });
-    one_gpu_through(&node, &plugin, "cdi-annotation", |c| {
-        cdi_annotation(c, "nvidia.com/gpu=1")
-    });
+    let removal = |node: &CriNode, ids: &[&str], pod: &cri::Pod| remove(node, &plugin, ids, pod);
+    one_gpu_through(
+        &node,
+        "cdi-field",
+        |c| cdi_field(c, "nvidia.com/gpu=1"),
+        &removal,
+    );
+    let by_annotation = |c| cdi_annotation(c, "nvidia.com/gpu=1");
+    one_gpu_through(&node, "cdi-annotation", by_annotation, &removal);
     // A DRA claim two containers of a pod reference: the second pins nothing.
-    let pod = node.run_pod(node.pod_config("dra"), "");
-    let claim = format!("k8s.gpu.nvidia.com/claim={CLAIM_UID}-gpu-0");
-    let (a, out_a) = start(
-        &node,
-        &pod,
-        cdi_field(node.container_config("a", &sleeper()), &claim),
-    );
-    let (b, out_b) = start(
-        &node,
-        &pod,
-        cdi_field(node.container_config("b", &sleeper()), &claim),
-    );
-    assert_eq!(planenv(&out_a, "CPUPLAN_DEVICES"), format!("'{GPU0}'"));
-    assert_eq!(planenv(&out_b, "CPUPLAN_DEVICES"), format!("'{GPU0}'"));
-    assert!(
-        !planenv(&out_a, "CPUPLAN_WHY").contains("held by"),
-        "{out_a}"
-    );
-    let why = planenv(&out_b, "CPUPLAN_WHY");
-    assert!(
-        why.contains("pins nothing") && why.contains("held by another container"),
-        "{why}"
-    );
-    assert_eq!(holders(&claims(&node)), [(GPU0.to_string(), a.clone())]);
-    remove(&node, &plugin, &[&a, &b], &pod);
+    dra_pair(&node, &removal);
 }
 
 #[test]

@@ -231,3 +231,90 @@ pub fn spec_devices(node: &CriNode, id: &str) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// `cpuplan-hook claims --json` with the node's config (`T/etc/cpuplan/hook.json`, the hook's
+/// and the plugin's alike).
+pub fn claims(node: &CriNode) -> Value {
+    crate::common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
+}
+
+/// How a route removes containers and their pod, and waits until their claims are released.
+pub type Remove<'a> = &'a dyn Fn(&CriNode, &[&str], &Pod);
+
+/// One CPU of quota on GPU 1 through `ask` (a CDI field or annotation): containerd injects
+/// `/dev/nvidia1` and the spec's env; the route plans for GPU 1, narrows the cpuset to CPU 1
+/// and claims GPU 1 while the container lives; `remove` releases it.
+pub fn one_gpu_through(
+    node: &CriNode,
+    name: &str,
+    ask: impl Fn(api::ContainerConfig) -> api::ContainerConfig,
+    remove: Remove<'_>,
+) {
+    let pod = node.run_pod(node.pod_config(name), "");
+    let c = ask(crate::cri::quota(
+        node.container_config("srv", &sleeper()),
+        100000,
+        100000,
+    ));
+    let (id, out) = start(node, &pod, c);
+    let devices = spec_devices(node, &id);
+    assert!(
+        devices.contains(&"/dev/nvidia1 195:1".to_string()),
+        "{name}: containerd injected the CDI device: {devices:?}"
+    );
+    assert!(section(&out, "nodes").contains("/dev/nvidia1"), "{out}");
+    assert!(
+        section(&out, "env").contains("CDI_TEST=1"),
+        "the spec's env: {out}"
+    );
+    assert_eq!(
+        planenv(&out, "CPUPLAN_DEVICES"),
+        format!("'{GPU1}'"),
+        "{name}"
+    );
+    assert_eq!(section(&out, "cpus").trim(), "1", "{name}: narrowed: {out}");
+    assert_eq!(plan_json(&out)["inputs"]["cpuset"], "1");
+    assert_eq!(
+        holders(&claims(node)),
+        [(GPU1.to_string(), id.clone())],
+        "{name}"
+    );
+    remove(node, &[&id], &pod);
+    assert_eq!(claims(node), json!([]), "{name}: released");
+}
+
+/// A DRA claim two containers of a pod reference: both get its device (GPU 0) through CRI's
+/// `CDI_devices`; the first claims it, the second pins nothing and says why.
+pub fn dra_pair(node: &CriNode, remove: Remove<'_>) {
+    let pod = node.run_pod(node.pod_config("dra"), "");
+    let claim = format!("k8s.gpu.nvidia.com/claim={CLAIM_UID}-gpu-0");
+    let (a, out_a) = start(
+        node,
+        &pod,
+        cdi_field(node.container_config("a", &sleeper()), &claim),
+    );
+    let (b, out_b) = start(
+        node,
+        &pod,
+        cdi_field(node.container_config("b", &sleeper()), &claim),
+    );
+    for out in [&out_a, &out_b] {
+        assert_eq!(
+            planenv(out, "CPUPLAN_DEVICES"),
+            format!("'{GPU0}'"),
+            "{out}"
+        );
+    }
+    assert!(
+        !planenv(&out_a, "CPUPLAN_WHY").contains("held by"),
+        "{out_a}"
+    );
+    let why = planenv(&out_b, "CPUPLAN_WHY");
+    assert!(
+        why.contains("pins nothing") && why.contains("held by another container"),
+        "{why}"
+    );
+    assert_eq!(holders(&claims(node)), [(GPU0.to_string(), a.clone())]);
+    remove(node, &[&a, &b], &pod);
+    assert_eq!(claims(node), json!([]));
+}

@@ -12,7 +12,8 @@ pub enum DeviceError {
     /// kernel writes there (the planner's error, which names the file and quotes the content).
     #[error(transparent)]
     Host(#[from] Error),
-    /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all.
+    /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all (the strict parser's,
+    /// [`super::nvidia::parse_visible_devices`]; the inventory makes it a note on the entry).
     #[error("NVIDIA_VISIBLE_DEVICES={}: {} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>", quoted(.value), quoted(.entry))]
     VisibleJunk {
         /// The whole variable.
