@@ -21,8 +21,8 @@ use cri::{quota, section, CriNode};
 use cri_hook::{hook_config, hook_log, install};
 use gpu_paths::{
     cdi_annotation, cdi_field, cdi_options, claims, dra_pair, gpu_paths_host, holders,
-    one_gpu_through, plan_json, planenv, sleeper, start, volume_mount, write_cdi_specs, GPU0, GPU1,
-    UUID1,
+    one_gpu_through, plan_json, planenv, plugin_device, sleeper, start, volume_mount,
+    write_cdi_specs, GPU0, GPU1, UUID1,
 };
 use serde_json::json;
 
@@ -52,11 +52,11 @@ fn cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed() {
     one_gpu_through(
         &node,
         "cdi-field",
-        |c| cdi_field(c, "nvidia.com/gpu=1"),
+        |c| cdi_field(c, &plugin_device()),
         &remove,
     );
     // Its cdi-annotations strategy: the annotation containerd reads from the container config.
-    let by_annotation = |c| cdi_annotation(c, "nvidia.com/gpu=1");
+    let by_annotation = |c| cdi_annotation(c, &plugin_device());
     one_gpu_through(&node, "cdi-annotation", by_annotation, &remove);
     // A DRA claim two containers of a pod reference: the second pins nothing.
     dra_pair(&node, &remove);

@@ -26,7 +26,7 @@ use std::path::Path;
 use cri::{quota, section, CriNode};
 use gpu_paths::{
     cdi_annotation, cdi_field, cdi_options, claims, dra_pair, env, gpu_paths_host, holders,
-    one_gpu_through, plan_json, planenv, sleeper, spec_devices, start, volume_mount,
+    one_gpu_through, plan_json, planenv, plugin_device, sleeper, spec_devices, start, volume_mount,
     write_cdi_specs, GPU1, MIG_UUID, UUID1,
 };
 use nriplugin::{context, plugin_config, wait_until, Plugin};
@@ -63,10 +63,10 @@ fn cdi_devices_on_the_nri_route_are_planned_narrowed_and_claimed() {
     one_gpu_through(
         &node,
         "cdi-field",
-        |c| cdi_field(c, "nvidia.com/gpu=1"),
+        |c| cdi_field(c, &plugin_device()),
         &removal,
     );
-    let by_annotation = |c| cdi_annotation(c, "nvidia.com/gpu=1");
+    let by_annotation = |c| cdi_annotation(c, &plugin_device());
     one_gpu_through(&node, "cdi-annotation", by_annotation, &removal);
     // A DRA claim two containers of a pod reference: the second pins nothing.
     dra_pair(&node, &removal);

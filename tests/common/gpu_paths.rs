@@ -56,11 +56,16 @@ fn dev_node(path: &str, major: u32, minor: u32) -> Value {
 /// The DRA claim uid the tests' claim spec uses.
 pub const CLAIM_UID: &str = "6d3c8a1e-0b2f-4c5d-9e7a-1f2a3b4c5d6e";
 
+/// GPU 0's uuid (the e2e fixture's).
+pub const UUID0: &str = "GPU-5d1b2c3e-0000-4a6f-9c1d-3b0000000000";
+
 /// Writes the node's CDI specs in `T/etc/cdi` (`cdiVersion` 0.5.0: containerd 1.7.24's CDI
 /// library reads at most 0.7.0):
+/// - `k8s.device-plugin.nvidia.com/gpu` as the NVIDIA device plugin's `cdi-*` strategies name
+///   devices (by the default `uuid` id strategy): `GPU-<uuid>` of each GPU, with a spec-wide
+///   env `CDI_TEST=1`;
 /// - `nvidia.com/gpu` as `nvidia-ctk cdi generate` names devices: `0`, `1` (the GPUs' nodes),
-///   `0:1` and `0:2` (MIG instances of GPU 0: its node and two capability nodes each), with a
-///   spec-wide env `CDI_TEST=1`;
+///   `0:1` and `0:2` (MIG instances of GPU 0: its node and two capability nodes each);
 /// - `k8s.gpu.nvidia.com/claim` as NVIDIA's DRA driver names a claim's device,
 ///   `<claim uid>-gpu-0`.
 pub fn write_cdi_specs(cri_node: &CriNode) {
@@ -82,6 +87,14 @@ pub fn write_cdi_specs(cri_node: &CriNode) {
             {"name": "0:1", "containerEdits": mig(1, [30, 31])},
             {"name": "0:2", "containerEdits": mig(2, [39, 40])},
         ],
+    });
+    let plugin = json!({
+        "cdiVersion": "0.5.0",
+        "kind": "k8s.device-plugin.nvidia.com/gpu",
+        "devices": [
+            {"name": UUID0, "containerEdits": {"deviceNodes": [dev_node("/dev/nvidia0", 195, 0)]}},
+            {"name": UUID1, "containerEdits": {"deviceNodes": [dev_node("/dev/nvidia1", 195, 1)]}},
+        ],
         "containerEdits": {"env": ["CDI_TEST=1"]},
     });
     let claim = json!({
@@ -91,6 +104,7 @@ pub fn write_cdi_specs(cri_node: &CriNode) {
                      "containerEdits": {"deviceNodes": [dev_node("/dev/nvidia0", 195, 0)]}}],
     });
     std::fs::write(dir.join("nvidia.json"), gpus.to_string()).unwrap();
+    std::fs::write(dir.join("k8s-device-plugin.json"), plugin.to_string()).unwrap();
     std::fs::write(dir.join("dra-claim.json"), claim.to_string()).unwrap();
 }
 
@@ -122,6 +136,11 @@ pub fn gpu_paths_host(root: &Path) {
         )
         .unwrap();
     }
+}
+
+/// GPU 1 as the device plugin's `cdi-cri` and `cdi-annotations` strategies name it.
+pub fn plugin_device() -> String {
+    format!("k8s.device-plugin.nvidia.com/gpu={UUID1}")
 }
 
 /// `config` asking for the CDI device `name` through CRI's `CDI_devices` field (the device
