@@ -8,7 +8,8 @@ use serde::Deserialize;
 
 pub use crate::logging::LogLevel;
 
-/// What names a GPU as the container's: the operator's spec, the runtime's device nodes, or the container's own environment.
+/// What names a GPU as the container's: the operator's spec, the runtime's device nodes, the
+/// device plugin's volume-mounts, or the container's own environment.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize,
 )]
@@ -16,8 +17,12 @@ pub use crate::logging::LogLevel;
 pub enum GpuSource {
     /// A `linux.devices` char device that resolves to the GPU.
     Devices,
-    /// A GPU device node (`/dev/nvidiaN`) present in the container's `/dev`.
+    /// A GPU device node (`/dev/nvidiaN`, `/dev/dri/renderDN`) present in the container's `/dev`.
     Nodes,
+    /// A bind mount of the host's `/dev/null` at `/var/run/nvidia-container-devices/<id>`: the
+    /// NVIDIA device plugin's volume-mounts strategy (`read::gpus` says what makes one the
+    /// operator's).
+    Mounts,
     /// `NVIDIA_VISIBLE_DEVICES` in the container's environment.
     Env,
     /// A GPU device node in the container's `/dev` that is not the runtime's (a `/dev` or a node
@@ -25,6 +30,11 @@ pub enum GpuSource {
     /// name it, so it is never trusted.
     #[serde(skip)]
     TenantNode,
+    /// A mount at `/var/run/nvidia-container-devices/<id>` that is not a bind of the host's
+    /// `/dev/null` (an emptyDir's directory or file, a configMap): the tenant's look-alike.
+    /// Never trusted.
+    #[serde(skip)]
+    TenantMount,
 }
 
 impl std::fmt::Display for GpuSource {
@@ -32,9 +42,13 @@ impl std::fmt::Display for GpuSource {
         f.write_str(match self {
             GpuSource::Devices => "linux.devices",
             GpuSource::Nodes => "device node",
+            GpuSource::Mounts => "a /dev/null mount of the volume-mounts strategy",
             GpuSource::Env => cpuplan::gpu::nvidia::VISIBLE_DEVICES,
             GpuSource::TenantNode => {
                 "a device node the container's mounts or image put in its /dev"
+            }
+            GpuSource::TenantMount => {
+                "a mount at /var/run/nvidia-container-devices that is not a bind of /dev/null"
             }
         })
     }
@@ -98,8 +112,10 @@ pub struct HookConfig {
     pub nri_dir: PathBuf,
 }
 
-/// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices and the runtime's device nodes.
-pub const DEFAULT_GPU_SOURCES: [GpuSource; 2] = [GpuSource::Devices, GpuSource::Nodes];
+/// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices, the
+/// runtime's device nodes and the device plugin's volume-mounts.
+pub const DEFAULT_GPU_SOURCES: [GpuSource; 3] =
+    [GpuSource::Devices, GpuSource::Nodes, GpuSource::Mounts];
 
 impl Default for HookConfig {
     fn default() -> Self {
@@ -336,7 +352,7 @@ impl HookConfig {
             let list = v.as_array().ok_or_else(|| {
                 value_err(
                     "gpu_sources",
-                    format!("{v} is not a list of devices, nodes and env"),
+                    format!("{v} is not a list of devices, nodes, mounts and env"),
                 )
             })?;
             let mut sources = Vec::new();
@@ -344,7 +360,7 @@ impl HookConfig {
                 let source = serde_json::from_value(name.clone()).map_err(|_| {
                     value_err(
                         "gpu_sources",
-                        format!("{name} is not devices, nodes or env"),
+                        format!("{name} is not devices, nodes, mounts or env"),
                     )
                 })?;
                 if !sources.contains(&source) {
@@ -492,7 +508,7 @@ mod tests {
             (r#"{"log_level": 3}"#, "log_level"),
             (
                 r#"{"gpu_sources": ["devices", "bios"]}"#,
-                "\"bios\" is not devices, nodes or env",
+                "\"bios\" is not devices, nodes, mounts or env",
             ),
             (r#"{"gpu_sources": "env"}"#, "gpu_sources"),
             ("{", "EOF"),

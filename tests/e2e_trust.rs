@@ -206,6 +206,84 @@ fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
     stop(&b, t);
 }
 
+/// A topology root in `dir` with two GPUs: the e2e host's `0000:3b:00.0` (`/dev/nvidia0`) and
+/// `0000:86:00.0` (`/dev/nvidia1`, local CPU 1).
+fn two_gpu_host(dir: &Path) -> PathBuf {
+    let g = dir.join("two-gpu-host");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join("e2e-host"))
+        .arg(&g)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let a = g.join("sys/bus/pci/devices/0000:3b:00.0");
+    let b = g.join("sys/bus/pci/devices/0000:86:00.0");
+    let copied = Command::new("cp")
+        .arg("-aL")
+        .arg(&a)
+        .arg(&b)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::write(b.join("local_cpulist"), "1\n").unwrap();
+    let info = g.join("proc/driver/nvidia/gpus");
+    let text = std::fs::read_to_string(info.join("0000:3b:00.0/information")).unwrap();
+    std::fs::create_dir_all(info.join("0000:86:00.0")).unwrap();
+    std::fs::write(
+        info.join("0000:86:00.0/information"),
+        text.replace("0000:3b:00.0", "0000:86:00.0")
+            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
+    )
+    .unwrap();
+    g
+}
+
+#[test]
+fn the_toolkit_s_legacy_prestart_hook_s_node_is_planned_and_claimed() {
+    // NVIDIA's legacy runtime mode: the toolkit adds a prestart hook to config.json, and
+    // nvidia-container-cli creates /dev/nvidiaN in the container's /dev (in its mount namespace,
+    // on the runtime's tmpfs) and opens the device cgroup itself; config.json never names the
+    // GPU, and runc runs prestart before createRuntime. Here a prestart script does the same
+    // with mknod for GPU 1 (195:1); cpuplan's createRuntime hook then finds the node there.
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::new(&two_gpu_host(dir.path()));
+    let mut b = Bundle::new("legacy", HOLD);
+    let target = b.rootfs().join("dev/nvidia1");
+    let create = format!(
+        r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- mknod -m 666 {t} c 195 1"#,
+        t = target.display()
+    );
+    b.hook(
+        &["prestart"],
+        &["/bin/sh".into(), "-c".into(), create, "sh".into()],
+    );
+    b.hook_with_config(&node.config);
+    b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+    assert!(
+        b.config["linux"]["devices"]
+            .as_array()
+            .is_none_or(|d| d.is_empty()),
+        "config.json names no GPU"
+    );
+    let t = start(&b);
+    let plan = plan_json(&b);
+    assert_eq!(plan["inputs"]["gpus"], json!(["0000:86:00.0"]), "{plan}");
+    assert_eq!(
+        plan["inputs"]["cpuset"], "1",
+        "narrowed to GPU 1's CPU: {plan}"
+    );
+    assert!(
+        !plan["why"].as_str().unwrap().contains("not claimed"),
+        "{plan}"
+    );
+    let claims = node.claims();
+    assert_eq!(claims[0]["address"], "0000:86:00.0", "{claims}");
+    assert_eq!(claims[0]["holder"]["container"], b.id.as_str(), "{claims}");
+    let out = stop(&b, t);
+    assert_eq!(node.claims(), json!([]), "poststop released it: {out}");
+}
+
 #[test]
 fn a_gpu_device_node_a_mount_of_the_spec_puts_in_dev_is_never_claimed() {
     // The same node as a mount of the spec (an emptyDir's node through subPath, a volume at

@@ -147,24 +147,26 @@ fn cpuset_keep_never_writes() {
 }
 
 #[test]
-fn an_unknown_gpu_is_a_planning_problem_allow_and_deny() {
+fn an_unknown_gpu_is_a_note_and_never_a_planning_problem_allow_and_deny() {
     let mut h = FakeHost::new();
-    h.env("NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000");
-    let r = report(&h);
-    let cause = r.problem.expect("a problem");
-    assert!(
-        cause.contains("NVIDIA_VISIBLE_DEVICES") && cause.contains("GPU-00000000"),
-        "{cause}"
-    );
-    assert_eq!(env_line(&h, "CPUPLAN_SETTING"), "'off'");
-    assert!(env_line(&h, "CPUPLAN_WHY").contains("matches no GPU"));
-    assert_eq!(h.cpuset(), "0-223");
-    h.config["on_error"] = json!("deny");
-    let e = run(&h).unwrap_err().to_string();
-    assert!(
-        e.contains("container ctr") && e.contains("matches no GPU"),
-        "{e}"
-    );
+    h.env("NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000,1");
+    for on_error in ["allow", "deny"] {
+        h.config["on_error"] = json!(on_error);
+        let r = report(&h);
+        assert_eq!(r.problem, None, "{on_error}");
+        // The GPU that resolves is planned for; the one that does not is a note in plan.json.
+        assert_ne!(env_line(&h, "CPUPLAN_SETTING"), "'off'");
+        assert_eq!(env_line(&h, "CPUPLAN_DEVICES"), "'0000:2a:00.0'");
+        assert_eq!(r.plan.inputs.gpus, ["0000:2a:00.0"]);
+        let notes = &r.plan.inputs.gpu_notes;
+        assert!(
+            notes.len() == 1
+                && notes[0].contains("\"GPU-00000000-0000-0000-0000-000000000000\" matches no GPU"),
+            "{notes:?}"
+        );
+        let json: Value = serde_json::from_str(&h.plan_file("plan.json").unwrap()).unwrap();
+        assert_eq!(json["inputs"]["gpu_notes"][0], notes[0].as_str());
+    }
 }
 
 #[test]

@@ -160,8 +160,12 @@ fn cases() -> Vec<Case> {
             ..case("error: cpus outside the host")
         },
         Case {
-            env: &["NVIDIA_VISIBLE_DEVICES=9"],
-            ..case("error: gpu the host lacks")
+            devices: &[9],
+            ..case("error: a spec device the host lacks")
+        },
+        Case {
+            env: &["NVIDIA_VISIBLE_DEVICES=9,2"],
+            ..case("an env gpu id the host lacks: a note")
         },
         Case {
             quota: Some((50_000, 100_000)),

@@ -53,7 +53,10 @@ impl ClaimResult {
     /// GPU `address` is held by another live container: the words the plan (which its own
     /// tenant reads) carries. The holder's id, pid and scope are the host log's alone.
     pub fn held(address: &str) -> ClaimResult {
-        ClaimResult::Held(format!("GPU {address} is held by another container"))
+        ClaimResult::Held(format!(
+            "GPU {address} is held by another container: a second server on one GPU (a \
+             time-sliced or MPS replica, another MIG instance or partition of it) shares it unpinned"
+        ))
     }
 }
 

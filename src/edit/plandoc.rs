@@ -25,6 +25,11 @@ pub struct InputsRecord {
     pub gpus: Vec<String>,
     /// Where the setting came from (annotation, env, config).
     pub setting_from: String,
+    /// What the GPU read left out or placed on a GPU's parent, and why (an id of
+    /// `NVIDIA_VISIBLE_DEVICES` or of a volume-mount that names no GPU, a MIG instance, an AMD
+    /// partition); omitted when there is nothing to say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_notes: Vec<String>,
 }
 
 /// The `plan.json` document.
@@ -62,6 +67,7 @@ impl PlanDoc {
                 } else {
                     inputs.setting_from.clone()
                 },
+                gpu_notes: inputs.gpu_notes.clone(),
             },
         }
     }

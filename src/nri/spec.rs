@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use nri_plugin::api::{Container, PodSandbox};
 
-use crate::read::spec::{env_of_interest, CharDevice, ContainerSpec, ANNOTATION_PREFIX};
+use crate::read::spec::{env_of_interest, CharDevice, ContainerSpec, SpecMount, ANNOTATION_PREFIX};
 
 /// The spec of `container` in `pod`: its env (the variables of interest), its CPU quota,
-/// period and cpus, its char devices, its cgroups path, and the `cpuplan.*` annotations of the
+/// period and cpus, its char devices, its mounts, its cgroups path, and the `cpuplan.*` annotations of the
 /// pod and the container (the container's win). NRI passes a pod's annotations whatever
 /// containerd's `pod_annotations` says. A quota that is not positive (`-1`, `0`) is no quota;
 /// a cpu list that does not parse is an error quoting it.
@@ -64,7 +64,13 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
         env,
         annotations,
         cgroups_path: Some(linux.cgroups_path).filter(|p| !p.is_empty()),
-        mounts: Vec::new(),
+        // The runtime's mounts as CreateContainer shows them (kubelet's, the device plugin's,
+        // CDI's): what the volume-mounts strategy gives a GPU through.
+        mounts: container
+            .mounts
+            .iter()
+            .map(|m| SpecMount::new(&m.destination, &m.r#type, &m.options).with_source(&m.source))
+            .collect(),
     })
 }
 
@@ -147,6 +153,20 @@ mod tests {
             Some("/kubepods/burstable/pod1/c1")
         );
         assert!(s.source.contains("c1") && s.source.contains("default/srv"));
+        assert!(s.mounts.is_empty());
+        // The runtime's mounts: what the volume-mounts strategy gives a GPU through.
+        let mut c = container();
+        c.mounts.push(nri_plugin::api::Mount {
+            destination: "/var/run/nvidia-container-devices/GPU-abc".into(),
+            r#type: "bind".into(),
+            source: "/dev/null".into(),
+            options: vec!["rbind".into(), "rprivate".into(), "rw".into()],
+        });
+        let s = container_spec(&pod, &c).unwrap();
+        assert_eq!(s.mounts.len(), 1);
+        let m = &s.mounts[0];
+        assert_eq!(m.clean, "/var/run/nvidia-container-devices/GPU-abc");
+        assert!(m.binds_dev_null(), "{m:?}");
     }
 
     fn cpu_of(c: &mut Container) -> &mut LinuxCpu {

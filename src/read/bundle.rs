@@ -1,6 +1,6 @@
 //! A runtime spec's JSON (a bundle's `config.json`, or `precreate`'s stdin) read into a
 //! [`ContainerSpec`]: only the fields the planner uses are kept; everything else (the rest of
-//! the environment, other annotations, hooks, a mount's source…) is skipped as it is parsed, so
+//! the environment, other annotations, hooks…) is skipped as it is parsed, so
 //! a 16 MiB config costs little more than its own bytes.
 
 use std::borrow::Cow;
@@ -117,6 +117,12 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
                     &m.destination().to_string_lossy(),
                     m.typ().as_deref().unwrap_or_default(),
                     m.options().as_deref().unwrap_or_default(),
+                )
+                .with_source(
+                    &m.source()
+                        .as_deref()
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_default(),
                 )
             })
             .collect(),

@@ -125,12 +125,13 @@ impl Host {
             .unwrap_or_default())
     }
 
-    /// The container's GPUs named by its spec's `devices`, its device `nodes` and its
-    /// `NVIDIA_VISIBLE_DEVICES` (`visible`), and the devices left out.
+    /// The container's GPUs named by its spec's `devices`, its device `nodes`, its spec's
+    /// `mounts` and its `NVIDIA_VISIBLE_DEVICES` (`visible`), and what was left out.
     pub fn gpus(
         &self,
         devices: &[CharDevice],
         nodes: &[super::nodes::Node],
+        mounts: &[super::spec::SpecMount],
         visible: Option<&str>,
     ) -> Result<Found, DeviceError> {
         match self.inventory() {
@@ -139,12 +140,13 @@ impl Host {
                 let gpus = kept
                     .gpus
                     .get_or_insert_with(|| Inventory::new(&self.topology_root));
-                container_gpus(gpus, devices, nodes, visible)
+                container_gpus(gpus, devices, nodes, mounts, visible)
             }
             None => container_gpus(
                 &mut Inventory::new(&self.topology_root),
                 devices,
                 nodes,
+                mounts,
                 visible,
             ),
         }
@@ -271,7 +273,7 @@ mod tests {
         })
         .keeping_inventory();
         let mask: CpuSet = "0-223".parse().unwrap();
-        let first = host.gpus(&[device(1)], &[], None).unwrap();
+        let first = host.gpus(&[device(1)], &[], &[], None).unwrap();
         let addresses = vec![Some(first.gpus[0].address.clone())];
         let topo = host.topology(Setting::Auto, &addresses, &mask).unwrap();
         let running = host.running_cpus().unwrap();
@@ -283,14 +285,14 @@ mod tests {
         std::fs::remove_dir_all(root.join("proc/driver")).unwrap();
         std::fs::remove_dir_all(root.join("sys/devices")).unwrap();
         std::fs::remove_file(&mounts).unwrap();
-        assert_eq!(host.gpus(&[device(1)], &[], None).unwrap(), first);
+        assert_eq!(host.gpus(&[device(1)], &[], &[], None).unwrap(), first);
         let again = host.topology(Setting::Auto, &addresses, &mask).unwrap();
         assert_eq!((again.gpus, again.siblings), (topo.gpus, topo.siblings));
         assert_eq!(host.running_cpus().unwrap(), running);
         assert_eq!(host.cgroups_at("/kubepods/pod1/c1").unwrap(), pod);
         // Forgotten (a runtime reconnecting), it reads anew: nothing there now.
         host.forget_inventory();
-        assert!(host.gpus(&[device(1)], &[], None).is_err());
+        assert!(host.gpus(&[device(1)], &[], &[], None).is_err());
         assert_eq!(
             host.cgroups_at("/kubepods/pod1/c1").unwrap(),
             Cgroups::default()
@@ -301,6 +303,6 @@ mod tests {
             topology_root: root,
             ..HookConfig::default()
         });
-        assert!(plain.gpus(&[device(1)], &[], None).is_err());
+        assert!(plain.gpus(&[device(1)], &[], &[], None).is_err());
     }
 }

@@ -49,7 +49,7 @@ pub struct Container {
 pub struct Live {
     /// The OCI state's annotations (they take precedence over the spec's).
     pub annotations: BTreeMap<String, String>,
-    /// The `/dev/nvidiaN` char devices present in its `/dev`, each with whether it is the runtime's.
+    /// The GPU char devices present in its `/dev` (`/dev/nvidiaN`, `/dev/dri/*`), each with whether it is the runtime's.
     pub nodes: Vec<nodes::Node>,
 }
 
@@ -76,8 +76,11 @@ pub struct Inputs {
     pub setting_from: String,
     /// What the plan consults of the host: its GPUs and the siblings of the CPUs it may use.
     pub topology: StaticTopology,
-    /// What could not be read for lack of a pid, for the reader.
+    /// What could not be read for lack of a pid, what names no GPU, for the reader (the log).
     pub notes: Vec<String>,
+    /// What the GPU read left out or placed on a GPU's parent, and why (an id of the env or
+    /// of a mount that names no GPU, a MIG instance, a partition): also in `plan.json`.
+    pub gpu_notes: Vec<String>,
     /// The first read that failed: the decision falls back to `off` with this cause.
     pub problem: Option<ReadError>,
 }
@@ -110,6 +113,7 @@ impl Inputs {
             setting_from: String::new(),
             topology: StaticTopology::default(),
             notes: Vec::new(),
+            gpu_notes: Vec::new(),
             problem: None,
         }
     }
@@ -222,9 +226,15 @@ fn read_into(
         }
     }
     let visible = inputs.spec.env.get(VISIBLE_DEVICES).map(String::as_str);
-    let found = host.gpus(&inputs.spec.devices, &live.nodes, visible)?;
+    let found = host.gpus(
+        &inputs.spec.devices,
+        &live.nodes,
+        &inputs.spec.mounts,
+        visible,
+    )?;
     inputs.gpus = found.gpus;
-    inputs.notes.extend(found.notes);
+    inputs.notes.extend(found.notes.iter().cloned());
+    inputs.gpu_notes = found.notes;
     inputs.topology = host.topology(inputs.setting, &inputs.addresses(), &inputs.mask)?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The GPU device nodes a container has in its `/dev` at createRuntime (NVIDIA's legacy hook and
-//! runtime inject GPUs that way without touching `config.json`), and whether each is the
-//! runtime's.
+//! runtime inject GPUs that way without touching `config.json`; `/dev/dri`'s card and render
+//! nodes are looked at too), and whether each is the runtime's.
 //!
 //! A node counts as the runtime's (a trusted `nodes` source) only when the spec mounts `/dev` as
 //! the runtime's own tmpfs and no mount of the spec has the node, or a directory above it under
@@ -36,45 +36,30 @@ pub struct Node {
     pub untrusted: Option<String>,
 }
 
-/// The `/dev/nvidiaN` char devices (major 195) under `rootfs` (an fd on the container's root
-/// as the hook opened it), each with why it is not the runtime's under the spec's `mounts`,
-/// where it may not be: `dev` is opened without following a link, each entry is `fstatat`ed
-/// without following one, and only char devices count. Nothing readable: none.
+/// The GPU char devices under `rootfs` (an fd on the container's root as the hook opened it):
+/// `/dev/nvidiaN` (major 195) and `/dev/dri/cardN`, `/dev/dri/renderDN` (major 226), each with
+/// why it is not the runtime's under the spec's `mounts`, where it may not be: `dev` and `dri`
+/// are opened without following a link, each entry is `fstatat`ed without following one, and
+/// only char devices count. Nothing readable: none.
 pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let Ok(mut dir) = Dir::openat(Some(rootfs.as_raw_fd()), "dev", flags, Mode::empty()) else {
         return Vec::new();
     };
     let dirfd = dir.as_raw_fd();
-    let mut found: Vec<(CharDevice, FileStat)> = Vec::new();
-    for entry in dir.iter().take(MAX_ENTRIES).flatten() {
-        let Ok(name) = entry.file_name().to_str() else {
-            continue;
-        };
-        if !Inventory::is_gpu_node_name(name) {
-            continue;
-        }
-        let Ok(st) = fstatat(Some(dirfd), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        let is_char = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
-        let dev_major = major(st.st_rdev) as i64;
-        if is_char && Inventory::is_gpu_node(name, dev_major) {
-            let device = CharDevice {
-                major: dev_major,
-                minor: minor(st.st_rdev) as i64,
-                path: format!("/dev/{name}"),
-            };
-            found.push((device, st));
-        }
+    let mut found: Vec<(CharDevice, FileStat)> = scan(&mut dir, "/dev", false);
+    let mut dri_dir = None;
+    if let Ok(mut dri) = Dir::openat(Some(dirfd), "dri", flags, Mode::empty()) {
+        found.extend(scan(&mut dri, "/dev/dri", true));
+        dri_dir = fstat(dri.as_raw_fd()).ok();
     }
-    found.sort_by_key(|(d, _)| d.minor);
+    found.sort_by_key(|(a, _)| (a.major, a.minor));
     if found.is_empty() {
         return Vec::new();
     }
     let landed = fstat(dirfd).map_or_else(
         |e| Err(format!("cannot stat its /dev: {e}")),
-        |dev| landings(rootfs, mounts, &dev, &found),
+        |dev| landings(rootfs, mounts, &dev, dri_dir.as_ref(), &found),
     );
     found
         .into_iter()
@@ -87,6 +72,35 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
             Node { device, untrusted }
         })
         .collect()
+}
+
+/// The GPU char devices among the entries of `dir` (the container's `at`: `/dev`, or
+/// `/dev/dri` with `dri`), each with its `stat`.
+fn scan(dir: &mut Dir, at: &str, dri: bool) -> Vec<(CharDevice, FileStat)> {
+    let dirfd = dir.as_raw_fd();
+    let mut found = Vec::new();
+    for entry in dir.iter().take(MAX_ENTRIES).flatten() {
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        if !Inventory::is_gpu_node_name(name, dri) {
+            continue;
+        }
+        let Ok(st) = fstatat(Some(dirfd), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let is_char = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
+        let dev_major = major(st.st_rdev) as i64;
+        if is_char && Inventory::is_gpu_node(name, dri, dev_major) {
+            let device = CharDevice {
+                major: dev_major,
+                minor: minor(st.st_rdev) as i64,
+                path: format!("{at}/{name}"),
+            };
+            found.push((device, st));
+        }
+    }
+    found
 }
 
 /// Why the node at `path` (`/dev/nvidiaN`) is not the runtime's under the spec's `mounts`, if it
@@ -134,14 +148,16 @@ fn kind(m: &SpecMount) -> String {
     }
 }
 
-/// For each of `nodes`, why a mount of the spec lands on it once its destination is resolved in
-/// the container's root as the runtime resolved it (links followed, within the root), if one
-/// does; and as the reason of every node, a second mount landing on `/dev` (`dev`) itself, or a
-/// destination that cannot be resolved other than by being absent.
+/// For each of `nodes`, why a mount of the spec lands on it (or, for a node of `/dev/dri`, on
+/// `dri`) once its destination is resolved in the container's root as the runtime resolved it
+/// (links followed, within the root), if one does; and as the reason of every node, a second
+/// mount landing on `/dev` (`dev`) itself, or a destination that cannot be resolved other than
+/// by being absent.
 fn landings(
     rootfs: BorrowedFd<'_>,
     mounts: &[SpecMount],
     dev: &FileStat,
+    dri: Option<&FileStat>,
     nodes: &[(CharDevice, FileStat)],
 ) -> Result<Vec<Option<String>>, String> {
     let same = |a: &FileStat, b: &FileStat| a.st_dev == b.st_dev && a.st_ino == b.st_ino;
@@ -169,8 +185,10 @@ fn landings(
                 ));
             }
         }
-        for (i, (_, node)) in nodes.iter().enumerate() {
-            if on[i].is_none() && same(&st, node) {
+        let on_dri = dri.is_some_and(|d| same(&st, d));
+        for (i, (device, node)) in nodes.iter().enumerate() {
+            let in_dri = device.path.starts_with("/dev/dri/");
+            if on[i].is_none() && (same(&st, node) || (in_dri && on_dri)) {
                 on[i] = Some(format!(
                     "the spec's mount {} ({}) lands on it",
                     quoted(&m.destination),

@@ -22,7 +22,8 @@ pub fn env_of_interest(key: &str) -> bool {
 pub use cpuplan::gpu::CharDevice;
 
 /// A mount the spec gives the container (`mounts`), as far as the planner looks at it: whether
-/// it covers a device node in `/dev` (see [`crate::read::nodes`]).
+/// it covers a device node in `/dev` (see [`crate::read::nodes`]), and whether it is a bind of
+/// the host's `/dev/null` (the volume-mounts strategy, see [`crate::read::gpus`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecMount {
     /// Where the container sees it, as the spec says (the runtime resolves it in the rootfs).
@@ -34,17 +35,36 @@ pub struct SpecMount {
     pub kind: String,
     /// Whether its options copy the image's content at the destination into it (`tmpcopyup`).
     pub copies_up: bool,
+    /// Its source as the spec says (a host path for a bind; empty where the spec gives none).
+    pub source: String,
+    /// Whether its options make it a bind mount (`bind` or `rbind`).
+    pub binds: bool,
 }
 
 impl SpecMount {
-    /// The mount at `destination` of type `kind` with `options`.
+    /// The mount at `destination` of type `kind` with `options` (no source).
     pub fn new(destination: &str, kind: &str, options: &[String]) -> SpecMount {
         SpecMount {
             destination: destination.to_string(),
             clean: clean_destination(destination),
             kind: kind.to_string(),
             copies_up: options.iter().any(|o| o == "tmpcopyup"),
+            source: String::new(),
+            binds: options.iter().any(|o| o == "bind" || o == "rbind"),
         }
+    }
+
+    /// This mount with source `source`.
+    pub fn with_source(mut self, source: &str) -> SpecMount {
+        self.source = source.to_string();
+        self
+    }
+
+    /// Whether it binds the host's `/dev/null` (type `bind`, or no type with a `bind`/`rbind`
+    /// option as CRI-O writes it): what only the device plugin or a hostPath volume gives.
+    pub fn binds_dev_null(&self) -> bool {
+        let bind = self.kind == "bind" || (self.kind.is_empty() && self.binds);
+        bind && clean_destination(&self.source) == "/dev/null" && self.source.starts_with('/')
     }
 }
 

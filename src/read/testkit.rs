@@ -58,6 +58,7 @@ pub fn inputs(setting: Setting, gpus: &[&str], mask: &str, usable: usize) -> Inp
         setting_from: "hook config".into(),
         topology: topology(),
         notes: Vec::new(),
+        gpu_notes: Vec::new(),
         problem: None,
     }
 }

@@ -1,71 +1,12 @@
 //! Which GPU a device or `NVIDIA_VISIBLE_DEVICES` names, through the vendor seam
 //! ([`cpuplan::gpu::Inventory`]), against the fixture host `tests/fixtures/devices/host`.
 
-use std::path::{Path, PathBuf};
+#[path = "common/gpufx.rs"]
+mod gpufx;
 
 use cpuplan::gpu::nvidia::{nvidia_gpus, parse_visible_devices, VisibleDevices};
-use cpuplan::gpu::{char_device_pci, CharDevice, DeviceError, Inventory, Named, Vendor};
-
-/// The fixture host: 8 NVIDIA H100s, an AMD GPU and a few other char devices.
-fn host() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/devices/host")
-}
-
-const ADDRS: [&str; 8] = [
-    "0000:18:00.0",
-    "0000:2a:00.0",
-    "0000:3a:00.0",
-    "0000:5d:00.0",
-    "0000:9a:00.0",
-    "0000:ab:00.0",
-    "0000:ba:00.0",
-    "0000:db:00.0",
-];
-const UUID_3A: &str = "GPU-9c41e2b7-5f08-4d1a-b6c3-e8a27d4f1033";
-const AMD: &str = "0000:0a:00.0";
-
-fn c(major: i64, minor: i64) -> CharDevice {
-    CharDevice {
-        major,
-        minor,
-        path: format!("/dev/char-{major}-{minor}"),
-    }
-}
-
-/// The GPUs `devices` (as a spec's `linux.devices`, where an unlisted node is an error) and
-/// `visible` name under `root`, in PCI address order, each once, as a reader asks the seam.
-fn resolve(
-    root: &Path,
-    devices: &[CharDevice],
-    visible: Option<&str>,
-) -> Result<Vec<String>, DeviceError> {
-    let mut inventory = Inventory::new(root);
-    let mut found = Vec::new();
-    let mut nvidia = false;
-    for d in devices {
-        match inventory.device(d)? {
-            Named::Gpu { address, vendor } => {
-                nvidia |= vendor == Vendor::Nvidia;
-                found.push(address);
-            }
-            Named::Unlisted(e) => return Err(e),
-            Named::NotGpu { .. } | Named::Nothing => {}
-        }
-    }
-    found.extend(inventory.visible(visible, nvidia)?);
-    found.sort_by_key(|a| cpuplan::PciAddress::parse(a));
-    found.dedup();
-    Ok(found)
-}
-
-/// The GPUs of a container with these devices and this `NVIDIA_VISIBLE_DEVICES`.
-fn gpus(devices: &[CharDevice], visible: Option<&str>) -> Vec<String> {
-    resolve(&host(), devices, visible).unwrap()
-}
-
-fn err(devices: &[CharDevice], visible: Option<&str>) -> DeviceError {
-    resolve(&host(), devices, visible).unwrap_err()
-}
+use cpuplan::gpu::{char_device_pci, DeviceError, Inventory, Named};
+use gpufx::*;
 
 #[test]
 fn the_driver_lists_eight_gpus_in_pci_order() {
@@ -191,20 +132,29 @@ fn mig_devices_count_as_their_parent_gpu() {
 }
 
 #[test]
-fn a_bare_mig_uuid_without_an_nvidia_device_is_a_problem_naming_it() {
+fn a_bare_mig_uuid_without_an_nvidia_device_is_a_note_naming_it() {
     let mig = "MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718";
     // The AMD render node is no NVIDIA device, so it cannot place the MIG device.
-    let e = err(&[c(226, 128), c(195, 255)], Some(mig));
-    assert!(matches!(e, DeviceError::BareMig { .. }), "{e:?}");
-    let text = e.to_string();
+    let found = resolve_noting(&host(), &[c(226, 128), c(195, 255)], Some(mig)).unwrap();
+    assert_eq!(found.gpus, [AMD], "the GPUs that do resolve are kept");
+    assert_eq!(found.notes.len(), 1, "{:?}", found.notes);
+    let text = &found.notes[0];
     assert!(
-        text.contains("NVIDIA_VISIBLE_DEVICES=") && text.contains(&format!("{mig:?}")),
+        text.contains(&format!("NVIDIA_VISIBLE_DEVICES={mig:?}"))
+            && text.contains("is a MIG uuid")
+            && text.ends_with("ignored"),
         "{text}"
+    );
+    // Beside a GPU that resolves, in one value: that GPU is kept.
+    let found = resolve_noting(&host(), &[], Some(&format!("1,{mig}"))).unwrap();
+    assert_eq!(
+        (found.gpus, found.notes.len()),
+        (vec![ADDRS[1].to_string()], 1)
     );
 }
 
 #[test]
-fn ids_that_match_no_gpu_name_the_variable_and_the_value() {
+fn ids_that_match_no_gpu_are_a_note_naming_the_variable_and_the_value() {
     for (value, entry) in [
         ("8", "8"),
         ("0,99999", "99999"),
@@ -220,12 +170,14 @@ fn ids_that_match_no_gpu_name_the_variable_and_the_value() {
             "MIG-GPU-00000000-0000-0000-0000-000000000000/1/0",
         ),
     ] {
-        let e = err(&[], Some(value));
-        assert!(
-            matches!(e, DeviceError::VisibleUnknown { .. }),
-            "{value}: {e:?}"
-        );
-        let text = e.to_string();
+        let found = resolve_noting(&host(), &[], Some(value)).unwrap();
+        let want: Vec<String> = (value == "0,99999")
+            .then(|| ADDRS[0].to_string())
+            .into_iter()
+            .collect();
+        assert_eq!(found.gpus, want, "{value}: the others still resolve");
+        assert_eq!(found.notes.len(), 1, "{value}: {:?}", found.notes);
+        let text = &found.notes[0];
         assert!(
             text.contains(&format!("NVIDIA_VISIBLE_DEVICES={value:?}"))
                 && text.contains(&format!("{entry:?} matches no GPU")),
@@ -235,7 +187,7 @@ fn ids_that_match_no_gpu_name_the_variable_and_the_value() {
 }
 
 #[test]
-fn junk_in_nvidia_visible_devices_is_refused() {
+fn junk_void_and_the_volume_mounts_path_are_notes_never_errors() {
     for value in [
         "-1",
         "0,-1",
@@ -244,14 +196,34 @@ fn junk_in_nvidia_visible_devices_is_refused() {
         "4294967296",
         "all,0",
         "GPU-zz",
+        "GPU-5d8a1b2c::1", // a time-slicing replica id, which the device plugin never passes on
     ] {
-        let e = err(&[], Some(value));
+        let found = resolve_noting(&host(), &[], Some(value)).unwrap();
         assert!(
-            matches!(e, DeviceError::VisibleJunk { .. }),
-            "{value}: {e:?}"
+            found.notes.iter().any(|n| n.contains("is not a GPU index")
+                && n.contains(&format!("NVIDIA_VISIBLE_DEVICES={value:?}"))),
+            "{value}: {:?}",
+            found.notes
         );
-        assert!(e.to_string().contains(&format!("{value:?}")), "{e}");
+        // The parser still refuses it whole, for the callers that want a strict answer.
+        assert!(matches!(
+            parse_visible_devices(Some(value)),
+            Err(DeviceError::VisibleJunk { .. })
+        ));
     }
+    assert_eq!(gpus(&[], Some("0,,1")), [ADDRS[0], ADDRS[1]]);
+    for none in ["void", "none", ""] {
+        assert!(one_note(&[], none).ends_with(": no GPU"), "{none}");
+    }
+    for path in [
+        "/var/run/nvidia-container-devices",
+        "/var/run/nvidia-container-devices/",
+    ] {
+        let note = one_note(&[], path);
+        assert!(note.contains("volume-mounts strategy"), "{note}");
+    }
+    assert!(notes(&[], None).is_empty());
+    assert!(notes(&[], Some("all")).is_empty());
 }
 
 #[test]
@@ -363,9 +335,13 @@ fn gpu_nodes_are_told_by_name_and_major() {
         ("nvidia1", 226, false),
         ("card0", 226, false),
     ] {
-        assert_eq!(Inventory::is_gpu_node(name, major), yes, "{name} {major}");
         assert_eq!(
-            Inventory::is_gpu_node_name(name),
+            Inventory::is_gpu_node(name, false, major),
+            yes,
+            "{name} {major}"
+        );
+        assert_eq!(
+            Inventory::is_gpu_node_name(name, false),
             yes || major != 195 && name == "nvidia1",
             "{name}"
         );

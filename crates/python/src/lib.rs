@@ -377,6 +377,27 @@ fn normalize_pci(address: &str) -> Option<String> {
     cpuplan::PciAddress::canonical(address)
 }
 
+/// The PCI addresses of the GPUs this process sees, as CUDA numbers them (`cuda:0` first); `None`
+/// where none are known: the planner crate's discovery (`cpuplan::gpu::nvidia::cuda_gpus`):
+/// `plan_devices` where any is known, else the host's NVIDIA GPUs narrowed by
+/// `nvidia_visible`, then `cuda_visible`; files read under `root`.
+#[pyfunction]
+#[pyo3(signature = (root, plan_devices, nvidia_visible=None, cuda_visible=None))]
+fn visible_gpus(
+    root: PathBuf,
+    plan_devices: Vec<Option<String>>,
+    nvidia_visible: Option<String>,
+    cuda_visible: Option<String>,
+) -> Option<Vec<String>> {
+    let known: Vec<String> = plan_devices.into_iter().flatten().collect();
+    cpuplan::gpu::nvidia::cuda_gpus(
+        &root,
+        &known,
+        nvidia_visible.as_deref(),
+        cuda_visible.as_deref(),
+    )
+}
+
 /// The Python module `cpuplan._cpuplan`.
 #[pymodule]
 fn _cpuplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -399,6 +420,7 @@ fn _cpuplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(claim_gpus, m)?)?;
     m.add_function(wrap_pyfunction!(pci_key, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_pci, m)?)?;
+    m.add_function(wrap_pyfunction!(visible_gpus, m)?)?;
     m.add_function(wrap_pyfunction!(hookplan::read_hook_plan, m)?)?;
     Ok(())
 }

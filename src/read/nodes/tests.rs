@@ -153,3 +153,42 @@ fn a_mount_that_lands_on_dev_or_the_node_through_a_link_makes_it_the_tenant_s() 
         "{n:?}"
     );
 }
+
+#[test]
+fn dri_card_and_render_nodes_count_and_a_mount_on_dev_dri_makes_them_the_tenant_s() {
+    let root = tempfile::tempdir().unwrap();
+    let dev = root.path().join("dev");
+    let dri = dev.join("dri");
+    std::fs::create_dir_all(&dri).unwrap();
+    mknod(&dev, "nvidia0", SFlag::S_IFCHR, 195, 0);
+    mknod(&dri, "renderD128", SFlag::S_IFCHR, 226, 128);
+    mknod(&dri, "card0", SFlag::S_IFCHR, 226, 0);
+    mknod(&dri, "card1", SFlag::S_IFCHR, 195, 1); // not a DRM major
+    std::fs::create_dir(dri.join("by-path")).unwrap();
+    let fd = std::fs::File::open(root.path()).unwrap();
+    let nodes = gpu_nodes(fd.as_fd(), &runtime_dev());
+    let paths: Vec<&str> = nodes.iter().map(|n| n.device.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["/dev/nvidia0", "/dev/dri/card0", "/dev/dri/renderD128"]
+    );
+    assert!(nodes.iter().all(|n| n.untrusted.is_none()), "{nodes:?}");
+    // A volume at /dev/dri: its nodes are the tenant's, /dev/nvidia0 stays the runtime's.
+    let mut mounts = runtime_dev();
+    mounts.push(m("/dev/dri", "bind"));
+    let nodes = gpu_nodes(fd.as_fd(), &mounts);
+    let tenant: Vec<bool> = nodes.iter().map(|n| n.untrusted.is_some()).collect();
+    assert_eq!(tenant, [false, true, true], "{nodes:?}");
+    // Through a link of the image (/x -> /dev): the mount lands on /dev/dri.
+    std::os::unix::fs::symlink("/dev", root.path().join("x")).unwrap();
+    let mut mounts = runtime_dev();
+    mounts.push(m("/x/dri", "bind"));
+    let nodes = gpu_nodes(fd.as_fd(), &mounts);
+    let tenant: Vec<bool> = nodes.iter().map(|n| n.untrusted.is_some()).collect();
+    assert_eq!(tenant, [false, true, true], "{nodes:?}");
+    // A /dev/dri that is a link is not followed.
+    std::fs::remove_dir_all(&dri).unwrap();
+    std::os::unix::fs::symlink("/dev", &dri).unwrap();
+    let nodes = gpu_nodes(fd.as_fd(), &runtime_dev());
+    assert_eq!(nodes.len(), 1);
+}

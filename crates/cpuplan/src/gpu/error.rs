@@ -12,27 +12,10 @@ pub enum DeviceError {
     /// kernel writes there (the planner's error, which names the file and quotes the content).
     #[error(transparent)]
     Host(#[from] Error),
-    /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all.
+    /// An entry of `NVIDIA_VISIBLE_DEVICES` that is no GPU id at all (the strict parser's,
+    /// [`super::nvidia::parse_visible_devices`]; the inventory makes it a note on the entry).
     #[error("NVIDIA_VISIBLE_DEVICES={}: {} is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>", quoted(.value), quoted(.entry))]
     VisibleJunk {
-        /// The whole variable.
-        value: String,
-        /// The entry.
-        entry: String,
-    },
-    /// An entry of `NVIDIA_VISIBLE_DEVICES` that names no GPU of this host.
-    #[error("NVIDIA_VISIBLE_DEVICES={}: {} matches no GPU on this host ({why})", quoted(.value), quoted(.entry))]
-    VisibleUnknown {
-        /// The whole variable.
-        value: String,
-        /// The entry.
-        entry: String,
-        /// What the host has instead.
-        why: String,
-    },
-    /// A bare `MIG-<uuid>` in a container whose `linux.devices` hold no NVIDIA GPU to name its parent.
-    #[error("NVIDIA_VISIBLE_DEVICES={}: {} is a MIG uuid, which /proc/driver/nvidia does not list, and the container's linux.devices hold no /dev/nvidiaN to name its GPU", quoted(.value), quoted(.entry))]
-    BareMig {
         /// The whole variable.
         value: String,
         /// The entry.

@@ -2,7 +2,7 @@
 //! vendor but NVIDIA (whose nodes sysfs does not place) maps a device node to its GPU.
 
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::DeviceError;
 use crate::pci::PciAddress;
@@ -36,6 +36,28 @@ pub fn char_device_function(
     major: i64,
     minor: i64,
 ) -> Result<Option<PciFunction>, DeviceError> {
+    Ok(char_device_parent(topology_root, major, minor)?.and_then(pci_function))
+}
+
+/// `dir` as a PCI function, if its name is a PCI address.
+pub(crate) fn pci_function(dir: PathBuf) -> Option<PciFunction> {
+    let address = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        // sysfs names PCI functions in full (`0000:0a:00.0`), never in the short form.
+        .filter(|name| name.matches(':').count() == 2)
+        .and_then(PciAddress::canonical)?;
+    Some(PciFunction { address, dir })
+}
+
+/// The sysfs directory of the device behind char device `major:minor` (the target of
+/// `/sys/dev/char/MAJ:MIN/device`, links resolved: a PCI function, a platform device such as
+/// `amdgpu_xcp_3`), or `None` where sysfs gives it no parent.
+pub fn char_device_parent(
+    topology_root: &Path,
+    major: i64,
+    minor: i64,
+) -> Result<Option<PathBuf>, DeviceError> {
     if major < 0 || minor < 0 || major > u32::MAX.into() || minor > u32::MAX.into() {
         return Err(DeviceError::Device {
             major,
@@ -44,21 +66,9 @@ pub fn char_device_function(
         });
     }
     let link = topology_root.join(format!("sys/dev/char/{major}:{minor}/device"));
-    let target = match std::fs::canonicalize(&link) {
-        Ok(target) => target,
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(None)
-        }
-        Err(e) => return Err(DeviceError::io(&link)(e)),
-    };
-    let address = target
-        .file_name()
-        .and_then(|name| name.to_str())
-        // sysfs names PCI functions in full (`0000:0a:00.0`), never in the short form.
-        .filter(|name| name.matches(':').count() == 2)
-        .and_then(PciAddress::canonical);
-    Ok(address.map(|address| PciFunction {
-        address,
-        dir: target,
-    }))
+    match std::fs::canonicalize(&link) {
+        Ok(target) => Ok(Some(target)),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(e) => Err(DeviceError::io(&link)(e)),
+    }
 }

@@ -1,16 +1,19 @@
 //! NVIDIA: the driver's char major 195, its listing in `/proc/driver/nvidia/gpus`, the NVIDIA
 //! container toolkit's `NVIDIA_VISIBLE_DEVICES` forms (indices, `GPU-` uuids, PCI bus ids,
 //! `all`/`none`/`void`, MIG's `MIG-<uuid>`, `MIG-GPU-<uuid>/<gi>/<ci>` and `<gpu>:<mig>`),
-//! and the host's NVIDIA PCI functions.
+//! MIG instances' capability nodes ([`mig`]), and the host's NVIDIA PCI functions.
 //!
 //! `/dev/nvidiaN` is `195:N`, where N is a GPU's `Device Minor` in the driver's `information`
 //! file; `/dev/nvidia-modeset` (195:254) and `/dev/nvidiactl` (195:255) name no GPU. Indices
 //! and PCI ids are resolved from the names of the driver's directories alone; the
 //! `information` files are read only for uuids and minors. A bare `MIG-<uuid>` cannot be
 //! placed from files (the driver lists no MIG uuids): it counts through the container's
-//! `/dev/nvidiaN`.
+//! `/dev/nvidiaN`, and is a note where the container has none. Time-slicing's replica ids
+//! (`<uuid>::<n>`) never reach a container: the device plugin strips them.
 
 mod driver;
+pub mod mig;
+mod seen;
 mod visible;
 
 use std::path::Path;
@@ -18,11 +21,13 @@ use std::path::Path;
 pub use driver::{
     nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
 };
+pub use seen::cuda_gpus;
 pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
 
-use super::{CharDevice, DeviceError, Named, Vendor};
+use super::{CharDevice, DeviceError, Named, Resolved, Vendor};
 use crate::error::Result;
 use crate::gpus::{is_like, pci_devices_dir, scan, HostGpu};
+use crate::quote::quoted;
 
 /// The NVIDIA driver's char major: `/dev/nvidiaN` is `195:N`, `/dev/nvidia-modeset` `195:254`, `/dev/nvidiactl` `195:255`.
 pub const NVIDIA_MAJOR: i64 = 195;
@@ -63,6 +68,10 @@ pub(crate) struct Driver {
     gpus: Option<Vec<NvidiaGpu>>,
     /// Their addresses alone (its directory names): what indices and PCI ids need.
     addresses: Option<Vec<String>>,
+    /// The `nvidia-caps` char major, where `/proc/devices` lists one.
+    caps_major: Option<Option<i64>>,
+    /// The capability minors the driver lists, with what each is.
+    capabilities: Option<Vec<(u32, mig::Capability)>>,
 }
 
 impl Driver {
@@ -121,58 +130,146 @@ impl Driver {
         )
     }
 
+    /// Whether char major `major` is the `nvidia-caps` one of `/proc/devices` (read once).
+    pub(crate) fn is_caps_major(&mut self, root: &Path, major: i64) -> Result<bool, DeviceError> {
+        if self.caps_major.is_none() {
+            self.caps_major = Some(mig::char_major(root, mig::CAPS_DEVICE)?);
+        }
+        Ok(self.caps_major.flatten() == Some(major))
+    }
+
+    /// What `d`, a capability node (`/dev/nvidia-caps/nvidia-cap<M>`), names: the GPU of the MIG
+    /// instance it belongs to, nothing for a node-wide capability, or a note where the driver's
+    /// capability files or GPUs do not place it.
+    pub(crate) fn cap_device(&mut self, root: &Path, d: &CharDevice) -> Result<Named, DeviceError> {
+        if self.capabilities.is_none() {
+            self.capabilities = Some(mig::capabilities(root)?);
+        }
+        let node = format!("{} ({}:{})", quoted(&d.path), d.major, d.minor);
+        let found = self
+            .capabilities
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|(minor, _)| i64::from(*minor) == d.minor)
+            .map(|(_, c)| c.clone());
+        let capability = match found {
+            None => {
+                return Ok(Named::Unplaced(format!(
+                    "{node} is an nvidia-caps node whose minor no MIG instance in {} has: not placed on a GPU",
+                    root.join(mig::CAPABILITIES_DIR).display()
+                )))
+            }
+            Some(mig::Capability::NodeWide(_)) => return Ok(Named::Nothing),
+            Some(c) => c,
+        };
+        let mig::Capability::Instance { gpu, .. } = capability else {
+            return Ok(Named::Nothing);
+        };
+        let parent = self
+            .gpus(root)?
+            .iter()
+            .find(|g| g.minor == Some(gpu))
+            .map(|g| g.address.clone());
+        Ok(match parent {
+            Some(address) => Named::Part {
+                address,
+                vendor: Vendor::Nvidia,
+                part: format!("MIG instance {capability}"),
+            },
+            None => Named::Unplaced(format!(
+                "{node} is MIG instance {capability}, but no GPU in {} has Device Minor {gpu}: not placed on a GPU",
+                root.join(NVIDIA_GPUS_DIR).display()
+            )),
+        })
+    }
+
     /// The GPUs `NVIDIA_VISIBLE_DEVICES` names ([`super::Inventory::visible`]).
     pub(crate) fn visible(
         &mut self,
         root: &Path,
         value: Option<&str>,
         parent_named: bool,
-    ) -> Result<Vec<String>, DeviceError> {
-        match parse_visible_devices(value)? {
-            VisibleDevices::Unset | VisibleDevices::None => return Ok(Vec::new()),
-            VisibleDevices::All => return Ok(self.addresses(root)?.to_vec()),
-            VisibleDevices::List(_) => {}
-        }
-        let value = value.unwrap_or_default();
-        let mut found = Vec::new();
-        for (entry, id) in visible::entries(value)? {
-            let unknown = |why: String| DeviceError::VisibleUnknown {
-                value: value.to_string(),
-                entry: entry.to_string(),
-                why,
-            };
-            let address = match &id {
-                DeviceId::Index(i) => {
-                    let all = self.addresses(root)?;
-                    all.get(*i as usize)
-                        .ok_or_else(|| unknown(format!("the host has {} NVIDIA GPUs", all.len())))?
-                        .clone()
+    ) -> Result<Resolved, DeviceError> {
+        let mut out = Resolved::default();
+        let Some(raw) = value else {
+            return Ok(out);
+        };
+        let var = format!("{VISIBLE_DEVICES}={}", quoted(raw));
+        match raw.trim() {
+            "all" => out.gpus = self.addresses(root)?.to_vec(),
+            "" | "none" | "void" => out.notes.push(format!("{var}: no GPU")),
+            v if is_volume_mounts_path(v) => out.notes.push(format!(
+                "{var} is the volume-mounts strategy's path: the GPUs are the /dev/null mounts under it"
+            )),
+            _ => {
+                for entry in raw.split(',').map(str::trim) {
+                    match self.entry(root, entry, parent_named)? {
+                        Ok(Some(address)) => out.gpus.push(address),
+                        Ok(None) => {}
+                        Err(why) => out
+                            .notes
+                            .push(format!("{var}: {} {why}: ignored", quoted(entry))),
+                    }
                 }
-                DeviceId::Uuid(uuid) => self
+            }
+        }
+        Ok(out)
+    }
+
+    /// The GPU one id names ([`super::Inventory::gpu_id`]).
+    pub(crate) fn entry(
+        &mut self,
+        root: &Path,
+        entry: &str,
+        parent_named: bool,
+    ) -> Result<Result<Option<String>, String>, DeviceError> {
+        let Some(id) = visible::parse_id(entry) else {
+            return Ok(Err(
+                "is not a GPU index, GPU-/MIG- uuid, PCI bus id or <gpu>:<mig>".into(),
+            ));
+        };
+        let unknown = |why: String| Ok(Err(format!("matches no GPU on this host ({why})")));
+        let address = match &id {
+            DeviceId::Index(i) => {
+                let all = self.addresses(root)?;
+                match all.get(*i as usize) {
+                    Some(a) => a.clone(),
+                    None => return unknown(format!("the host has {} NVIDIA GPUs", all.len())),
+                }
+            }
+            DeviceId::Uuid(uuid) => {
+                match self
                     .gpus(root)?
                     .iter()
                     .find(|g| g.uuid.as_deref() == Some(uuid.as_str()))
-                    .ok_or_else(|| unknown(listed_by_driver(root, "GPU UUID")))?
-                    .address
-                    .clone(),
-                DeviceId::Pci(address) => self
-                    .addresses(root)?
-                    .iter()
-                    .find(|a| *a == address)
-                    .ok_or_else(|| unknown(listed_by_driver(root, "PCI address")))?
-                    .clone(),
-                DeviceId::Mig(_) if parent_named => continue, // its parent came with a device
-                DeviceId::Mig(_) => {
-                    return Err(DeviceError::BareMig {
-                        value: value.to_string(),
-                        entry: entry.to_string(),
-                    })
+                {
+                    Some(g) => g.address.clone(),
+                    None => return unknown(listed_by_driver(root, "GPU UUID")),
                 }
-            };
-            found.push(address);
-        }
-        Ok(found)
+            }
+            DeviceId::Pci(address) => match self.addresses(root)?.iter().find(|a| *a == address) {
+                Some(a) => a.clone(),
+                None => return unknown(listed_by_driver(root, "PCI address")),
+            },
+            DeviceId::Mig(_) if parent_named => return Ok(Ok(None)), // its parent came with a device
+            DeviceId::Mig(_) => return Ok(Err(
+                "is a MIG uuid, which /proc/driver/nvidia does not list, and no NVIDIA device of the container names its GPU".into(),
+            )),
+        };
+        Ok(Ok(Some(address)))
     }
+}
+
+/// The directory the NVIDIA device plugin's volume-mounts strategy mounts `/dev/null` under,
+/// one mount per GPU id (`/var/run/nvidia-container-devices/GPU-<uuid>`), and sets
+/// `NVIDIA_VISIBLE_DEVICES` to.
+pub const VOLUME_MOUNTS_DIR: &str = "/var/run/nvidia-container-devices";
+
+/// Whether `value` is the volume-mounts strategy's path (`/var/run/nvidia-container-devices`,
+/// with or without a trailing slash).
+pub fn is_volume_mounts_path(value: &str) -> bool {
+    value.trim_end_matches('/') == VOLUME_MOUNTS_DIR
 }
 
 /// Why an id matched nothing: no GPU the driver lists under the topology root has it.
