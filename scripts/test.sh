@@ -80,10 +80,24 @@ fi
 echo "== set up in $(( $(date +%s) - start )) s"
 $setup_only && exit 0
 
+# Disk: a full run's target directory holds three builds (the tests', the static hook's, the
+# wheel's). Incremental caches only cost space on a run that starts clean; a machine short of
+# space is told so in one line before the build, not by a linker's bus error half-way through.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+need_gib=${CPUPLAN_TEST_DISK_GIB:-1}
+dir=$target; while [ ! -d "$dir" ]; do dir=$(dirname "$dir"); done
+free_gib=$(( $(df -Pk "$dir" | awk 'NR == 2 {print $4}') / 1048576 ))
+echo "== disk: ${free_gib} GiB free at $dir (a full run needs about ${need_gib} GiB)"
+if [ "$free_gib" -lt "$need_gib" ]; then
+  echo "test.sh: only ${free_gib} GiB free on the filesystem of $target; a full run needs about ${need_gib} GiB (set CARGO_TARGET_DIR to a larger one)" >&2
+  exit 1
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace "$@"
+echo "== target: $(du -sh "$target" 2>/dev/null | cut -f1) after the run"
 echo "== test.sh took $(( $(date +%s) - start )) s"
