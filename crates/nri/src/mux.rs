@@ -91,9 +91,23 @@ impl Mux {
 
     /// Waits for the pump threads to end (after the trunk closed).
     pub fn join(mut self) {
+        self.join_threads();
+    }
+
+    fn join_threads(&mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+/// Dropping a mux closes its trunk and waits for its threads: the owner of a connection
+/// (a runtime's [`Session`](crate::runtime::Session), a plugin's
+/// [`Link`](crate::transport::Link)) ends it by dropping it.
+impl Drop for Mux {
+    fn drop(&mut self) {
+        self.close();
+        self.join_threads();
     }
 }
 

@@ -78,8 +78,9 @@ impl MethodHandler for Register {
 
 /// One plugin's connection, seen from the runtime.
 pub struct Session {
+    // Dropped first: the trunk closes and the mux's threads end before the client goes.
+    _mux: Mux,
     client: ttrpc::Client,
-    mux: Option<Mux>,
     registered: Mutex<mpsc::Receiver<RegisterPluginRequest>>,
     // Shut down after the mux (its connection ends first).
     _server: LocalServer,
@@ -119,7 +120,7 @@ impl Session {
             })?;
         Ok(Session {
             client,
-            mux: Some(mux),
+            _mux: mux,
             registered: Mutex::new(registered),
             _server: server,
         })
@@ -152,20 +153,7 @@ impl Session {
     }
 
     /// Closes the connection: the plugin sees the runtime go.
-    pub fn close(mut self) {
-        self.shut();
-    }
-
-    fn shut(&mut self) {
-        if let Some(mux) = self.mux.take() {
-            mux.close();
-            mux.join();
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.shut();
+    pub fn close(self) {
+        drop(self);
     }
 }

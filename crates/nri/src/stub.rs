@@ -225,11 +225,12 @@ mod tests {
     use crate::events::EventMask;
     use crate::plugin::PluginResult;
 
-    struct Silent;
+    /// A plugin that subscribes to `events` and answers every create with no adjustment.
+    struct Answers(EventMask);
 
-    impl Plugin for Silent {
+    impl Plugin for Answers {
         fn events(&self) -> EventMask {
-            EventMask::NONE
+            self.0
         }
         fn create_container(
             &self,
@@ -243,7 +244,10 @@ mod tests {
     #[test]
     fn a_plugin_subscribing_to_nothing_is_refused_before_it_connects() {
         let opts = Options::new("silent", "10").unwrap();
-        let err = spawn(opts, Arc::new(Silent)).unwrap().stop().unwrap_err();
+        let err = spawn(opts, Arc::new(Answers(EventMask::NONE)))
+            .unwrap()
+            .stop()
+            .unwrap_err();
         assert!(
             matches!(err, Error::NoEvents(ref n) if n == "10-silent"),
             "{err}"
@@ -256,17 +260,8 @@ mod tests {
         let opts = Options::new("demo", "10")
             .unwrap()
             .with_socket(dir.path().join("none.sock"));
-        struct Any;
-        impl Plugin for Any {
-            fn create_container(
-                &self,
-                _: &PodSandbox,
-                _: &Container,
-            ) -> PluginResult<CreateContainerResponse> {
-                Ok(CreateContainerResponse::default())
-            }
-        }
-        let running = spawn(opts, Arc::new(Any)).unwrap();
+        let creates = EventMask::of(&[crate::api::Event::CreateContainer]);
+        let running = spawn(opts, Arc::new(Answers(creates))).unwrap();
         std::thread::sleep(BACKOFF_MIN * 2);
         let started = Instant::now();
         running.stop().unwrap();

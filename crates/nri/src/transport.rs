@@ -132,7 +132,7 @@ impl PluginServer {
 /// One live connection to the runtime: the mux between its socket and the plugin's server
 /// and client.
 pub struct Link {
-    mux: Option<Mux>,
+    _mux: Mux,
 }
 
 impl Link {
@@ -157,7 +157,7 @@ impl Link {
             on_close,
         )
         .map_err(transport("mux threads"))?;
-        let link = Link { mux: Some(mux) };
+        let link = Link { _mux: mux };
         // The client owns its fd from here on; it is dropped (and its polling thread ends)
         // once registered: the plugin has nothing else to ask the runtime.
         let client =
@@ -170,21 +170,8 @@ impl Link {
     }
 
     /// Closes the connection, waiting for the mux's threads.
-    pub fn close(mut self) {
-        self.shut();
-    }
-
-    fn shut(&mut self) {
-        if let Some(mux) = self.mux.take() {
-            mux.close();
-            mux.join();
-        }
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        self.shut();
+    pub fn close(self) {
+        drop(self);
     }
 }
 
