@@ -5,13 +5,13 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::fakehost::{fingerprint, fixtures, list_tree, FakeHost, FakeRoot};
 use common::hookbin;
-use common::hookfx::{fingerprint, fixtures, list_tree, FakeRoot, Fx};
 use cpuplan_hook::hook::{run_hook, HookError};
 use serde_json::json;
 
 fn state_error(input: &[u8]) -> String {
-    let fx = Fx::new();
+    let fx = FakeHost::bundle_only();
     fx.write();
     match run_hook(Some("createRuntime"), input, &fx.hook_path()) {
         Err(e @ HookError::State(_)) => e.to_string(),
@@ -52,7 +52,7 @@ fn relative_or_missing_bundle() {
     let e = state_error(br#"{"ociVersion":"1.0.2","id":"c","status":"created"}"#);
     assert!(e.contains("bundle"), "{e}");
     // An absolute bundle that does not exist: a planning problem naming its config.json.
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let gone = fx.scratch("no-such-bundle");
     let state =
         json!({"ociVersion":"1.0.2","id":"c","status":"created","bundle": gone}).to_string();
@@ -95,8 +95,8 @@ fn bad_bundle_configs_name_the_file_and_value() {
         ),
     ];
     for (config, needle) in cases {
-        let mut fx = Fx::new();
-        fx.config = config.clone();
+        let mut fx = FakeHost::bundle_only();
+        fx.spec = config.clone();
         let e = fx.deny(None);
         let file = fx.bundle().join("config.json").display().to_string();
         assert!(e.contains(&file) && e.contains(needle), "{config}: {e}");
@@ -113,7 +113,7 @@ fn bad_bundle_configs_name_the_file_and_value() {
         }
     }
     // Malformed JSON.
-    let fx = Fx::new();
+    let fx = FakeHost::bundle_only();
     fx.write();
     std::fs::write(
         fx.bundle().join("config.json"),
@@ -138,9 +138,9 @@ fn bad_bundle_configs_name_the_file_and_value() {
 
 #[test]
 fn a_relative_root_path_is_relative_to_the_bundle() {
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     std::fs::create_dir_all(fx.bundle().join("images/r1")).unwrap();
-    fx.config["root"]["path"] = json!("images/r1");
+    fx.spec["root"]["path"] = json!("images/r1");
     let r = fx.allow(None);
     assert_eq!(r.problem, None);
     let env = std::fs::read_to_string(fx.bundle().join("images/r1/run/cpuplan/plan.env")).unwrap();
@@ -149,7 +149,7 @@ fn a_relative_root_path_is_relative_to_the_bundle() {
 
 #[test]
 fn a_huge_process_env_is_read_and_an_oversized_config_refused() {
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     for i in 0..100_000 {
         fx.env(&format!("JUNK_{i}=x$(touch /tmp/h6-pwned)`id`"));
     }
@@ -160,8 +160,8 @@ fn a_huge_process_env_is_read_and_an_oversized_config_refused() {
     assert_eq!(r.plan.inputs.gpus, vec!["0000:3b:00.0".to_string()]);
     assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
     // Over the 16 MiB limit: refused before parsing, naming the file and the limit.
-    let mut fx = Fx::new();
-    fx.config["annotations"] = json!({"pad": "p".repeat(17 << 20)});
+    let mut fx = FakeHost::bundle_only();
+    fx.spec["annotations"] = json!({"pad": "p".repeat(17 << 20)});
     let e = fx.deny(None);
     assert!(
         e.contains("config.json") && e.contains("16777216-byte limit"),
@@ -184,7 +184,7 @@ fn nvidia_visible_devices_junk_is_a_note_quoting_the_value_never_a_refusal() {
         ("3", "\"3\""),
         ("0000:99:00.0", "matches no GPU"),
     ] {
-        let mut fx = Fx::new();
+        let mut fx = FakeHost::bundle_only();
         fx.env(&format!("NVIDIA_VISIBLE_DEVICES={value}"));
         // Under deny too: the tenant's env never refuses the container.
         fx.hook["on_error"] = json!("deny");
@@ -200,7 +200,7 @@ fn nvidia_visible_devices_junk_is_a_note_quoting_the_value_never_a_refusal() {
         );
     }
     // Duplicates count once.
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.env("NVIDIA_VISIBLE_DEVICES=0,0,GPU-5D1B2C3E-0000-4A6F-9C1D-3B0000000000,0000:3b:00.0");
     let r = fx.allow(None);
     assert_eq!(r.problem, None);
@@ -223,9 +223,9 @@ fn nvidia_information_without_device_minor_names_the_file() {
             .join("\n"),
     )
     .unwrap();
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.hook["topology_root"] = json!(topo.path());
-    fx.config["linux"]["devices"] =
+    fx.spec["linux"]["devices"] =
         json!([{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}]);
     let e = fx.deny(None);
     assert!(
@@ -262,8 +262,8 @@ fn hostile_setting_values_stay_inert_in_plan_env() {
         "x'\n$(touch {m})\n`touch {m}`\"; touch {m}; '\\'' $((1+1)) ${{HOME}}",
         m = m.display()
     );
-    let mut fx = Fx::new();
-    fx.config["annotations"] = json!({"cpuplan.step-thread-core": nasty, "other": nasty});
+    let mut fx = FakeHost::bundle_only();
+    fx.spec["annotations"] = json!({"cpuplan.step-thread-core": nasty, "other": nasty});
     fx.env(&format!("CPUPLAN_STEP_THREAD_CORE={nasty}"));
     let r = fx.allow(None);
     assert!(r.problem.unwrap().contains("cpuplan.step-thread-core"));
@@ -305,7 +305,7 @@ fn a_pid_that_exited_writes_nothing_anywhere() {
     let mut child = Command::new("true").spawn().unwrap();
     let pid = child.id();
     child.wait().unwrap();
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let e = fx.deny(Some(pid));
     assert!(e.contains(&format!("/proc/{pid}")), "{e}");
     let r = fx.allow(Some(pid));
@@ -362,9 +362,9 @@ fn a_host_pid_reused_in_our_namespace_gets_no_cpuset_and_no_plan() {
     let before = fingerprint(&dir.join("cpuset.cpus"));
     let cpus_before = std::fs::read_to_string(dir.join("cpuset.cpus")).unwrap();
     // The container asks for the fake host's GPU, whose local CPU 1 would narrow the cpuset.
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.env("NVIDIA_VISIBLE_DEVICES=0");
-    fx.config["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
+    fx.spec["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
     let e = fx.deny(Some(pid));
     assert!(
         e.contains("mount namespace") && e.contains(&pid.to_string()),
@@ -387,11 +387,11 @@ fn a_pid_of_another_container_is_refused() {
     let other_root = t.path().join("other-rootfs");
     std::fs::create_dir_all(&other_root).unwrap();
     let fake = FakeRoot::new(&t.path().join("host"), 4242, "/other-ctr", &other_root);
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.hook["root"] = json!(fake.root);
-    fx.config["linux"]["cgroupsPath"] = json!("/mine");
+    fx.spec["linux"]["cgroupsPath"] = json!("/mine");
     fx.env("NVIDIA_VISIBLE_DEVICES=0");
-    fx.config["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
+    fx.spec["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
     let cpuset = fake.cg_file("cpuset", "cpuset.cpus");
     let before = fingerprint(&cpuset);
     // Our rootfs is not in its mount namespace: refused before any write.
@@ -427,7 +427,7 @@ fn cgroup_files_missing_empty_or_junk() {
     let croot = t.path().join("croot");
     let fake = FakeRoot::new(&t.path().join("host"), 4243, "/ctr", &croot);
     let quota = fake.cg_file("cpu,cpuacct", "cpu.cfs_quota_us");
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.hook["root"] = json!(fake.root);
     // Where the container's rootfs shows through the fake /proc/<pid>/root.
     let inside = croot.join(fx.rootfs().strip_prefix("/").unwrap());
@@ -475,7 +475,7 @@ fn cgroup_files_missing_empty_or_junk() {
 
 #[test]
 fn the_binary_prints_one_line_and_exits_1_on_a_bad_state() {
-    let fx = Fx::new();
+    let fx = FakeHost::bundle_only();
     fx.write();
     let out = hookbin::run_fed(
         &mut hookbin::create_runtime(

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::hookfx::{fingerprint, list_tree};
+use common::fakehost::{fingerprint, list_tree};
 use common::runc::{fixtures, hook_bin, Bundle};
 use serde_json::json;
 
@@ -373,10 +373,10 @@ fn hostile_configs() -> Vec<HostileConfig> {
 
 #[test]
 fn a_hostile_config_json_is_one_line_within_a_second() {
+    use common::fakehost::FakeHost;
     use common::hookbin;
-    use common::hookfx::Fx;
     for HostileConfig { tag, plant, why } in hostile_configs() {
-        let fx = Fx::new();
+        let fx = FakeHost::bundle_only();
         fx.write();
         let config = fx.bundle().join("config.json");
         std::fs::remove_file(&config).unwrap();
@@ -495,10 +495,10 @@ fn own_peak_rss_kib() -> u64 {
 
 #[test]
 fn a_config_json_near_the_limit_costs_the_hook_under_64_mib() {
+    use common::fakehost::FakeHost;
     use common::hookbin;
-    use common::hookfx::Fx;
     use std::io::Write;
-    let fx = Fx::new();
+    let fx = FakeHost::bundle_only();
     fx.write();
     // A big environment and big annotations, near 16 MiB in all, written as a stream: the test
     // never holds them, so its own peak RSS (which a spawned child's ru_maxrss starts from, the

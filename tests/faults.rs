@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use common::fakehost::{FakeHost, FakeRoot};
 use common::hookbin;
-use common::hookfx::{FakeRoot, Fx};
 use serde_json::json;
 
 /// A small tmpfs mounted by the test, unmounted (lazily) on drop.
@@ -82,7 +82,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_full_plan_dir_is_a_logged_problem_and_leaves_no_temp_file() {
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.hook["dir"] = json!("/opt/plan");
     let fs = Tmpfs::new(&fx.rootfs().join("opt"), "size=64k");
     fs.fill();
@@ -103,7 +103,7 @@ fn a_full_plan_dir_is_a_logged_problem_and_leaves_no_temp_file() {
     assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
 }
 
-fn run_binary(fx: &Fx, state: &str) -> (i32, String, Duration) {
+fn run_binary(fx: &FakeHost, state: &str) -> (i32, String, Duration) {
     fx.write();
     let t = Instant::now();
     let out = hookbin::run_fed(
@@ -122,7 +122,7 @@ fn run_binary(fx: &Fx, state: &str) -> (i32, String, Duration) {
 
 #[test]
 fn a_log_on_a_full_or_read_only_filesystem_does_not_stop_the_hook() {
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let fs = Tmpfs::new(&fx.scratch("logfs"), "size=64k");
     fs.fill();
     fx.hook["log"] = json!(fx.scratch("logfs/hook.log"));
@@ -147,7 +147,7 @@ fn a_log_on_a_full_or_read_only_filesystem_does_not_stop_the_hook() {
 }
 
 /// A fake container (pid 4250 under a fake root) asking `auto` for the fake host's GPU.
-fn claiming(fx: &mut Fx, t: &Path, pid: u32) -> FakeRoot {
+fn claiming(fx: &mut FakeHost, t: &Path, pid: u32) -> FakeRoot {
     let croot = t.join("croot");
     let fake = FakeRoot::new(&t.join("host"), pid, "/ctr", &croot);
     std::fs::create_dir_all(croot.join(fx.rootfs().strip_prefix("/").unwrap())).unwrap();
@@ -158,7 +158,7 @@ fn claiming(fx: &mut Fx, t: &Path, pid: u32) -> FakeRoot {
     fake
 }
 
-fn plan_why(fx: &Fx, croot: &Path) -> String {
+fn plan_why(fx: &FakeHost, croot: &Path) -> String {
     let p = croot
         .join(fx.rootfs().strip_prefix("/").unwrap())
         .join("run/cpuplan/plan.json");
@@ -169,7 +169,7 @@ fn plan_why(fx: &Fx, croot: &Path) -> String {
 #[test]
 fn a_claims_dir_on_a_full_filesystem_plans_without_a_claim() {
     let t = tempfile::tempdir().unwrap();
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let _fake = claiming(&mut fx, t.path(), 4250);
     let fs = Tmpfs::new(&fx.scratch("claimsfs"), "size=64k");
     fs.fill();
@@ -191,7 +191,7 @@ fn a_claims_dir_on_a_full_filesystem_plans_without_a_claim() {
 #[test]
 fn a_read_only_claims_dir_plans_without_a_claim() {
     let t = tempfile::tempdir().unwrap();
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let _fake = claiming(&mut fx, t.path(), 4251);
     let fs = Tmpfs::new(&fx.scratch("claimsfs"), "size=64k");
     fs.read_only();
@@ -219,7 +219,7 @@ impl Drop for Stuck {
 #[test]
 fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     let t = tempfile::tempdir().unwrap();
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let fake = claiming(&mut fx, t.path(), 4252);
     let claims = fx.scratch("claims");
     fx.hook["claims_dir"] = json!(claims);
@@ -377,7 +377,7 @@ fn dead_pid() -> u32 {
 #[test]
 fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else() {
     let t = tempfile::tempdir().unwrap();
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let fake = claiming(&mut fx, t.path(), 4253);
     let claims = fx.scratch("claims");
     fx.hook["claims_dir"] = json!(claims);
@@ -439,7 +439,7 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
 
 #[test]
 fn a_log_that_is_a_fifo_does_not_block_the_hook() {
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let fifo = fx.scratch("hook.log.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     fx.hook["log"] = json!(fifo);

@@ -10,7 +10,7 @@ use cpuplan_hook::hook::{run_hook, HookError, Report};
 use serde_json::{json, Value};
 
 fn run(h: &FakeHost) -> Result<Option<Report>, HookError> {
-    let (state, cfg) = h.state();
+    let (state, cfg) = h.written();
     run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
 }
 
@@ -75,7 +75,7 @@ fn linux_devices_name_gpus_by_minor() {
         {"path": "/dev/nvidia5", "type": "c", "major": 195, "minor": 5},
         {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255}
     ]);
-    h.config["step_thread_core"] = json!("60");
+    h.hook["step_thread_core"] = json!("60");
     let r = report(&h);
     assert_eq!(r.plan.inputs.gpus, ["0000:ab:00.0"]);
     assert_eq!(h.cpuset(), "56-111,168-223", "GPU 5 is on node 1");
@@ -110,7 +110,7 @@ fn quota_and_cpus_from_config_and_cgroup_tightest_wins() {
     let mut h = FakeHost::new();
     h.spec["linux"]["resources"] =
         json!({"cpu": {"quota": 250000, "period": 100000, "cpus": "0-5,112-117"}});
-    h.config["step_thread_core"] = json!("off");
+    h.hook["step_thread_core"] = json!("off");
     let r = report(&h);
     assert_eq!(r.plan.inputs.quota, Some(2.5));
     assert_eq!(r.plan.plan.usable, 2);
@@ -124,7 +124,7 @@ fn numa_keeps_the_mask_when_the_gpus_local_cpus_are_too_few() {
     let mut h = FakeHost::new();
     h.env("NVIDIA_VISIBLE_DEVICES=0");
     h.spec["linux"]["resources"] = json!({"cpu": {"cpus": "50-60"}});
-    h.config["step_thread_core"] = json!("off");
+    h.hook["step_thread_core"] = json!("off");
     let r = report(&h);
     // node 0's CPUs in the mask are 50-55: 6 < 8 usable.
     assert_eq!(h.cpuset(), "0-223");
@@ -140,7 +140,7 @@ fn numa_keeps_the_mask_when_the_gpus_local_cpus_are_too_few() {
 fn cpuset_keep_never_writes() {
     let mut h = FakeHost::new();
     h.env("NVIDIA_VISIBLE_DEVICES=0");
-    h.config["cpuset"] = json!("keep");
+    h.hook["cpuset"] = json!("keep");
     let r = report(&h);
     assert_eq!(h.cpuset(), "0-223");
     assert!(r.cpuset_file.is_none());
@@ -151,7 +151,7 @@ fn an_unknown_gpu_is_a_note_and_never_a_planning_problem_allow_and_deny() {
     let mut h = FakeHost::new();
     h.env("NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000,1");
     for on_error in ["allow", "deny"] {
-        h.config["on_error"] = json!(on_error);
+        h.hook["on_error"] = json!(on_error);
         let r = report(&h);
         assert_eq!(r.problem, None, "{on_error}");
         // The GPU that resolves is planned for; the one that does not is a note in plan.json.
@@ -187,8 +187,8 @@ fn malformed_cgroup_files_name_the_file() {
 #[test]
 fn a_bad_hook_config_names_file_and_key() {
     let mut h = FakeHost::new();
-    h.config["cpuset"] = json!("everything");
-    let (state, cfg) = h.state();
+    h.hook["cpuset"] = json!("everything");
+    let (state, cfg) = h.written();
     // The container gets the off plan carrying the cause, not no plan at all.
     let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
         .unwrap()
@@ -214,9 +214,9 @@ fn a_bad_hook_config_names_file_and_key() {
         "{err}"
     );
     let mut h = FakeHost::new();
-    h.config["on_error"] = json!("deny");
-    h.config["surprise"] = json!(1);
-    let (state, cfg) = h.state();
+    h.hook["on_error"] = json!("deny");
+    h.hook["surprise"] = json!(1);
+    let (state, cfg) = h.written();
     // A config that fails to load but still says deny is honoured: the container is refused.
     let e = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap_err();
     assert!(matches!(e, HookError::Denied { .. }), "{e}");
@@ -231,19 +231,19 @@ fn a_bad_hook_config_names_file_and_key() {
     assert!(h.plan_file("plan.env").is_none(), "deny writes nothing");
     // Where on_error itself cannot be read, the default (allow) applies; a typo of a key
     // ("step_thread_cor") is such a config too, and a valid `dir` still says where the plan goes.
-    h.config["on_error"] = json!("maybe");
-    let (state, cfg) = h.state();
+    h.hook["on_error"] = json!("maybe");
+    let (state, cfg) = h.written();
     let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
         .unwrap()
         .expect("a report");
     assert_eq!(r.plan.plan.setting, "off");
     let err = hook_binary_stderr(&state, &cfg);
     assert!(err.contains("maybe"), "{err}");
-    h.config.as_object_mut().unwrap().remove("on_error");
-    h.config.as_object_mut().unwrap().remove("surprise");
-    h.config["step_thread_cor"] = json!("auto");
-    h.config["dir"] = json!("/run/elsewhere");
-    let (state, cfg) = h.state();
+    h.hook.as_object_mut().unwrap().remove("on_error");
+    h.hook.as_object_mut().unwrap().remove("surprise");
+    h.hook["step_thread_cor"] = json!("auto");
+    h.hook["dir"] = json!("/run/elsewhere");
+    let (state, cfg) = h.written();
     let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
         .unwrap()
         .expect("a report");
@@ -276,7 +276,7 @@ fn an_unwritable_plan_dir_is_reported_and_allowed() {
 #[test]
 fn a_malformed_state_always_fails() {
     let h = FakeHost::new();
-    let (_, cfg) = h.state();
+    let (_, cfg) = h.written();
     for bad in ["", "{", r#"{"id":"x","status":"creating","bundle":"rel"}"#] {
         assert!(
             run_hook(Some("createRuntime"), bad.as_bytes(), &cfg).is_err(),
@@ -288,7 +288,7 @@ fn a_malformed_state_always_fails() {
 #[test]
 fn other_stages_do_nothing() {
     let h = FakeHost::new();
-    let (state, cfg) = h.state();
+    let (state, cfg) = h.written();
     assert!(run_hook(Some("startContainer"), state.as_bytes(), &cfg)
         .unwrap()
         .is_none());
@@ -300,7 +300,7 @@ fn other_stages_do_nothing() {
 fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
     let mut h = FakeHost::new();
     h.gpus(&[0, 1]);
-    h.config["step_thread_core"] = json!("auto");
+    h.hook["step_thread_core"] = json!("auto");
     let r = report(&h);
     let w: Vec<String> = r
         .plan
@@ -336,7 +336,7 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
     std::os::unix::fs::symlink("mnt:[4026532998]", h.file(&format!("proc/{other}/ns/mnt")))
         .unwrap();
     std::os::unix::fs::symlink("/", h.file(&format!("proc/{other}/root"))).unwrap();
-    let (_, cfg) = h.state();
+    let (_, cfg) = h.written();
     let second = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": h.bundle()});
     let r2 = run_hook(Some("createRuntime"), second.to_string().as_bytes(), &cfg)
         .unwrap()
@@ -385,14 +385,14 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
 fn a_stale_holder_is_taken_over() {
     let mut h = FakeHost::new();
     h.gpus(&[0]);
-    h.config["step_thread_core"] = json!("auto");
+    h.hook["step_thread_core"] = json!("auto");
     report(&h);
     // The holder's pid now has another start time: it exited and the pid was reused.
     let stat = std::fs::read_to_string(h.file("proc/4242/stat"))
         .unwrap()
         .replace(" 777 ", " 999 ");
     std::fs::write(h.file("proc/4242/stat"), stat).unwrap();
-    let (_, cfg) = h.state();
+    let (_, cfg) = h.written();
     let other = json!({"ociVersion": "1.0.2", "id": "ctr-new", "status": "creating", "pid": 4242, "bundle": h.bundle()});
     let r = run_hook(Some("createRuntime"), other.to_string().as_bytes(), &cfg)
         .unwrap()
@@ -408,7 +408,7 @@ fn a_stale_holder_is_taken_over() {
 fn gpus_the_environment_alone_names_are_planned_for_but_never_claimed() {
     let mut h = FakeHost::new();
     h.env("NVIDIA_VISIBLE_DEVICES=all");
-    h.config["step_thread_core"] = json!("auto");
+    h.hook["step_thread_core"] = json!("auto");
     let r = report(&h);
     assert_eq!(r.plan.inputs.gpus.len(), 8, "planned for");
     assert!(
@@ -422,7 +422,7 @@ fn gpus_the_environment_alone_names_are_planned_for_but_never_claimed() {
     let claims = cpuplan::list_claims(&h.dir.path().join("claims"), &h.root()).unwrap();
     assert!(claims.is_empty(), "{claims:?}");
     // An operator who trusts the environment (only the device plugin sets it) gets the claims.
-    h.config["gpu_sources"] = json!(["devices", "nodes", "env"]);
+    h.hook["gpu_sources"] = json!(["devices", "nodes", "env"]);
     report(&h);
     let claims = cpuplan::list_claims(&h.dir.path().join("claims"), &h.root()).unwrap();
     assert_eq!(claims.len(), 8);
@@ -432,8 +432,8 @@ fn gpus_the_environment_alone_names_are_planned_for_but_never_claimed() {
 fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
     let mut h = FakeHost::new();
     h.gpus(&[0]);
-    h.config["step_thread_core"] = json!("auto");
-    let (_, cfg) = h.state();
+    h.hook["step_thread_core"] = json!("auto");
+    let (_, cfg) = h.written();
     let forged = "2026-11-30T10:00:00.000Z INFO cpuplan-hook[1]: container forged: released";
     let id = format!("ctr\n{forged}");
     let state = json!({"ociVersion": "1.0.2", "id": id, "status": "creating", "pid": 4242, "bundle": h.bundle()});
@@ -472,7 +472,7 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
 fn a_panic_fails_open_under_allow_and_closed_under_deny() {
     let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
     let mut h = FakeHost::new();
-    let (state, cfg) = h.state();
+    let (state, cfg) = h.written();
     let mut cmd = hookbin::create_runtime(bin, &cfg);
     cmd.env("HOOK_TEST_PANIC", "1");
     let out = hookbin::run_fed(&mut cmd, state.as_bytes());
@@ -494,8 +494,8 @@ fn a_panic_fails_open_under_allow_and_closed_under_deny() {
     let out = hookbin::run_fed(&mut pre, &config);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, config, "passed through byte for byte");
-    h.config["on_error"] = json!("deny");
-    let (state, cfg) = h.state();
+    h.hook["on_error"] = json!("deny");
+    let (state, cfg) = h.written();
     let mut cmd = hookbin::create_runtime(bin, &cfg);
     cmd.env("HOOK_TEST_PANIC", "1");
     let out = hookbin::run_fed(&mut cmd, state.as_bytes());

@@ -14,7 +14,7 @@ use serde_json::json;
 /// Runs the hook binary at createRuntime on `h` (whose state has the id `id`); returns its
 /// stderr and the lines of its log file.
 fn run(h: &FakeHost, id: &str) -> (String, Vec<String>) {
-    let (state, cfg) = h.state();
+    let (state, cfg) = h.written();
     let mut state: serde_json::Value = serde_json::from_str(&state).unwrap();
     state["id"] = json!(id);
     let bin = Path::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
@@ -64,7 +64,7 @@ fn parts(line: &str) -> (&str, &str, &str) {
 fn lines_carry_rfc3339_utc_times_escaped_text_and_no_debug_text() {
     let mut h = FakeHost::new();
     h.env("NVIDIA_VISIBLE_DEVICES=0");
-    h.config["log_level"] = json!("debug");
+    h.hook["log_level"] = json!("debug");
     let before = rfc3339(SystemTime::now());
     let (stderr, lines) = run(&h, "ctr\nINFO forged");
     let after = rfc3339(SystemTime::now());
@@ -127,7 +127,7 @@ fn log_level_info_is_the_default_and_warn_keeps_only_warnings() {
     // unknown id in the env is a note, an INFO line, never a problem).
     let mut h = FakeHost::new();
     h.gpus(&[9]);
-    h.config["log_level"] = json!("warn");
+    h.hook["log_level"] = json!("warn");
     let (_, lines) = run(&h, "b");
     let levels: Vec<&str> = lines.iter().map(|l| parts(l).1).collect();
     assert!(
@@ -139,7 +139,7 @@ fn log_level_info_is_the_default_and_warn_keeps_only_warnings() {
 #[test]
 fn a_bad_log_level_names_file_and_key_and_the_rest_still_logs_where_it_says() {
     let mut h = FakeHost::new();
-    h.config["log_level"] = json!("loud");
+    h.hook["log_level"] = json!("loud");
     let (stderr, lines) = run(&h, "c");
     let cfg = h.dir.path().join("hook.json");
     assert!(

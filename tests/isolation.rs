@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fakehost::FakeHost;
 use common::hookbin;
-use common::hookfx::Fx;
 use common::runc::{fixtures, hook_bin, line_value, Bundle};
 use serde_json::{json, Value};
 
@@ -223,7 +223,7 @@ fn cpuset_of(rel: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn claim_files(fx: &Fx) -> Vec<String> {
+fn claim_files(fx: &FakeHost) -> Vec<String> {
     std::fs::read_dir(fx.scratch("claims"))
         .map(|r| {
             r.flatten()
@@ -235,7 +235,7 @@ fn claim_files(fx: &Fx) -> Vec<String> {
 }
 
 /// Runs the hook binary at createRuntime on `fx` for `pid`: exit code and stderr.
-fn run(fx: &Fx, pid: u32) -> (i32, String) {
+fn run(fx: &FakeHost, pid: u32) -> (i32, String) {
     fx.write();
     let out = hookbin::run_fed(
         &mut hookbin::create_runtime(&hook_bin(), &fx.hook_path()),
@@ -274,11 +274,11 @@ fn a_host_process_with_a_private_mount_namespace_gets_nothing() {
     let cpus_before = cpuset_of(&service);
 
     // The state names it as the container's init; the spec's container cgroup is elsewhere.
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     fx.hook["step_thread_core"] = json!("auto");
     fx.gpu(0);
-    fx.config["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
-    fx.config["linux"]["cgroupsPath"] = json!(format!("/cpuplan-h11-ctr-{tag}"));
+    fx.spec["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
+    fx.spec["linux"]["cgroupsPath"] = json!(format!("/cpuplan-h11-ctr-{tag}"));
     let (rc, err) = run(&fx, pid);
     assert_eq!(rc, 0, "allow starts the container: {err}");
     let lines: Vec<&str> = err
@@ -302,7 +302,7 @@ fn a_host_process_with_a_private_mount_namespace_gets_nothing() {
     assert!(fx.plan_files("").is_empty());
     fx.hook["on_error"] = json!("allow");
     // A systemd-form cgroupsPath names a scope it is not in either.
-    fx.config["linux"]["cgroupsPath"] = json!(format!("cpuplan11-x{tag}.slice:h11:c{tag}"));
+    fx.spec["linux"]["cgroupsPath"] = json!(format!("cpuplan11-x{tag}.slice:h11:c{tag}"));
     let (rc, err) = run(&fx, pid);
     assert_eq!(rc, 0, "{err}");
     assert!(
@@ -320,7 +320,7 @@ fn a_host_process_with_a_private_mount_namespace_gets_nothing() {
     let slice = format!("cpuplan11-t{tag}.slice");
     let scope = format!("cpuplan11.slice/{slice}/h11-c{tag}.scope");
     move_into(&scope, pid, &mut made);
-    fx.config["linux"]["cgroupsPath"] = json!(format!("{slice}:h11:c{tag}"));
+    fx.spec["linux"]["cgroupsPath"] = json!(format!("{slice}:h11:c{tag}"));
     let (rc, err) = run(&fx, pid);
     assert_eq!(rc, 0, "{err}");
     assert!(!err.contains("not the container's init"), "{err}");
@@ -337,7 +337,7 @@ fn a_host_process_with_a_private_mount_namespace_gets_nothing() {
     std::fs::remove_dir_all(fx.rootfs().join("run")).unwrap();
     let path_form = format!("cpuplan-h11-ctr-{tag}/inner");
     move_into(&path_form, pid, &mut made);
-    fx.config["linux"]["cgroupsPath"] = json!(format!("/{path_form}"));
+    fx.spec["linux"]["cgroupsPath"] = json!(format!("/{path_form}"));
     let (rc, err) = run(&fx, pid);
     assert_eq!(rc, 0, "{err}");
     assert_eq!(

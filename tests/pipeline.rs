@@ -184,10 +184,10 @@ fn host(c: &Case) -> FakeHost {
         "-1\n",
     )
     .unwrap();
-    h.config["step_thread_core"] = json!("auto");
+    h.hook["step_thread_core"] = json!("auto");
     if let Value::Object(m) = &c.config {
         for (k, v) in m {
-            h.config[k] = v.clone();
+            h.hook[k] = v.clone();
         }
     }
     for kv in c.env {
@@ -277,7 +277,7 @@ fn the_hook_explain_and_precreate_make_the_same_plan() {
     let (mut pinned, mut problems, mut narrowed) = (0, 0, 0);
     for c in &all {
         let h = host(c);
-        let (state, cfg) = h.state();
+        let (state, cfg) = h.written();
         let report = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
             .unwrap_or_else(|e| panic!("{}: {e}", c.name))
             .unwrap();

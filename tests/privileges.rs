@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fakehost::{fingerprint, FakeHost, FakeRoot};
 use common::hookbin;
-use common::hookfx::{fingerprint, FakeRoot, Fx};
 use common::statics::static_bins;
 use cpuplan_hook::elf::PT_INTERP;
 use serde_json::json;
@@ -120,7 +120,7 @@ fn static_hook_and_launcher_ignore_a_hostile_ld_preload() {
         }
     }
     // The static hook also runs as a hook with the preload set: it plans and still loads nothing.
-    let fx = Fx::new();
+    let fx = FakeHost::bundle_only();
     fx.write();
     let marker = t.path().join("hook-run.marker");
     let out = hookbin::run_fed(
@@ -161,7 +161,7 @@ fn the_hook_keeps_exactly_its_capabilities() {
         (1 << 1) | (1 << 2) | (1 << 3) | (1 << 19),
         "DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, SYS_PTRACE"
     );
-    let fx = Fx::new();
+    let fx = FakeHost::bundle_only();
     fx.write();
     let child = hookbin::create_runtime(
         Path::new(env!("CARGO_BIN_EXE_cpuplan-hook")),
@@ -217,7 +217,7 @@ fn rootless_without_capabilities_writes_the_plan_without_the_cpuset() {
     std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let croot = t.path().join("croot");
     let fake = FakeRoot::new(&t.path().join("host"), 4244, "/ctr", &croot);
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     std::fs::set_permissions(fx.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // The container's rootfs as the fake /proc/<pid>/root shows it, owned by the unprivileged user.
     let inside = croot.join(fx.rootfs().strip_prefix("/").unwrap());
@@ -226,7 +226,7 @@ fn rootless_without_capabilities_writes_the_plan_without_the_cpuset() {
     fx.hook["root"] = json!(fake.root);
     fx.hook["log"] = json!("stderr");
     fx.env("NVIDIA_VISIBLE_DEVICES=0");
-    fx.config["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
+    fx.spec["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
     fx.write();
     let cpuset = fake.cg_file("cpuset", "cpuset.cpus");
     let before = fingerprint(&cpuset);
@@ -332,12 +332,12 @@ fn a_read_only_cgroup_degrades_to_a_warning() {
         .unwrap()
         .to_path_buf();
     let _guard = RoBind::new(&cgdir);
-    let mut fx = Fx::new();
+    let mut fx = FakeHost::bundle_only();
     let inside = croot.join(fx.rootfs().strip_prefix("/").unwrap());
     std::fs::create_dir_all(&inside).unwrap();
     fx.hook["root"] = json!(fake.root);
     fx.env("NVIDIA_VISIBLE_DEVICES=0");
-    fx.config["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
+    fx.spec["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
     let r = fx.allow(Some(4245));
     assert_eq!(r.problem, None, "{r:?}");
     assert_eq!(r.cpuset_file, None);

@@ -42,8 +42,8 @@ fn kfd() -> Value {
 /// a quota of 2 CPUs, `step_thread_core auto`, and `devices` in `linux.devices`.
 fn host(name: &str, devices: Vec<Value>) -> FakeHost {
     let mut h = FakeHost::new();
-    h.config["topology_root"] = json!(fixture(name));
-    h.config["step_thread_core"] = json!("auto");
+    h.hook["topology_root"] = json!(fixture(name));
+    h.hook["step_thread_core"] = json!("auto");
     std::fs::write(
         h.file(&format!("proc/{PID}/status")),
         "Name:\tsh\nCpus_allowed_list:\t0-15\n",
@@ -60,7 +60,7 @@ fn host(name: &str, devices: Vec<Value>) -> FakeHost {
 }
 
 fn hook(h: &FakeHost) -> Report {
-    let (state, cfg) = h.state();
+    let (state, cfg) = h.written();
     let r = run_hook(Some("createRuntime"), state.as_bytes(), &cfg)
         .expect("the hook ran")
         .expect("a report");
@@ -70,7 +70,7 @@ fn hook(h: &FakeHost) -> Report {
 
 /// `cpuplan-hook explain ARGS --bundle B --config C` on `h` (written first): its stdout.
 fn explain(h: &FakeHost, args: &[&str]) -> String {
-    let (_, cfg) = h.state();
+    let (_, cfg) = h.written();
     let out = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
         .arg("--config")
         .arg(&cfg)
@@ -151,7 +151,7 @@ fn two_partitions_of_one_gpu_are_two_servers_on_it_and_the_second_pins_nothing()
         .unwrap();
     std::os::unix::fs::symlink("/", b.file(&format!("proc/{other}/root"))).unwrap();
     b.spec["linux"]["devices"] = json!([kfd(), render(132)]);
-    let (_, cfg) = b.state();
+    let (_, cfg) = b.written();
     let state = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": b.bundle()});
     let rb = run_hook(Some("createRuntime"), state.to_string().as_bytes(), &cfg)
         .unwrap()
@@ -170,7 +170,7 @@ fn an_amd_partition_no_topology_places_is_a_note_never_silence_or_a_problem() {
     // amdgpu_xcp_3 (renderD133): no kfd node lists it. It names no GPU, says so, and the
     // container still gets its plan (the thread env), under deny too.
     let mut h = host("host-mi300-xcp", vec![kfd(), render(133)]);
-    h.config["on_error"] = json!("deny");
+    h.hook["on_error"] = json!("deny");
     let r = hook(&h);
     assert!(r.plan.inputs.gpus.is_empty());
     let notes = r.plan.inputs.gpu_notes.join("\n");

@@ -1,7 +1,6 @@
 pub mod containerd;
 pub mod fakehost;
 pub mod hookbin;
-pub mod hookfx;
 pub mod hostlock;
 pub mod log_guard;
 pub mod podman;
