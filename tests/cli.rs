@@ -1,5 +1,8 @@
 //! The `cpuplan-hook` command line: plan, quota, gpus, explain, claims, help and exit statuses.
 
+/// The tests' one run/check/parse helper.
+#[path = "common/hookbin.rs"]
+mod hookbin;
 /// Fails this binary if the real hook log changed while it ran (tests/common/log_guard.rs).
 #[path = "common/log_guard.rs"]
 mod log_guard;
@@ -22,13 +25,7 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn ok_json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    hookbin::ok_json(&format!("{args:?}"), &run(args))
 }
 
 /// Exit 2 and exactly one line on stderr that contains `needle`.

@@ -52,12 +52,7 @@ impl Node {
             .args(["claims", "--json"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        common::hookbin::ok_json("cpuplan-hook claims", &out)
     }
 }
 
@@ -82,11 +77,7 @@ fn start(b: &Bundle) -> std::thread::JoinHandle<(i32, String, String)> {
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        common::hookbin::outcome(out)
     });
     let t0 = Instant::now();
     while !ready.exists() {

@@ -9,10 +9,10 @@ use std::process::Command;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use common::hostlock;
 use common::podman::Podman;
 use common::runc::{fixtures, hook_bin, line_value};
 use common::statics::static_hook;
+use common::{hookbin, hostlock};
 use serde_json::{json, Value};
 
 struct Installed {
@@ -46,21 +46,16 @@ impl Installed {
     }
     /// [`Installed::run`] with the binary `bin`.
     fn run_bin(&self, bin: &Path, sub: &str, extra: &[&str]) -> (i32, String, String) {
-        let out = Command::new(bin)
-            .arg("--config")
-            .arg(self.config())
-            .arg(sub)
-            .arg("--prefix")
-            .arg(self.prefix())
-            .arg("--hooks-dir")
-            .arg(self.hooks_dir())
-            .args(extra)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        hookbin::run(
+            Command::new(bin)
+                .arg("--config")
+                .arg(self.config())
+                .arg(sub)
+                .arg("--prefix")
+                .arg(self.prefix())
+                .arg("--hooks-dir")
+                .arg(self.hooks_dir())
+                .args(extra),
         )
     }
     /// Every file (not directory) under the temp dir, relative.
@@ -260,15 +255,10 @@ fn install_refuses_a_hooks_file_it_did_not_write() {
 
 /// `cpuplan-hook SUB --containerd --root-prefix ROOT`: (status, stdout, stderr).
 fn containerd_run(root: &Path, sub: &str) -> (i32, String, String) {
-    let out = Command::new(static_hook())
-        .args([sub, "--containerd", "--root-prefix"])
-        .arg(root)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    hookbin::run(
+        Command::new(static_hook())
+            .args([sub, "--containerd", "--root-prefix"])
+            .arg(root),
     )
 }
 
@@ -490,12 +480,7 @@ fn hook(args: &[&str], envs: &[(&str, &Path)]) -> (i32, String, String) {
     for (k, v) in envs {
         c.env(k, v);
     }
-    let out = c.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    hookbin::run(&mut c)
 }
 
 /// Every file under `dir`, relative, with its bytes, owner, group and mode.

@@ -32,3 +32,35 @@ pub fn feed(mut child: Child, input: &[u8]) -> Output {
 pub fn run_fed(cmd: &mut Command, input: &[u8]) -> Output {
     feed(cmd.spawn().expect("spawn the hook"), input)
 }
+
+/// A finished command: (exit status, or -1 when a signal ended it; stdout; stderr). The one
+/// "run, check the exit, parse the output" helper of the tests: see also [`ok_json`].
+pub fn outcome(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `cmd` to the end: [`outcome`] of its output.
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    outcome(cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}")))
+}
+
+/// The JSON a command printed on stdout, after checking it exited 0 (the message names
+/// `what` and shows stderr).
+pub fn ok_json(what: &str, out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{what}: exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}

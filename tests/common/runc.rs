@@ -218,11 +218,7 @@ impl Bundle {
             .stdin(std::process::Stdio::null())
             .output()
             .expect("runc run");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        super::hookbin::outcome(out)
     }
 }
 
