@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use common::procs::processes_running;
 use common::runc::line_value;
-use cri::{annotations, cri as api, quota, section, CriNode, NodeOptions, Pod};
+use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions, Pod};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use nriplugin::{
@@ -46,9 +46,8 @@ fn plugin_as_daemonset(node: &CriNode, config: &Path) -> Plugin {
     p
 }
 
-#[test]
-fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
-    let node = CriNode::new();
+fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = plugin_as_daemonset(&node, &cfg);
@@ -139,9 +138,8 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
     node.remove_pod(&pod);
 }
 
-#[test]
-fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal() {
-    let node = CriNode::new();
+fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -252,9 +250,8 @@ impl Drop for Reaper {
     }
 }
 
-#[test]
-fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
-    let node = CriNode::new();
+fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd) {
+    let node = CriNode::on(c);
     // The binary itself in containerd's plugin directory, its config in NRI's conf.d.
     let binary = node.path("opt/nri/plugins").join(PLUGIN);
     std::fs::copy(BIN, &binary).unwrap();
@@ -330,9 +327,8 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
     );
 }
 
-#[test]
-fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones() {
-    let node = CriNode::new();
+fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -415,12 +411,11 @@ fn run_plain(node: &CriNode, name: &str) -> (Pod, String) {
     (pod, ran.log)
 }
 
-#[test]
-fn pods_start_when_the_plugin_is_killed_or_stalled() {
+fn pods_start_when_the_plugin_is_killed_or_stalled(c: Containerd) {
     // A short request timeout (default 2 s) keeps the stalled case short.
     let node = CriNode::with(NodeOptions {
         nri_keys: "    plugin_request_timeout = \"500ms\"".into(),
-        ..NodeOptions::default()
+        ..NodeOptions::on(c)
     });
     let cfg = plugin_config(&node, json!({}));
     node.start();
@@ -491,12 +486,11 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
     });
 }
 
-#[test]
-fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
+fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) {
     // The node's config has NRI's section with disable = true, as containerd 1.7 ships it.
     let node = CriNode::with(NodeOptions {
         nri_disabled: true,
-        ..NodeOptions::default()
+        ..NodeOptions::on(c)
     });
     let cfg = plugin_config(&node, json!({}));
     let etc = node.path("etc/containerd");
@@ -599,3 +593,12 @@ fn daemonset_argv(ds: &Value) -> Vec<String> {
         .map(|w| w.as_str().unwrap().to_string())
         .collect()
 }
+
+crate::on_both!(
+    a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin,
+    gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal,
+    a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it,
+    after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones,
+    pods_start_when_the_plugin_is_killed_or_stalled,
+    install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it,
+);
