@@ -26,8 +26,8 @@ use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOpti
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use nriplugin::{
-    claims, config_text, context, nri_dir, plan_json, plans_left, plugin_config, wait_until,
-    Plugin, BIN, PLUGIN, PROBE, SCOPE, WAIT,
+    assert_nri_quiet, claims, config_text, context, nri_dir, plan_json, plans_left, plugin_config,
+    wait_until, Plugin, BIN, PLUGIN, PROBE, SCOPE, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -136,6 +136,7 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin(c: Containerd) 
         .exists());
     node.remove_container(&ran.id);
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
 }
 
 fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal(c: Containerd) {
@@ -237,6 +238,7 @@ fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal(c: Containe
     node.remove_container(&ran.id);
     node.remove_pod(&pod_b);
     assert_eq!(plans_left(&node), Vec::<String>::new(), "no plan left");
+    assert_nri_quiet(&node);
 }
 
 /// Kills, when dropped, every process still running the executable at its path.
@@ -318,6 +320,7 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd
         claims(&node) == json!([])
     });
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
     // The launched plugin ends with its runtime.
     node.stop_daemon();
     wait_until(
@@ -400,6 +403,7 @@ fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones(
         claims(&node) == json!([])
     });
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
 }
 
 /// Runs a container printing its environment in a new pod; its log, which must show it started.
@@ -469,6 +473,12 @@ fn pods_start_when_the_plugin_is_killed_or_stalled(c: Containerd) {
         "{}",
         ctx()
     );
+    // What the other tests' assert_nri_quiet looks for: here, where the plugin stalled.
+    assert!(
+        !nriplugin::nri_trouble(&node.log()).is_empty(),
+        "the stalled plugin's failure is NRI trouble: {}",
+        ctx()
+    );
     // Woken, it finds its connection closed, reconnects and synchronizes.
     second.wait_for(&node, "nri: synchronized with", 2);
     assert_eq!(
@@ -504,13 +514,22 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) 
         "{said:?}"
     );
     let drop_in = std::fs::read_to_string(n.drop_in()).unwrap();
-    assert!(
-        drop_in.contains(&format!(
-            "socket_path = \"{}\"",
-            node.nri_socket().display()
-        )),
-        "the node's own NRI section: {drop_in}"
-    );
+    let socket = format!("socket_path = \"{}\"", node.nri_socket().display());
+    match c {
+        // 1.7 replaces the section with the drop-in's: it carries the node's own.
+        Containerd::V17 => assert!(
+            drop_in.contains(&socket),
+            "the node's own NRI section: {drop_in}"
+        ),
+        // 2.x merges key by key: the drop-in says only `disable = false` (and the socket
+        // stays the node's, as the plugin connecting there below shows).
+        Containerd::V2 => assert!(
+            drop_in.contains("version = 3")
+                && drop_in.contains("disable = false")
+                && !drop_in.contains("socket_path"),
+            "a version 3 drop-in of NRI's switch alone: {drop_in}"
+        ),
+    }
     node.start();
     assert!(
         node.log().contains("created NRI interface"),
@@ -531,6 +550,7 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) 
     );
     node.remove_container(&ran.id);
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
     drop(plugin);
 
     // The command line's uninstall, under the same root prefix.

@@ -456,8 +456,14 @@ state = "{t}/run/containerd"
         for (name, extra) in &opts.runtimes {
             runtimes.push_str(&Self::runtime_toml(&table, t, name, extra));
         }
+        // ctr 2.x imports through the transfer service, which unpacks only for the platforms
+        // and snapshotters its unpack_config lists (none by default with `--snapshotter native`).
         format!(
-            r#"  [{images}]
+            r#"  [plugins.'io.containerd.transfer.v1.local']
+    [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+      platform = "linux/amd64"
+      snapshotter = "native"
+  [{images}]
     snapshotter = "native"
     [{images}.pinned_images]
       sandbox = "{PAUSE_IMAGE}"
@@ -952,6 +958,11 @@ state = "{t}/run/containerd"
             .map(PathBuf::from)
             .collect();
         let put = |from: &Path, to: PathBuf| {
+            // Laid out already (a second install): a copy over a hard link would write the
+            // original.
+            if to.exists() {
+                return;
+            }
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             let real = std::fs::canonicalize(from).unwrap();
             if std::fs::hard_link(&real, &to).is_err() {

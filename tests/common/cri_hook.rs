@@ -50,9 +50,7 @@ pub fn install(node: &CriNode, args: &[&str]) -> String {
         node.ctr_root(&host);
         cmd.arg("--ctr-root").arg(host);
     }
-    let out = cmd
-        .output()
-        .unwrap();
+    let out = cmd.output().unwrap();
     let (so, se) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
