@@ -275,10 +275,16 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd
     node.start();
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
     let ctx = || context(&node, &read());
-    // containerd 1.7 (NRI 0.6) configures a plugin it launches at start but never synchronizes it.
+    // containerd 1.7 (NRI 0.6) configures a plugin it launches at start but never synchronizes
+    // it; 2.1 (NRI 0.8) synchronizes it too.
     wait_until("the launched plugin to be configured", ctx, || {
         read().contains("nri: 10-cpuplan configured by containerd")
     });
+    if node.containerd() == Containerd::V2 {
+        wait_until("the launched plugin to be synchronized", ctx, || {
+            read().contains("nri: synchronized with")
+        });
+    }
     assert!(
         read().contains("nri: planning with <the runtime's NRI plugin config>"),
         "{}",
@@ -307,6 +313,13 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd
     let out = node.wait_log(&pod, &c, "--- end");
     let env: Vec<&str> = section(&out, "env").lines().collect();
     assert!(env.contains(&"OMP_NUM_THREADS=1"), "{env:?}\n{}", ctx());
+    if node.containerd() == Containerd::V17 {
+        assert!(
+            !read().contains("nri: synchronized with"),
+            "1.7 synchronizes a launched plugin now: docs/nri.md's caveat is stale\n{}",
+            ctx()
+        );
+    }
     assert!(section(&out, "write").contains("refused"), "{out}");
     let held = claims(&node);
     assert_eq!(held[0]["holder"]["container"], id.as_str(), "{held}");
