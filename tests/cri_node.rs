@@ -490,3 +490,26 @@ crate::on_both!(
     install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote,
     the_daemonset_s_install_registers_the_hook_on_a_node,
 );
+
+fn cri_keys_in_version_2_names_reach_the_cri_runtime(c: Containerd) {
+    // The GPU path tests' keys (tests/common/gpu_paths.rs): the CRI plugin's table on 1.7, the
+    // CRI runtime's on 2.x.
+    let node = CriNode::with(NodeOptions {
+        cri_keys: "    enable_cdi = true\n    cdi_spec_dirs = [\"@ROOT@/etc/cdi\"]\n".into(),
+        ..NodeOptions::on(c)
+    });
+    node.start();
+    let status = node.call("Status", |mut c| async move {
+        c.status(api::StatusRequest { verbose: true }).await
+    });
+    let config: Value = serde_json::from_str(&status.info["config"]).unwrap();
+    assert_eq!(config["enableCDI"], true, "{config}");
+    assert_eq!(
+        config["cdiSpecDirs"],
+        json!([node.path("etc/cdi")]),
+        "{config}"
+    );
+    assert_eq!(config["restrictOOMScoreAdj"], true, "{config}");
+}
+
+crate::on_both!(cri_keys_in_version_2_names_reach_the_cri_runtime);
