@@ -15,7 +15,8 @@
 #        unpacked, never installed: scripts/containerd2.sh) into $CARGO_TARGET_DIR/tools/containerd2
 #        (the CRI and NRI node tests run a second node with it);
 #   2. runs `cargo fmt --check`, `cargo clippy --all-targets -D warnings` and
-#      `cargo test --workspace` (with CARGO_TEST_ARGS).
+#      `cargo test --workspace` (with CARGO_TEST_ARGS), then crates/nri's containerd tests
+#      once more on containerd 2.x.
 # Once set up, `cargo test --workspace` (or one binary: `cargo test --test NAME`) is the inner loop.
 # --setup-only stops after step 1. .ci/run runs this script.
 set -euo pipefail
@@ -106,5 +107,8 @@ echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace "$@"
+# The NRI stub crate's tests against a real containerd, again on 2.x (the crate's own switch).
+echo "== crates/nri's containerd tests on containerd 2.x"
+NRI_PLUGIN_TEST_CONTAINERD="$target/tools/containerd2/usr/bin" cargo test -p nri-plugin --test containerd
 echo "== target: $(du -sh "$target" 2>/dev/null | cut -f1) after the run"
 echo "== test.sh took $(( $(date +%s) - start )) s"
