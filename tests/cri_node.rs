@@ -14,13 +14,12 @@ mod cri_hook;
 #[path = "common/kustomize.rs"]
 mod kustomize;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::runc::line_value;
 use common::statics::static_hook;
-use cri::{annotations, cri as api, quota, section, CriNode, NodeOptions};
+use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions};
 use cri_hook::{claims, hook_config, hook_log, hooked, install, plan_json, PROBE};
 use serde_json::{json, Value};
 
@@ -48,17 +47,15 @@ fn quota_container_sees_its_plan(node: &CriNode) {
     );
 }
 
-#[test]
-fn a_quota_container_sees_its_plan_through_cri() {
-    let node = hooked(NodeOptions::default(), json!({}));
+fn a_quota_container_sees_its_plan_through_cri(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
     // NRI is on, its socket under the node (the NRI tests' plugins connect there).
     assert!(node.nri_socket().exists(), "{}", node.log_tail());
     quota_container_sees_its_plan(&node);
 }
 
-#[test]
-fn kubelet_s_pod_cgroup_quota_and_a_guaranteed_cpuset() {
-    let node = hooked(NodeOptions::default(), json!({}));
+fn kubelet_s_pod_cgroup_quota_and_a_guaranteed_cpuset(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
     // Burstable: the pod's cgroup holds the quota (kubelet sets it); the container has none.
     let mut cfg = node.pod_config("burstable");
     let uid = cfg.metadata.as_ref().unwrap().uid.clone();
@@ -112,10 +109,9 @@ fn kubelet_s_pod_cgroup_quota_and_a_guaranteed_cpuset() {
     node.remove_pod(&pod);
 }
 
-#[test]
-fn the_pod_annotation_reaches_the_hook_only_where_pod_annotations_lists_it() {
+fn the_pod_annotation_reaches_the_hook_only_where_pod_annotations_lists_it(c: Containerd) {
     // "bare" runs the same base spec without pod_annotations: containerd drops the annotation.
-    let mut opts = NodeOptions::default();
+    let mut opts = NodeOptions::on(c);
     opts.runtimes.push((
         "bare".into(),
         "        base_runtime_spec = \"@ROOT@/etc/containerd/cpuplan-base-spec.json\"".into(),
@@ -154,9 +150,8 @@ fn the_pod_annotation_reaches_the_hook_only_where_pod_annotations_lists_it() {
     }
 }
 
-#[test]
-fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
-    let node = hooked(NodeOptions::default(), json!({}));
+fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
     let sleeper = format!("{PROBE}; exec sleep 3600");
     // Pod A holds GPU 0 (local CPUs 0-1) while it runs.
     let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
@@ -242,9 +237,8 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal() {
     assert_eq!(claims(&node), json!([]));
 }
 
-#[test]
-fn a_claim_survives_a_containerd_restart_and_poststop_still_releases_it() {
-    let node = hooked(NodeOptions::default(), json!({}));
+fn a_claim_survives_a_containerd_restart_and_poststop_still_releases_it(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
     let pod = node.run_pod(node.pod_config("restart"), "");
     let c = node.with_gpu(
         node.container_config("srv", &format!("{PROBE}; exec sleep 3600")),
@@ -289,10 +283,9 @@ fn a_claim_survives_a_containerd_restart_and_poststop_still_releases_it() {
     node.remove_pod(&pod);
 }
 
-#[test]
-fn the_pause_sandbox_never_runs_the_hook() {
+fn the_pause_sandbox_never_runs_the_hook(c: Containerd) {
     // on_error deny and a setting the hook rejects: a hook run on the sandbox would fail it.
-    let node = hooked(NodeOptions::default(), json!({"on_error": "deny"}));
+    let node = hooked(NodeOptions::on(c), json!({"on_error": "deny"}));
     let mut cfg = node.pod_config("sandbox");
     cfg.annotations = annotations(&[("cpuplan.step-thread-core", "fast")]);
     let pod = node.run_pod(cfg, "");
@@ -343,9 +336,8 @@ fn normalized(node: &CriNode, id: &str, words: &[&str]) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-#[test]
-fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
-    let mut opts = NodeOptions::default();
+fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote(c: Containerd) {
+    let mut opts = NodeOptions::on(c);
     opts.runtimes.push(("plain".into(), String::new()));
     let node = CriNode::with(opts);
     let cfg = hook_config(&node, json!({}));
@@ -364,7 +356,7 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
             .unwrap();
     let mut bare = spec.clone();
     bare.as_object_mut().unwrap().remove("hooks");
-    let mut default = CriNode::ctr_default_spec();
+    let mut default = node.ctr_default_spec();
     assert!(default["process"]["rlimits"].is_array(), "{default}");
     default["process"]
         .as_object_mut()
@@ -443,8 +435,7 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote() {
     assert!(!binary.exists());
 }
 
-#[test]
-fn the_daemonset_s_install_registers_the_hook_on_a_node() {
+fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
     // The hook route's DaemonSet as `kubectl kustomize deploy/kubernetes/overlays/hook-containerd`
     // renders it.
     let docs = kustomize::render("hook-containerd");
@@ -458,7 +449,7 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
         .clone();
     let mut words = kustomize::argv(&init);
     assert_eq!(words[0], "/opt/cpuplan/cpuplan-hook", "{words:?}");
-    let node = CriNode::new();
+    let node = CriNode::on(c);
     // What an operator's ConfigMap would hold; install keeps an existing config.
     hook_config(&node, json!({}));
     // The node's root as the init container sees it at /host: here, a root holding just this
@@ -478,21 +469,7 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
         "ctr is looked for under --ctr-root only: {}",
         String::from_utf8_lossy(&empty.stderr)
     );
-    let ctr = common::runc::which("ctr");
-    let ldd = Command::new("ldd").arg(&ctr).output().unwrap();
-    let libs: Vec<PathBuf> = String::from_utf8_lossy(&ldd.stdout)
-        .split_whitespace()
-        .filter(|w| w.starts_with('/'))
-        .map(PathBuf::from)
-        .collect();
-    for f in std::iter::once(ctr.clone()).chain(libs) {
-        let to = host.join(f.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        let real = std::fs::canonicalize(&f).unwrap();
-        if std::fs::hard_link(&real, &to).is_err() {
-            std::fs::copy(&real, &to).unwrap();
-        }
-    }
+    node.ctr_root(&host);
     let out = run();
     assert!(
         out.status.success(),
@@ -502,3 +479,37 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node() {
     node.start();
     quota_container_sees_its_plan(&node);
 }
+
+crate::on_both!(
+    a_quota_container_sees_its_plan_through_cri,
+    kubelet_s_pod_cgroup_quota_and_a_guaranteed_cpuset,
+    the_pod_annotation_reaches_the_hook_only_where_pod_annotations_lists_it,
+    gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal,
+    a_claim_survives_a_containerd_restart_and_poststop_still_releases_it,
+    the_pause_sandbox_never_runs_the_hook,
+    install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote,
+    the_daemonset_s_install_registers_the_hook_on_a_node,
+);
+
+fn cri_keys_in_version_2_names_reach_the_cri_runtime(c: Containerd) {
+    // The GPU path tests' keys (tests/common/gpu_paths.rs): the CRI plugin's table on 1.7, the
+    // CRI runtime's on 2.x.
+    let node = CriNode::with(NodeOptions {
+        cri_keys: "    enable_cdi = true\n    cdi_spec_dirs = [\"@ROOT@/etc/cdi\"]\n".into(),
+        ..NodeOptions::on(c)
+    });
+    node.start();
+    let status = node.call("Status", |mut c| async move {
+        c.status(api::StatusRequest { verbose: true }).await
+    });
+    let config: Value = serde_json::from_str(&status.info["config"]).unwrap();
+    assert_eq!(config["enableCDI"], true, "{config}");
+    assert_eq!(
+        config["cdiSpecDirs"],
+        json!([node.path("etc/cdi")]),
+        "{config}"
+    );
+    assert_eq!(config["restrictOOMScoreAdj"], true, "{config}");
+}
+
+crate::on_both!(cri_keys_in_version_2_names_reach_the_cri_runtime);

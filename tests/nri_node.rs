@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use common::procs::processes_running;
 use common::runc::line_value;
-use cri::{annotations, cri as api, quota, section, CriNode, NodeOptions, Pod};
+use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions, Pod};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use nriplugin::{
-    claims, config_text, context, nri_dir, plan_json, plans_left, plugin_config, wait_until,
-    Plugin, BIN, PLUGIN, PROBE, SCOPE, WAIT,
+    assert_nri_quiet, claims, config_text, context, nri_dir, plan_json, plans_left, plugin_config,
+    wait_until, Plugin, BIN, PLUGIN, PROBE, SCOPE, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -46,9 +46,8 @@ fn plugin_as_daemonset(node: &CriNode, config: &Path) -> Plugin {
     p
 }
 
-#[test]
-fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
-    let node = CriNode::new();
+fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = plugin_as_daemonset(&node, &cfg);
@@ -137,11 +136,11 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin() {
         .exists());
     node.remove_container(&ran.id);
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
 }
 
-#[test]
-fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal() {
-    let node = CriNode::new();
+fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -239,6 +238,7 @@ fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal() {
     node.remove_container(&ran.id);
     node.remove_pod(&pod_b);
     assert_eq!(plans_left(&node), Vec::<String>::new(), "no plan left");
+    assert_nri_quiet(&node);
 }
 
 /// Kills, when dropped, every process still running the executable at its path.
@@ -252,9 +252,8 @@ impl Drop for Reaper {
     }
 }
 
-#[test]
-fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
-    let node = CriNode::new();
+fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd) {
+    let node = CriNode::on(c);
     // The binary itself in containerd's plugin directory, its config in NRI's conf.d.
     let binary = node.path("opt/nri/plugins").join(PLUGIN);
     std::fs::copy(BIN, &binary).unwrap();
@@ -276,10 +275,16 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
     node.start();
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
     let ctx = || context(&node, &read());
-    // containerd 1.7 (NRI 0.6) configures a plugin it launches at start but never synchronizes it.
+    // containerd 1.7 (NRI 0.6) configures a plugin it launches at start but never synchronizes
+    // it; 2.1 (NRI 0.8) synchronizes it too.
     wait_until("the launched plugin to be configured", ctx, || {
         read().contains("nri: 10-cpuplan configured by containerd")
     });
+    if node.containerd() == Containerd::V2 {
+        wait_until("the launched plugin to be synchronized", ctx, || {
+            read().contains("nri: synchronized with")
+        });
+    }
     assert!(
         read().contains("nri: planning with <the runtime's NRI plugin config>"),
         "{}",
@@ -308,6 +313,13 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
     let out = node.wait_log(&pod, &c, "--- end");
     let env: Vec<&str> = section(&out, "env").lines().collect();
     assert!(env.contains(&"OMP_NUM_THREADS=1"), "{env:?}\n{}", ctx());
+    if node.containerd() == Containerd::V17 {
+        assert!(
+            !read().contains("nri: synchronized with"),
+            "1.7 synchronizes a launched plugin now: docs/nri.md's caveat is stale\n{}",
+            ctx()
+        );
+    }
     assert!(section(&out, "write").contains("refused"), "{out}");
     let held = claims(&node);
     assert_eq!(held[0]["holder"]["container"], id.as_str(), "{held}");
@@ -321,6 +333,7 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
         claims(&node) == json!([])
     });
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
     // The launched plugin ends with its runtime.
     node.stop_daemon();
     wait_until(
@@ -330,9 +343,8 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it() {
     );
 }
 
-#[test]
-fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones() {
-    let node = CriNode::new();
+fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -404,6 +416,7 @@ fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones(
         claims(&node) == json!([])
     });
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
 }
 
 /// Runs a container printing its environment in a new pod; its log, which must show it started.
@@ -415,12 +428,11 @@ fn run_plain(node: &CriNode, name: &str) -> (Pod, String) {
     (pod, ran.log)
 }
 
-#[test]
-fn pods_start_when_the_plugin_is_killed_or_stalled() {
+fn pods_start_when_the_plugin_is_killed_or_stalled(c: Containerd) {
     // A short request timeout (default 2 s) keeps the stalled case short.
     let node = CriNode::with(NodeOptions {
         nri_keys: "    plugin_request_timeout = \"500ms\"".into(),
-        ..NodeOptions::default()
+        ..NodeOptions::on(c)
     });
     let cfg = plugin_config(&node, json!({}));
     node.start();
@@ -474,6 +486,12 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
         "{}",
         ctx()
     );
+    // What the other tests' assert_nri_quiet looks for: here, where the plugin stalled.
+    assert!(
+        !nriplugin::nri_trouble(&node.log()).is_empty(),
+        "the stalled plugin's failure is NRI trouble: {}",
+        ctx()
+    );
     // Woken, it finds its connection closed, reconnects and synchronizes.
     second.wait_for(&node, "nri: synchronized with", 2);
     assert_eq!(
@@ -491,12 +509,11 @@ fn pods_start_when_the_plugin_is_killed_or_stalled() {
     });
 }
 
-#[test]
-fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
+fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) {
     // The node's config has NRI's section with disable = true, as containerd 1.7 ships it.
     let node = CriNode::with(NodeOptions {
         nri_disabled: true,
-        ..NodeOptions::default()
+        ..NodeOptions::on(c)
     });
     let cfg = plugin_config(&node, json!({}));
     let etc = node.path("etc/containerd");
@@ -510,13 +527,22 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
         "{said:?}"
     );
     let drop_in = std::fs::read_to_string(n.drop_in()).unwrap();
-    assert!(
-        drop_in.contains(&format!(
-            "socket_path = \"{}\"",
-            node.nri_socket().display()
-        )),
-        "the node's own NRI section: {drop_in}"
-    );
+    let socket = format!("socket_path = \"{}\"", node.nri_socket().display());
+    match c {
+        // 1.7 replaces the section with the drop-in's: it carries the node's own.
+        Containerd::V17 => assert!(
+            drop_in.contains(&socket),
+            "the node's own NRI section: {drop_in}"
+        ),
+        // 2.x merges key by key: the drop-in says only `disable = false` (and the socket
+        // stays the node's, as the plugin connecting there below shows).
+        Containerd::V2 => assert!(
+            drop_in.contains("version = 3")
+                && drop_in.contains("disable = false")
+                && !drop_in.contains("socket_path"),
+            "a version 3 drop-in of NRI's switch alone: {drop_in}"
+        ),
+    }
     node.start();
     assert!(
         node.log().contains("created NRI interface"),
@@ -537,6 +563,7 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it() {
     );
     node.remove_container(&ran.id);
     node.remove_pod(&pod);
+    assert_nri_quiet(&node);
     drop(plugin);
 
     // The command line's uninstall, under the same root prefix.
@@ -599,3 +626,12 @@ fn daemonset_argv(ds: &Value) -> Vec<String> {
         .map(|w| w.as_str().unwrap().to_string())
         .collect()
 }
+
+crate::on_both!(
+    a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin,
+    gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal,
+    a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it,
+    after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones,
+    pods_start_when_the_plugin_is_killed_or_stalled,
+    install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it,
+);

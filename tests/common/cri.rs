@@ -1,8 +1,13 @@
-//! A Kubernetes-style node for end-to-end tests: a private containerd (1.7 from Debian trixie)
-//! serving CRI v1 with NRI enabled, laid out as a relocated node root under a temp dir, and
-//! driven through CRI as kubelet drives it (see `shared/e2e/cri-node-demo.sh`).
+//! A Kubernetes-style node for end-to-end tests: a private containerd serving CRI v1 with NRI
+//! enabled, laid out as a relocated node root under a temp dir, and driven through CRI as kubelet
+//! drives it. Two flavours ([`Containerd`]): the system's containerd 1.7 (Debian trixie's
+//! package, config version 2) and containerd 2.x (Debian unstable's package, unpacked by
+//! `scripts/containerd2.sh` into `$CARGO_TARGET_DIR/tools/containerd2`, config version 3: CRI's
+//! runtime keys under `io.containerd.cri.v1.runtime`, its images under
+//! `io.containerd.cri.v1.images`; run with that package's bin directory first on PATH, as 2.x
+//! finds `containerd-shim-runc-v2` on PATH before its own directory).
 //!
-//! The node root `T` holds `T/etc/containerd/config.toml` (generated here, version 2),
+//! The node root `T` holds `T/etc/containerd/config.toml` (generated here),
 //! containerd's root `T/var/lib/containerd` and state `T/run/containerd` (its socket there),
 //! runc's state `T/run/runc`, the NRI socket `T/run/nri/nri.sock` with its plugin and config
 //! dirs, pod logs under `T/var/log/pods`, and the two images (built from `/bin/busybox` as OCI
@@ -47,8 +52,114 @@ const APPLETS: &[&str] = &[
     "sh", "cat", "grep", "sed", "env", "echo", "sleep", "true", "test", "ls", "stat", "awk",
 ];
 
-/// Fails (never skips) when a CRI node cannot run here: not root, a tool missing, or a
-/// containerd older than 1.7.
+/// The containerd a [`CriNode`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Containerd {
+    /// The system's containerd 1.7 (`containerd` and `ctr` on PATH), config version 2.
+    #[default]
+    V17,
+    /// containerd 2.x from `$CARGO_TARGET_DIR/tools/containerd2/usr/bin` (`scripts/containerd2.sh`
+    /// puts it there), config version 3.
+    V2,
+}
+
+impl Containerd {
+    /// Both flavours, 1.7 first.
+    pub fn both() -> [Containerd; 2] {
+        [Containerd::V17, Containerd::V2]
+    }
+
+    /// "containerd 1.7" or "containerd 2.x", for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Containerd::V17 => "containerd 1.7",
+            Containerd::V2 => "containerd 2.x",
+        }
+    }
+
+    /// The directory holding this flavour's `containerd`, `ctr` and shim; `None` for the
+    /// system's (found on PATH).
+    pub fn bin_dir(self) -> Option<PathBuf> {
+        match self {
+            Containerd::V17 => None,
+            Containerd::V2 => {
+                let target = std::env::var_os("CARGO_TARGET_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+                Some(target.join("tools/containerd2/usr/bin"))
+            }
+        }
+    }
+
+    fn tool(self, name: &str) -> PathBuf {
+        self.bin_dir()
+            .map(|d| d.join(name))
+            .unwrap_or_else(|| which(name))
+    }
+
+    /// Its `containerd` binary.
+    pub fn containerd(self) -> PathBuf {
+        self.tool("containerd")
+    }
+
+    /// Its `ctr` binary.
+    pub fn ctr(self) -> PathBuf {
+        self.tool("ctr")
+    }
+
+    /// The config version its node's config is written in.
+    pub fn config_version(self) -> u32 {
+        match self {
+            Containerd::V17 => 2,
+            Containerd::V2 => 3,
+        }
+    }
+
+    /// PATH for its daemon: its own bin directory first (2.x runs the first
+    /// `containerd-shim-runc-v2` on PATH), then the test's.
+    pub fn path_env(self) -> std::ffi::OsString {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        match self.bin_dir() {
+            None => path,
+            Some(d) => {
+                let mut dirs = vec![d];
+                dirs.extend(std::env::split_paths(&path));
+                std::env::join_paths(dirs).unwrap()
+            }
+        }
+    }
+
+    /// Fails (never skips) when this flavour cannot run here; its `containerd --version`.
+    pub fn require(self) -> String {
+        let bin = self.containerd();
+        if self == Containerd::V2 {
+            assert!(
+                bin.is_file(),
+                "no containerd 2.x at {}: run `sudo scripts/test.sh --setup-only` (scripts/containerd2.sh unpacks it there)",
+                bin.display()
+            );
+        }
+        let v = Command::new(&bin)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        let v = String::from_utf8_lossy(&v.stdout).into_owned();
+        let want = match self {
+            Containerd::V17 => " 1.7.",
+            Containerd::V2 => " 2.",
+        };
+        assert!(
+            v.contains(want),
+            "{} is not {} (`sudo scripts/test.sh --setup-only` installs containerd/trixie and unpacks 2.x): {v}",
+            bin.display(),
+            self.name()
+        );
+        v
+    }
+}
+
+/// Fails (never skips) when a CRI node cannot run here: not root, a tool missing, or the
+/// system's containerd not 1.7.
 pub fn require_cri() {
     crate::common::runc::require(
         "CRI",
@@ -59,26 +170,23 @@ pub fn require_cri() {
             ("busybox", "busybox-static"),
         ],
     );
-    let v = Command::new("containerd")
-        .arg("--version")
-        .output()
-        .unwrap();
-    let v = String::from_utf8_lossy(&v.stdout).into_owned();
-    assert!(
-        v.contains(" 1.7.") || v.contains(" 2."),
-        "the CRI tests need containerd 1.7 or 2.x (sudo scripts/test.sh --setup-only installs containerd/trixie): {v}"
-    );
+    Containerd::V17.require();
 }
 
 /// How a node is set up before it starts; `@ROOT@` in the TOML strings stands for the node root.
 #[derive(Debug, Clone, Default)]
 pub struct NodeOptions {
+    /// The containerd the node runs (default 1.7).
+    pub containerd: Containerd,
     /// Runtime handlers besides `runc` (a runc v2 runtime each): name and extra TOML lines for
     /// its table (e.g. `base_runtime_spec = "..."`).
     pub runtimes: Vec<(String, String)>,
     /// TOML appended to the config after the generated tables (other plugins' sections).
     pub extra_config: String,
-    /// Lines appended to the CRI plugin's own table (`[plugins."io.containerd.grpc.v1.cri"]`).
+    /// Lines appended to the CRI plugin's own table, in config version 2's names
+    /// (`[plugins."io.containerd.grpc.v1.cri"]`); on containerd 2.x they go to the CRI runtime's
+    /// table (`[plugins.'io.containerd.cri.v1.runtime']`), where the keys given so far
+    /// (`enable_cdi`, `cdi_spec_dirs`, `restrict_oom_score_adj`) live in version 3.
     pub cri_keys: String,
     /// NRI's plugin directory (default `T/opt/nri/plugins`).
     pub nri_plugin_dir: Option<PathBuf>,
@@ -89,6 +197,36 @@ pub struct NodeOptions {
     pub nri_keys: String,
     /// Leave NRI off.
     pub nri_disabled: bool,
+}
+
+impl NodeOptions {
+    /// The default options on `flavour`.
+    pub fn on(flavour: Containerd) -> NodeOptions {
+        NodeOptions {
+            containerd: flavour,
+            ..NodeOptions::default()
+        }
+    }
+}
+
+/// Two tests for each function `NAME(Containerd)` named: `NAME::on_containerd17` and
+/// `NAME::on_containerd2` (`cargo test on_containerd2` runs one flavour).
+#[macro_export]
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn on_containerd17() {
+                    super::$name($crate::cri::Containerd::V17)
+                }
+                #[test]
+                fn on_containerd2() {
+                    super::$name($crate::cri::Containerd::V2)
+                }
+            }
+        )*
+    };
 }
 
 /// A pod sandbox the node runs.
@@ -115,6 +253,7 @@ pub struct Ran {
 pub struct CriNode {
     /// The node root `T`.
     pub dir: tempfile::TempDir,
+    flavour: Containerd,
     rt: tokio::runtime::Runtime,
     child: Mutex<Option<Child>>,
     client: Mutex<Option<RuntimeServiceClient<Channel>>>,
@@ -125,20 +264,32 @@ pub struct CriNode {
 }
 
 impl CriNode {
-    /// A node with the default options, laid out but not started.
+    /// A node with the default options (containerd 1.7), laid out but not started.
     pub fn new() -> CriNode {
         Self::with(NodeOptions::default())
+    }
+
+    /// A node running `flavour` with otherwise default options, laid out but not started.
+    pub fn on(flavour: Containerd) -> CriNode {
+        Self::with(NodeOptions::on(flavour))
+    }
+
+    /// The containerd it runs.
+    pub fn containerd(&self) -> Containerd {
+        self.flavour
     }
 
     /// A node laid out with `opts` (config, directories, images), not started.
     pub fn with(opts: NodeOptions) -> CriNode {
         require_cri();
+        opts.containerd.require();
         let dir = tempfile::Builder::new()
             .prefix("cpuplan-cri-")
             .tempdir()
             .expect("tempdir");
         let node = CriNode {
             dir,
+            flavour: opts.containerd,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -219,14 +370,6 @@ impl CriNode {
 
     fn config_toml(&self, opts: &NodeOptions) -> String {
         let t = self.root().display().to_string();
-        let cri = "plugins.\"io.containerd.grpc.v1.cri\"";
-        let mut runtimes = String::new();
-        for (name, extra) in &opts.runtimes {
-            runtimes.push_str(&format!(
-                "      [{cri}.containerd.runtimes.{name}]\n        runtime_type = \"io.containerd.runc.v2\"\n{extra}\n\
-                 \x20       [{cri}.containerd.runtimes.{name}.options]\n          SystemdCgroup = false\n          Root = \"{t}/run/runc\"\n"
-            ));
-        }
         let plugin_dir = opts
             .nri_plugin_dir
             .clone()
@@ -235,8 +378,12 @@ impl CriNode {
             .nri_config_dir
             .clone()
             .unwrap_or_else(|| self.path("etc/nri/conf.d"));
+        let (version, cri) = match opts.containerd {
+            Containerd::V17 => (2, Self::cri_v2(&t, opts)),
+            Containerd::V2 => (3, Self::cri_v3(&t, opts)),
+        };
         format!(
-            r#"version = 2
+            r#"version = {version}
 root = "{t}/var/lib/containerd"
 state = "{t}/run/containerd"
 
@@ -247,22 +394,7 @@ state = "{t}/run/containerd"
   address = "{t}/run/containerd/containerd.sock.ttrpc"
 
 [plugins]
-  [{cri}]
-    sandbox_image = "{PAUSE_IMAGE}"
-    restrict_oom_score_adj = true
-{cri_keys}
-    [{cri}.cni]
-      bin_dir = "{t}/opt/cni/bin"
-      conf_dir = "{t}/etc/cni/net.d"
-    [{cri}.containerd]
-      snapshotter = "native"
-      default_runtime_name = "runc"
-      [{cri}.containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [{cri}.containerd.runtimes.runc.options]
-          SystemdCgroup = false
-          Root = "{t}/run/runc"
-{runtimes}
+{cri}
   [plugins."io.containerd.internal.v1.opt"]
     path = "{t}/opt/containerd"
   [plugins."io.containerd.nri.v1.nri"]
@@ -273,7 +405,6 @@ state = "{t}/run/containerd"
 {nri_keys}
 {extra}
 "#,
-            cri_keys = opts.cri_keys,
             nri_off = opts.nri_disabled,
             plugin_dir = plugin_dir.display(),
             plugin_conf = plugin_conf.display(),
@@ -283,6 +414,72 @@ state = "{t}/run/containerd"
         .replace("@ROOT@", &t)
     }
 
+    /// A runc v2 runtime's tables under `table` (`...containerd.runtimes`): `name` with `extra`.
+    fn runtime_toml(table: &str, t: &str, name: &str, extra: &str) -> String {
+        format!(
+            "      [{table}.{name}]\n        runtime_type = \"io.containerd.runc.v2\"\n{extra}\n\
+             \x20       [{table}.{name}.options]\n          SystemdCgroup = false\n          Root = \"{t}/run/runc\"\n"
+        )
+    }
+
+    /// The CRI plugin's tables in config version 2 (containerd 1.7).
+    fn cri_v2(t: &str, opts: &NodeOptions) -> String {
+        let cri = "plugins.\"io.containerd.grpc.v1.cri\"";
+        let table = format!("{cri}.containerd.runtimes");
+        let mut runtimes = Self::runtime_toml(&table, t, "runc", "");
+        for (name, extra) in &opts.runtimes {
+            runtimes.push_str(&Self::runtime_toml(&table, t, name, extra));
+        }
+        format!(
+            r#"  [{cri}]
+    sandbox_image = "{PAUSE_IMAGE}"
+    restrict_oom_score_adj = true
+{cri_keys}
+    [{cri}.cni]
+      bin_dir = "{t}/opt/cni/bin"
+      conf_dir = "{t}/etc/cni/net.d"
+    [{cri}.containerd]
+      snapshotter = "native"
+      default_runtime_name = "runc"
+{runtimes}"#,
+            cri_keys = opts.cri_keys,
+        )
+    }
+
+    /// The CRI plugins' tables in config version 3 (containerd 2.x): images (the snapshotter,
+    /// the sandbox image) and the runtime (everything else; [`NodeOptions::cri_keys`] too).
+    fn cri_v3(t: &str, opts: &NodeOptions) -> String {
+        let images = "plugins.'io.containerd.cri.v1.images'";
+        let cri = "plugins.'io.containerd.cri.v1.runtime'";
+        let table = format!("{cri}.containerd.runtimes");
+        let mut runtimes = Self::runtime_toml(&table, t, "runc", "");
+        for (name, extra) in &opts.runtimes {
+            runtimes.push_str(&Self::runtime_toml(&table, t, name, extra));
+        }
+        // ctr 2.x imports through the transfer service, which unpacks only for the platforms
+        // and snapshotters its unpack_config lists (none by default with `--snapshotter native`).
+        format!(
+            r#"  [plugins.'io.containerd.transfer.v1.local']
+    [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+      platform = "linux/amd64"
+      snapshotter = "native"
+  [{images}]
+    snapshotter = "native"
+    [{images}.pinned_images]
+      sandbox = "{PAUSE_IMAGE}"
+  [{cri}]
+    restrict_oom_score_adj = true
+{cri_keys}
+    [{cri}.cni]
+      bin_dirs = ["{t}/opt/cni/bin"]
+      conf_dir = "{t}/etc/cni/net.d"
+    [{cri}.containerd]
+      default_runtime_name = "runc"
+{runtimes}"#,
+            cri_keys = opts.cri_keys,
+        )
+    }
+
     /// Starts containerd, waits until CRI answers, and imports the images (first start only).
     pub fn start(&self) {
         let log = std::fs::OpenOptions::new()
@@ -290,7 +487,8 @@ state = "{t}/run/containerd"
             .append(true)
             .open(self.log_path())
             .unwrap();
-        let child = Command::new("containerd")
+        let child = Command::new(self.flavour.containerd())
+            .env("PATH", self.flavour.path_env())
             .arg("--config")
             .arg(self.config_path())
             .stdin(Stdio::null())
@@ -381,7 +579,7 @@ state = "{t}/run/containerd"
     pub fn ctr(&self, args: &[&str]) -> Run {
         Command::new("timeout")
             .arg("120")
-            .arg("ctr")
+            .arg(self.flavour.ctr())
             .arg("--address")
             .arg(self.socket())
             .args(["--namespace", NAMESPACE])
@@ -749,9 +947,40 @@ state = "{t}/run/containerd"
         }
     }
 
-    /// The runtime spec containerd's `ctr oci spec` prints (its default spec).
-    pub fn ctr_default_spec() -> Value {
-        let out = Command::new("ctr").args(["oci", "spec"]).output().unwrap();
+    /// Lays out at `host` a root holding the node's `ctr` (at `usr/bin/ctr`) and the libraries
+    /// it loads (hard links, copies across filesystems): what `install --ctr-root` runs chrooted.
+    pub fn ctr_root(&self, host: &Path) {
+        let ctr = self.flavour.ctr();
+        let ldd = Command::new("ldd").arg(&ctr).output().unwrap();
+        let libs: Vec<PathBuf> = String::from_utf8_lossy(&ldd.stdout)
+            .split_whitespace()
+            .filter(|w| w.starts_with('/'))
+            .map(PathBuf::from)
+            .collect();
+        let put = |from: &Path, to: PathBuf| {
+            // Laid out already (a second install): a copy over a hard link would write the
+            // original.
+            if to.exists() {
+                return;
+            }
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            let real = std::fs::canonicalize(from).unwrap();
+            if std::fs::hard_link(&real, &to).is_err() {
+                std::fs::copy(&real, &to).unwrap();
+            }
+        };
+        put(&ctr, host.join("usr/bin/ctr"));
+        for lib in libs {
+            put(&lib, host.join(lib.strip_prefix("/").unwrap()));
+        }
+    }
+
+    /// The runtime spec the node's `ctr oci spec` prints (its containerd's default spec).
+    pub fn ctr_default_spec(&self) -> Value {
+        let out = Command::new(self.flavour.ctr())
+            .args(["oci", "spec"])
+            .output()
+            .unwrap();
         assert!(out.status.success());
         serde_json::from_slice(&out.stdout).unwrap()
     }

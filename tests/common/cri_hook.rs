@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::common::statics::static_hook;
-use crate::cri::{gpu_host, section, CriNode, NodeOptions};
+use crate::cri::{gpu_host, section, Containerd, CriNode, NodeOptions};
 
 /// What a container prints of its plan: its CPUs, `plan.env` and `plan.json` in sections.
 pub const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
@@ -37,14 +37,20 @@ pub fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
     p
 }
 
-/// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed.
+/// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed. On a
+/// containerd 2.x node, with `--ctr-root` a root holding that node's `ctr` (a 2.x node's own
+/// `/usr/bin/ctr` is 2.x's; the system's here is 1.7's).
 pub fn install(node: &CriNode, args: &[&str]) -> String {
-    let out = Command::new(static_hook())
-        .args(["install", "--containerd", "--root-prefix"])
+    let mut cmd = Command::new(static_hook());
+    cmd.args(["install", "--containerd", "--root-prefix"])
         .arg(node.root())
-        .args(args)
-        .output()
-        .unwrap();
+        .args(args);
+    if node.containerd() == Containerd::V2 && !args.contains(&"--ctr-root") {
+        let host = node.path("ctr-root");
+        node.ctr_root(&host);
+        cmd.arg("--ctr-root").arg(host);
+    }
+    let out = cmd.output().unwrap();
     let (so, se) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

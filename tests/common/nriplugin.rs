@@ -196,3 +196,32 @@ pub fn context(node: &CriNode, plugin_log: &str) -> String {
         node.log_tail()
     )
 }
+
+/// The lines of containerd's `log` that tell of NRI trouble: any mentioning NRI with "failed"
+/// (`NRI failed to remove container`, `NRI container update failed`, ...), and any logged at
+/// level warning or error that mentions NRI or the plugin (`failed to handle CreateContainer
+/// request`, a plugin's connection lost).
+pub fn nri_trouble(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            let lower = l.to_lowercase();
+            let about = lower.contains("nri") || l.contains(PLUGIN);
+            let bad = ["level=error", "level=warning", "level=fatal", "level=panic"]
+                .iter()
+                .any(|lv| l.contains(lv));
+            (l.contains("NRI") && lower.contains("failed")) || (about && bad)
+        })
+        .collect()
+}
+
+/// Fails when containerd's log on `node` tells of NRI trouble so far ([`nri_trouble`]).
+pub fn assert_nri_quiet(node: &CriNode) {
+    let log = node.log();
+    let bad = nri_trouble(&log);
+    assert!(
+        bad.is_empty(),
+        "{} logged NRI trouble with the plugin:\n{}",
+        node.containerd().name(),
+        bad.join("\n")
+    );
+}
