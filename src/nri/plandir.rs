@@ -13,10 +13,10 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::ids::ContainerId;
-use crate::edit::{SpecEdit, PLAN_ENV, PLAN_JSON};
-use crate::hook::rootfs::{
+use crate::apply::below::{
     open_dir_below, open_dir_in, open_rootfs, remove_stale_temps_of, write_files_at, RootfsError,
 };
+use crate::edit::{SpecEdit, PLAN_ENV, PLAN_JSON};
 
 /// How a container's claims record is named after its id: `<id>.claims.json`.
 const RECORD_SUFFIX: &str = ".claims.json";
