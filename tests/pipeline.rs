@@ -377,6 +377,7 @@ fn shared(mut doc: Value) -> Value {
 fn plan_only(mut doc: Value) -> Value {
     let m = doc.as_object_mut().unwrap();
     m.remove("container");
+    m.remove("generation");
     m.remove("inputs");
     doc
 }

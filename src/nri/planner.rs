@@ -23,7 +23,7 @@ use std::time::Duration;
 use cpuplan::Holder;
 use nri_plugin::api::{
     ConfigureRequest, Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse,
-    Event, PodSandbox,
+    Event, LinuxResources, PodSandbox, UpdateContainerResponse,
 };
 use nri_plugin::{EventMask, Plugin, PluginResult};
 
@@ -316,11 +316,21 @@ impl Planner {
             return self.problem(&id_text, p);
         }
         let claimed = self.claim(&c.id, &decision.claims);
+        let (cpus, quota, period) =
+            kubelet_cpu(c.linux.as_ref().and_then(|l| l.resources.as_ref()));
         let record = Record {
             claims: match claimed {
                 ClaimResult::Claimed => decision.claims.clone(),
                 _ => Vec::new(),
             },
+            held: match &claimed {
+                ClaimResult::Held(why) => Some(why.clone()),
+                _ => None,
+            },
+            cpus,
+            quota,
+            period,
+            generation: 1,
         };
         let decision: Decision = decision.after_claim(&claimed);
         let edit = SpecEdit::new(&inputs, &decision, &self.config);
@@ -344,9 +354,11 @@ impl Planner {
 }
 
 /// The events the plugin subscribes to: CreateContainer (to place the container),
-/// StopContainer and RemoveContainer (to release what it was given).
+/// UpdateContainer (to plan again inside kubelet's new CPUs), StopContainer and
+/// RemoveContainer (to release what it was given).
 pub const EVENTS: EventMask = EventMask::of(&[
     Event::CreateContainer,
+    Event::UpdateContainer,
     Event::StopContainer,
     Event::RemoveContainer,
 ]);
@@ -369,6 +381,15 @@ impl Plugin for PlanHandler {
         container: &Container,
     ) -> PluginResult<CreateContainerResponse> {
         Ok(self.planner().plan(pod, container)?.into())
+    }
+
+    fn update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+        resources: Option<&LinuxResources>,
+    ) -> PluginResult<UpdateContainerResponse> {
+        Ok(self.planner().update(pod, container, resources)?)
     }
 
     fn stop_container(
@@ -482,6 +503,9 @@ impl Planner {
         Vec::new()
     }
 }
+
+mod update;
+use update::kubelet_cpu;
 
 #[cfg(test)]
 mod tests;
