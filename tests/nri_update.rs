@@ -30,7 +30,16 @@ const SLEEPER: &str = "exec sleep 3600";
 /// Runs `script` inside running container `id`: its stdout.
 fn exec(node: &CriNode, id: &str, script: &str) -> String {
     let exec_id = format!("x{}", cri::unique());
-    let r = node.ctr(&["task", "exec", "--exec-id", &exec_id, id, "sh", "-c", script]);
+    let r = node.ctr(&[
+        "task",
+        "exec",
+        "--exec-id",
+        &exec_id,
+        id,
+        "sh",
+        "-c",
+        script,
+    ]);
     assert_eq!(r.rc, 0, "exec in {id}: {}\n{}", r.err, node.log_tail());
     r.out
 }
@@ -79,7 +88,12 @@ fn kubelet_s_cpu_manager_update_is_narrowed_again_and_an_exclusive_set_kept() {
     );
     let id = node.create_container(&pod, c);
     node.start_container(&id);
-    assert_eq!(cpus_inside(&node, &id), "1", "narrowed at create\n{}", ctx());
+    assert_eq!(
+        cpus_inside(&node, &id),
+        "1",
+        "narrowed at create\n{}",
+        ctx()
+    );
     assert_eq!(host_plan(&node, &id)["generation"], 1);
 
     // The shared pool: narrowed to GPU 1's CPU again, the plan re-made over it.
