@@ -52,10 +52,22 @@ pub struct SpecEdit {
 }
 
 impl SpecEdit {
-    /// The edit for `decision` on `inputs`, placing files in `config.dir`.
+    /// The edit for `decision` on `inputs`, placing files in `config.dir` (their first
+    /// generation).
     pub fn new(inputs: &Inputs, decision: &Decision, config: &HookConfig) -> SpecEdit {
-        let doc = PlanDoc::new(inputs, decision);
-        let env_file = PlanEnv::new(&doc.plan);
+        SpecEdit::at_generation(inputs, decision, config, 1)
+    }
+
+    /// [`SpecEdit::new`] with files of generation `generation` (a rewrite after an update).
+    pub fn at_generation(
+        inputs: &Inputs,
+        decision: &Decision,
+        config: &HookConfig,
+        generation: u64,
+    ) -> SpecEdit {
+        let mut doc = PlanDoc::new(inputs, decision);
+        doc.generation = generation;
+        let env_file = PlanEnv::new(&doc.plan).at_generation(generation);
         let env = env_file
             .vars()
             .into_iter()

@@ -40,6 +40,9 @@ pub struct PlanDoc {
     pub plan: PlanFile,
     /// The container id.
     pub container: String,
+    /// The files' generation (`cpuplan::planenv::GENERATION_JSON`): 1 when first written, one
+    /// more at each rewrite (the NRI plugin's UpdateContainer).
+    pub generation: u64,
     /// The inputs used.
     pub inputs: InputsRecord,
 }
@@ -54,6 +57,7 @@ impl PlanDoc {
         PlanDoc {
             plan,
             container: inputs.container.id.clone(),
+            generation: 1,
             inputs: InputsRecord {
                 quota: inputs.quota(),
                 config_quota: inputs.spec.quota,

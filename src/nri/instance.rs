@@ -23,7 +23,7 @@ use nix::fcntl::{openat, Flock, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 
 use super::error::NriError;
-use crate::hook::rootfs::{open_dir_in, open_rootfs};
+use crate::apply::below::{open_dir_in, open_rootfs};
 
 /// The lock file's name in `nri_dir` (a dot name: never a container id).
 pub const LOCK_FILE: &str = ".plugin.lock";

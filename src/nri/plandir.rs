@@ -13,19 +13,38 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::ids::ContainerId;
-use crate::edit::{SpecEdit, PLAN_ENV, PLAN_JSON};
-use crate::hook::rootfs::{
+use crate::apply::below::{
     open_dir_below, open_dir_in, open_rootfs, remove_stale_temps_of, write_files_at, RootfsError,
 };
+use crate::edit::{SpecEdit, PLAN_ENV, PLAN_JSON};
 
 /// How a container's claims record is named after its id: `<id>.claims.json`.
 const RECORD_SUFFIX: &str = ".claims.json";
 
-/// What the plugin remembers of a container it planned: the GPUs it claimed for it.
+/// What the plugin remembers of a container it planned: the GPUs it claimed for it, and what
+/// an UpdateContainer plans again from (kubelet's CPU limits, as the runtime gave them before
+/// cpuplan narrowed them, and the files' generation). A record written before these members
+/// were added reads as no limits known and generation 1.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     /// The GPUs claimed for the container.
     pub claims: Vec<String>,
+    /// Why the claim was not taken because another container holds a GPU (the plan then pins
+    /// nothing, and an update keeps it so: claims never change on an update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+    /// kubelet's cpuset (`linux.resources.cpu.cpus` as the runtime gave it), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// kubelet's CPU quota (µs per period), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<i64>,
+    /// kubelet's CPU period (µs), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<u64>,
+    /// The generation of the plan files written (0 in a record older than generations: 1).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// The plan directories under one host directory.
@@ -175,6 +194,9 @@ mod tests {
         let edit = crate::edit::tests_support::edit();
         let record = Record {
             claims: vec!["0000:18:00.0".into()],
+            cpus: Some("0-3".into()),
+            generation: 1,
+            ..Record::default()
         };
         let dir = dirs.write(&id("c1"), &edit, &record).unwrap();
         assert!(dir.join("plan.env").is_file() && dir.join("plan.json").is_file());

@@ -20,16 +20,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use cpuplan::{ClaimOutcome, Holder};
+use cpuplan::Holder;
 use nri_plugin::api::{
     ConfigureRequest, Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse,
-    Event, PodSandbox,
+    Event, LinuxResources, PodSandbox, UpdateContainerResponse,
 };
 use nri_plugin::{EventMask, Plugin, PluginResult};
 
+use crate::apply::claim::{claim, release_scope};
 use crate::config::{paths_overlap, HookConfig, OnError};
-use crate::decide::{decide, ClaimResult, Decision};
+use crate::decide::{decide, verdict, ClaimResult, Decision};
 use crate::edit::SpecEdit;
+use crate::logging::escape;
 use crate::read::host::Host;
 use crate::read::{read, Container as Ctr, Live};
 
@@ -196,33 +198,23 @@ impl Planner {
         })
     }
 
+    /// Claims `gpus` for container `id`, held by this plugin ([`crate::apply::claim`]).
     fn claim(&self, id: &str, gpus: &[String]) -> ClaimResult {
         if gpus.is_empty() {
             return ClaimResult::Skipped;
         }
-        let holder = match self.holder(id) {
-            Ok(h) => h,
-            Err(e) => return ClaimResult::Failed(e),
-        };
-        match cpuplan::claim_gpus(
-            &self.config.claims_dir,
-            &self.host.root,
-            &holder,
-            gpus,
-            self.wait(),
-        ) {
-            Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
-            Ok(ClaimOutcome::Held { address, by }) => {
-                // Who holds it goes to the host's log only: the plan is the tenant's.
-                log::info!(
-                    "container {id}: GPU {address} is held by live container {} (pid {}, scope {})",
-                    crate::logging::escape(&by.container),
-                    by.pid,
-                    crate::logging::escape(&by.scope)
-                );
-                ClaimResult::held(&address)
+        match self.holder(id) {
+            Ok(holder) => claim(
+                &self.config.claims_dir,
+                &self.host.root,
+                &holder,
+                gpus,
+                self.wait(),
+            ),
+            Err(e) => {
+                log::warn!("container {}: no GPU claim: {e}", escape(id));
+                ClaimResult::Failed(e)
             }
-            Err(e) => ClaimResult::Failed(e.to_string()),
         }
     }
 
@@ -233,7 +225,7 @@ impl Planner {
             container: id.to_string(),
             ..me.clone()
         });
-        if let Err(e) = cpuplan::release(
+        if let Err(e) = release_scope(
             &self.config.claims_dir,
             &self.host.root,
             id.as_str(),
@@ -262,13 +254,13 @@ impl Planner {
         }
     }
 
-    /// A planning problem: under `allow` the container is created unchanged, under `deny` not at all.
+    /// A planning problem, judged by the one allow/deny rule ([`verdict`]): under `allow` the
+    /// container is created unchanged, under `deny` not at all.
     fn problem(&self, id: &str, problem: &str) -> Result<ContainerAdjustment, String> {
         log::warn!("container {id}: planning problem: {problem}");
-        match self.config.on_error {
-            OnError::Allow => Ok(ContainerAdjustment::default()),
-            OnError::Deny => Err(format!("cpuplan: container {id}: {problem}")),
-        }
+        verdict(self.config.on_error, problem)
+            .map(|()| ContainerAdjustment::default())
+            .map_err(|r| format!("cpuplan: container {id}: {r}"))
     }
 
     fn plan(&self, pod: &PodSandbox, c: &Container) -> Result<ContainerAdjustment, String> {
@@ -288,7 +280,7 @@ impl Planner {
         let id = &id;
         let spec = match container_spec(pod, c) {
             Ok(s) => s,
-            Err(e) => return self.problem(&id_text, &e),
+            Err(e) => return self.problem(&id_text, &e.to_string()),
         };
         let container = Ctr {
             id: c.id.clone(),
@@ -324,14 +316,21 @@ impl Planner {
             return self.problem(&id_text, p);
         }
         let claimed = self.claim(&c.id, &decision.claims);
-        if let ClaimResult::Failed(why) = &claimed {
-            log::warn!("container {id}: no GPU claim: {why}");
-        }
+        let (cpus, quota, period) =
+            kubelet_cpu(c.linux.as_ref().and_then(|l| l.resources.as_ref()));
         let record = Record {
             claims: match claimed {
                 ClaimResult::Claimed => decision.claims.clone(),
                 _ => Vec::new(),
             },
+            held: match &claimed {
+                ClaimResult::Held(why) => Some(why.clone()),
+                _ => None,
+            },
+            cpus,
+            quota,
+            period,
+            generation: 1,
         };
         let decision: Decision = decision.after_claim(&claimed);
         let edit = SpecEdit::new(&inputs, &decision, &self.config);
@@ -355,9 +354,11 @@ impl Planner {
 }
 
 /// The events the plugin subscribes to: CreateContainer (to place the container),
-/// StopContainer and RemoveContainer (to release what it was given).
+/// UpdateContainer (to plan again inside kubelet's new CPUs), StopContainer and
+/// RemoveContainer (to release what it was given).
 pub const EVENTS: EventMask = EventMask::of(&[
     Event::CreateContainer,
+    Event::UpdateContainer,
     Event::StopContainer,
     Event::RemoveContainer,
 ]);
@@ -380,6 +381,15 @@ impl Plugin for PlanHandler {
         container: &Container,
     ) -> PluginResult<CreateContainerResponse> {
         Ok(self.planner().plan(pod, container)?.into())
+    }
+
+    fn update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+        resources: Option<&LinuxResources>,
+    ) -> PluginResult<UpdateContainerResponse> {
+        Ok(self.planner().update(pod, container, resources)?)
     }
 
     fn stop_container(
@@ -493,6 +503,9 @@ impl Planner {
         Vec::new()
     }
 }
+
+mod update;
+use update::kubelet_cpu;
 
 #[cfg(test)]
 mod tests;

@@ -5,14 +5,18 @@ use std::collections::BTreeMap;
 
 use nri_plugin::api::{Container, PodSandbox};
 
-use crate::read::spec::{env_of_interest, CharDevice, ContainerSpec, SpecMount, ANNOTATION_PREFIX};
+use crate::read::spec::{
+    env_of_interest, CharDevice, ContainerSpec, SpecError, SpecMount, ANNOTATION_PREFIX,
+};
 
 /// The spec of `container` in `pod`: its env (the variables of interest), its CPU quota,
 /// period and cpus, its char devices, its mounts, its cgroups path, and the `cpuplan.*` annotations of the
 /// pod and the container (the container's win). NRI passes a pod's annotations whatever
-/// containerd's `pod_annotations` says. A quota that is not positive (`-1`, `0`) is no quota;
-/// a cpu list that does not parse is an error quoting it.
-pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<ContainerSpec, String> {
+/// containerd's `pod_annotations` says. The quota, period and cpus go through
+/// [`ContainerSpec::with_cpu`], the one rule the bundle reader follows too (an absent, `0` or
+/// `-1` quota is none, a period of `0` is 100000 µs); a value it refuses is an error naming the
+/// field and quoting the value.
+pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<ContainerSpec, SpecError> {
     let source = format!(
         "NRI container {} ({}/{})",
         container.id, pod.namespace, container.name
@@ -34,17 +38,12 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
         .collect();
     let linux = container.linux.clone().unwrap_or_default();
     let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
-    let quota = match (cpu.quota.map(|q| q.value), cpu.period.map(|p| p.value)) {
-        (Some(q), p) if q > 0 => Some(q as f64 / p.filter(|p| *p > 0).unwrap_or(100_000) as f64),
-        _ => None,
-    };
-    let cpus = match cpu.cpus.trim() {
-        "" => None,
-        text => Some(
-            cpuplan::parse_cpu_list(text)
-                .map_err(|e| format!("{source}: linux.resources.cpu.cpus: {e}"))?,
-        ),
-    };
+    // The one validating constructor the bundle reader goes through too.
+    let spec = ContainerSpec::new(source).with_cpu(
+        cpu.quota.map(|q| q.value),
+        cpu.period.map(|p| p.value),
+        Some(cpu.cpus.as_str()),
+    )?;
     let devices = linux
         .devices
         .iter()
@@ -56,10 +55,6 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
         })
         .collect();
     Ok(ContainerSpec {
-        source,
-        rootfs: None,
-        quota,
-        cpus,
         devices,
         env,
         annotations,
@@ -71,6 +66,7 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
             .iter()
             .map(|m| SpecMount::new(&m.destination, &m.r#type, &m.options).with_source(&m.source))
             .collect(),
+        ..spec
     })
 }
 
@@ -182,9 +178,25 @@ mod tests {
         cpu.cpus = String::new();
         let s = container_spec(&PodSandbox::default(), &c).unwrap();
         assert_eq!((s.quota, s.cpus), (None, None));
+        // The bundle reader's rule: 0 is unset, a period of 0 is 100000 µs, -2 no value.
+        for (quota, period, want) in [(0, 100_000, None), (150_000, 0, Some(1.5))] {
+            let cpu = cpu_of(&mut c);
+            cpu.quota = Some(OptionalInt64 { value: quota });
+            cpu.period = Some(OptionalUInt64 { value: period });
+            let s = container_spec(&PodSandbox::default(), &c).unwrap();
+            assert_eq!(s.quota, want, "{quota}/{period}");
+        }
+        cpu_of(&mut c).quota = Some(OptionalInt64 { value: -2 });
+        let e = container_spec(&PodSandbox::default(), &c)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("linux.resources.cpu.quota: -2"), "{e}");
         let cpu = cpu_of(&mut c);
+        cpu.quota = None;
         cpu.cpus = "3-1".into();
-        let e = container_spec(&PodSandbox::default(), &c).unwrap_err();
+        let e = container_spec(&PodSandbox::default(), &c)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("linux.resources.cpu.cpus") && e.contains("3-1"),
             "{e}"

@@ -837,6 +837,22 @@ state = "{t}/run/containerd"
         }
     }
 
+    /// UpdateContainerResources as kubelet sends it (its CPU manager: only `cpuset_cpus`; an
+    /// in-place resize: quota and period); the error, if the runtime (or an NRI plugin) fails it.
+    pub fn update_container_resources(
+        &self,
+        id: &str,
+        resources: cri::LinuxContainerResources,
+    ) -> Result<(), tonic::Status> {
+        let req = cri::UpdateContainerResourcesRequest {
+            container_id: id.to_string(),
+            linux: Some(resources),
+            ..Default::default()
+        };
+        self.try_call(|mut c| async move { c.update_container_resources(req).await })
+            .map(|_| ())
+    }
+
     /// StopContainer with a grace period of `timeout_s`.
     pub fn stop_container(&self, id: &str, timeout_s: i64) {
         let req = cri::StopContainerRequest {

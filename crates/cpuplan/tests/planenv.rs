@@ -53,6 +53,7 @@ prop_compose! {
         result in prop::option::of(cpus()),
         pools in (1usize..9, 1usize..9, 1usize..99, 1usize..99),
         why in hostile(),
+        generation in 0u64..1_000_000,
     ) -> PlanEnv {
         PlanEnv {
             setting,
@@ -70,6 +71,7 @@ prop_compose! {
                 copy_workers: pools.3,
             },
             why,
+            generation,
         }
     }
 }

@@ -169,3 +169,31 @@ def test_install_makes_a_plan_this_processes(tmp_path: Path, monkeypatch: pytest
     assert cpuplan.plan() == CpuPlan(cpuplan.process_mask(), cpuplan.usable_cpus())  # nothing pinned, hook plan or not
     with pytest.raises(TypeError):
         cpuplan.install("auto")  # type: ignore[arg-type]
+
+
+def test_plan_refresh_reads_the_rewritten_plan_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, hook_bin: str) -> None:
+    """What the NRI plugin does at UpdateContainer, on fixture files: plan.json rewritten whole with
+    a higher generation; plan() keeps what was installed, plan(refresh=True) reads it again."""
+    path = hook_plan_file(repo, hook_bin, tmp_path)
+    monkeypatch.setenv("CPUPLAN_PLAN", str(path))
+    cpuplan.install(None)
+    try:
+        first = cpuplan.plan(refresh=True)
+        doc = json.loads(path.read_text())
+        assert doc["generation"] == 1
+        assert first.usable == doc["usable"]
+        doc["usable"] = doc["usable"] + 1
+        doc["left"] = doc["left"] + 1
+        doc["generation"] = 2
+        fresh = tmp_path / "plan.json.new"
+        fresh.write_text(json.dumps(doc))
+        os.replace(fresh, path)
+        assert cpuplan.plan() is first, "without refresh: as today"
+        second = cpuplan.plan(refresh=True)
+        assert second.usable == first.usable + 1
+        assert cpuplan.plan() is second
+        path.unlink()
+        monkeypatch.delenv("CPUPLAN_MASK", raising=False)
+        assert cpuplan.plan(refresh=True) is second, "no plan files: what was installed stays"
+    finally:
+        cpuplan.install(None)

@@ -113,7 +113,7 @@ FUNCTIONS: List[Tuple[ModuleType, str, str, Dict[str, str], Optional[str], str]]
         "frozenset[int]",
         "The CPUs in a list such as 0-3,8,10-11 (as sysfs and taskset write them); empty for an empty string.",
     ),
-    (cpus, "plan", "()", {}, "CpuPlan", "This process's plan: the one install set, else nothing pinned."),
+    (cpus, "plan", "(refresh=False)", {"refresh": "bool"}, "CpuPlan", "This process's plan: the one install set, else nothing pinned."),
     (cpus, "process_mask", "()", {}, "frozenset[int]", "The CPUs this process may run on; every CPU where affinity is unknown."),
     (cpus, "smt_siblings", "(cpu)", {"cpu": "int"}, "frozenset[int]", "The hardware threads of cpu's core, cpu included."),
     (

@@ -19,6 +19,7 @@ pub mod plan;
 pub mod state;
 pub mod text;
 pub mod thread;
+pub mod watch;
 
 pub use affinity::{task_cpus, thread_affinity, thread_id};
 pub use error::{Result, ShimError};
@@ -26,6 +27,7 @@ pub use pin::{pin_result, pin_result_with, pin_thread, pin_worker, pin_worker_wi
 pub use plan::{Plan, DEFAULT_PLAN, ENV_FILE, PLAN_VAR};
 pub use state::{first_use_mask, install, installed, process_mask};
 pub use thread::{on_process_mask, spawn, Builder};
+pub use watch::{generation, refresh, refresh_from, watch};
 
 /// The README's Rust example, run as a doctest.
 #[doc = include_str!("../../../README.md")]

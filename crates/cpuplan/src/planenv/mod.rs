@@ -48,6 +48,13 @@ pub const STEP_THREAD_CORE: &str = "CPUPLAN_STEP_THREAD_CORE";
 pub const PLAN_PATH: &str = "CPUPLAN_PLAN";
 /// The claims directory the Python package's `cpuplan.host.claim_gpus` uses (default the hook's).
 pub const CLAIMS_DIR: &str = "CPUPLAN_CLAIMS_DIR";
+/// The plan files' generation, in `plan.env` (and as [`GENERATION_JSON`] in `plan.json`): 1
+/// when they are first written, one more at each rewrite (the NRI plugin's UpdateContainer), so
+/// a reader that sees it change reads the plan again. Never in a container's environment, which
+/// cannot change after start: that is always the first generation's plan.
+pub const GENERATION: &str = "CPUPLAN_GENERATION";
+/// The member of `plan.json` holding the generation.
+pub const GENERATION_JSON: &str = "generation";
 /// The prefix of every variable this module defines for the plan.
 pub const PREFIX: &str = "CPUPLAN_";
 
@@ -102,6 +109,19 @@ pub struct PlanEnv {
     pub pools: Pools,
     /// How the plan was reached.
     pub why: String,
+    /// The files' generation ([`GENERATION`]); 0 where none is known (a process environment,
+    /// a file written before generations). Written to `plan.env` when not 0, never in
+    /// [`PlanEnv::vars`].
+    pub generation: u64,
+}
+
+/// The generation of a `plan.json` text (its [`GENERATION_JSON`] member): 0 when it has none
+/// or is no JSON object.
+pub fn generation_of_json(text: &str) -> u64 {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get(GENERATION_JSON).and_then(serde_json::Value::as_u64))
+        .unwrap_or(0)
 }
 
 /// `plan.env` (or a process environment) that does not hold a plan.
@@ -151,7 +171,14 @@ impl PlanEnv {
             result: file.result.as_ref().map(|r| r.cpus.clone()),
             pools: file.pools,
             why: file.why.clone(),
+            generation: 0,
         }
+    }
+
+    /// This plan as generation `generation` of the files.
+    pub fn at_generation(mut self, generation: u64) -> PlanEnv {
+        self.generation = generation;
+        self
     }
 
     /// The variables in file order: the `CPUPLAN_*` plan, then the thread variables.
@@ -195,6 +222,9 @@ impl PlanEnv {
             out.push('=');
             out.push_str(&shell::quote(&v));
             out.push('\n');
+        }
+        if self.generation > 0 {
+            out.push_str(&format!("{GENERATION}='{}'\n", self.generation));
         }
         out
     }
@@ -290,6 +320,7 @@ impl PlanEnv {
                 copy_workers: 0,
             },
             why: get(WHY).unwrap_or_default(),
+            generation: 0,
         };
         let derived = PlanFile::new(&env.to_file("").to_plan());
         env.pinned = match get(PINNED) {
@@ -300,6 +331,13 @@ impl PlanEnv {
             get(name).map_or(Ok(default), |v| count(name, &v))
         };
         env.left = opt(LEFT, derived.left)?;
+        env.generation = match get(GENERATION) {
+            Some(g) => g
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| bad(GENERATION, &g, "not a generation number"))?,
+            None => 0,
+        };
         env.pools = Pools {
             preprocess_threads: opt(PREPROCESS_THREADS, derived.pools.preprocess_threads)?,
             png_threads: opt(PNG_THREADS, derived.pools.png_threads)?,
@@ -395,6 +433,20 @@ mod tests {
     fn decodes_what_it_encodes() {
         let p = sample();
         assert_eq!(PlanEnv::decode(&p.encode()).unwrap(), p);
+        assert!(!p.encode().contains(GENERATION), "none known: none written");
+        let g = sample().at_generation(3);
+        assert!(g.encode().ends_with("\nCPUPLAN_GENERATION='3'\n"));
+        assert_eq!(PlanEnv::decode(&g.encode()).unwrap().generation, 3);
+        assert!(
+            !g.vars().iter().any(|(k, _)| *k == GENERATION),
+            "never in the env"
+        );
+        assert!(is_plan_var(GENERATION));
+        let e = PlanEnv::decode("CPUPLAN_MASK=0\nCPUPLAN_USABLE=1\nCPUPLAN_GENERATION=x\n");
+        assert!(e.unwrap_err().to_string().contains("CPUPLAN_GENERATION"));
+        assert_eq!(generation_of_json(r#"{"generation": 7, "x": 1}"#), 7);
+        assert_eq!(generation_of_json(r#"{"x": 1}"#), 0);
+        assert_eq!(generation_of_json("not json"), 0);
     }
 
     #[test]

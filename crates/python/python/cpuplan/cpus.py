@@ -316,13 +316,23 @@ def install(new: CpuPlan | None) -> None:
         _State.installed = new
 
 
-def plan() -> CpuPlan:
+def plan(refresh: bool = False) -> CpuPlan:
     """This process's plan: the one install set, else nothing pinned.
 
     Nothing pinned is ``CpuPlan(process_mask(), usable_cpus())``, made at each call. No file is
     read for it: the hook's plan is ``cpuplan.hook_plan()``, installed with
-    ``install(cpuplan.hook_plan())``.
+    ``install(cpuplan.hook_plan())``. With ``refresh=True`` the plan files are read again first
+    (``cpuplan.hook_plan()``: the NRI plugin rewrites them, with a higher
+    ``CPUPLAN_GENERATION``, when kubelet changes the container's CPUs) and the plan found is
+    installed; where there is none, what was installed stays. The environment never changes
+    after start: only the files hold the new plan.
     """
+    if refresh:
+        from .hook import hook_plan
+
+        found = hook_plan()
+        if found is not None:
+            install(found)
     installed = _State.installed
     if installed is not None:
         return installed
