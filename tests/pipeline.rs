@@ -292,8 +292,8 @@ fn precreate(cfg: &Path, bundle: &Path) -> Value {
 /// `allow` its answer is then the empty adjustment), and the adjustment's env and cpus.
 fn nri(c: &Case) -> (Option<Value>, Vec<String>, Option<String>) {
     let mut h = host(c);
-    h.config["nri_dir"] = json!(h.dir.path().join("nri"));
-    let (_, cfg) = h.state();
+    h.hook["nri_dir"] = json!(h.dir.path().join("nri"));
+    let (_, cfg) = h.written();
     // The plugin's claims are held by its own process: the fake /proc must show it.
     let me = std::process::id();
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
@@ -504,7 +504,7 @@ fn a_quota_no_runtime_applies_is_refused_alike_by_all_four() {
     };
     let field = "linux.resources.cpu.quota: -5 is neither positive";
     let h = host(&c);
-    let (state, cfg) = h.state();
+    let (state, cfg) = h.written();
     let e = run_hook(Some("createRuntime"), state.as_bytes(), &cfg).unwrap_err();
     assert!(e.to_string().contains(field), "hook: {e}");
     assert_eq!(h.plan_file("plan.json"), None, "hook: nothing written");
@@ -526,8 +526,8 @@ fn a_quota_no_runtime_applies_is_refused_alike_by_all_four() {
         );
     }
     let mut h = host(&c);
-    h.config["nri_dir"] = json!(h.dir.path().join("nri"));
-    let (_, cfg) = h.state();
+    h.hook["nri_dir"] = json!(h.dir.path().join("nri"));
+    let (_, cfg) = h.written();
     let handler = PlanHandler::new(HookConfig::load(&cfg).unwrap(), "10-cpuplan", true);
     let container = Container {
         id: "ctr".into(),
