@@ -1,0 +1,135 @@
+//! Temporary names `.<name>.<pid>.<nanos>.tmp`, and removing those of a writer that is gone.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::{fchmod, Mode};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+use super::{own, RootfsError};
+
+/// The prefix of this module's temporary files: `.<name>.<pid>.<nanos>.tmp`.
+pub(super) fn temp_name(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(".{name}.{}.{nanos}.tmp", std::process::id())
+}
+
+/// Writes `contents` to a fresh temporary file in `dirfd` (mode 0644); returns its name.
+pub(super) fn write_temp(
+    dirfd: &OwnedFd,
+    dir: &Path,
+    name: &str,
+    contents: &[u8],
+) -> Result<String, RootfsError> {
+    let tmp = temp_name(name);
+    let err = |what, errno| RootfsError::Path {
+        path: dir.join(name),
+        what,
+        errno,
+    };
+    let fd = openat(
+        Some(dirfd.as_raw_fd()),
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(|e| err("cannot create a temporary file", e))?;
+    let fd = own(fd);
+    let written = fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644))
+        .map_err(|e| err("cannot chmod", e))
+        .and_then(|()| {
+            std::fs::File::from(fd)
+                .write_all(contents)
+                .map_err(|source| RootfsError::Write {
+                    path: dir.join(name),
+                    source,
+                })
+        });
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            unlink(dirfd, &tmp);
+            Err(e)
+        }
+    }
+}
+
+pub(super) fn unlink(dirfd: &OwnedFd, name: &str) {
+    let _ = unlinkat(Some(dirfd.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir);
+}
+
+/// The most entries of the plan directory looked at for stale temporary files (an image may
+/// fill the directory; the rest wait for a later run).
+pub(super) const MAX_SCAN: usize = 4096;
+
+/// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name in `names`
+/// whose writer's pid no longer runs (a hook killed mid-write); never any other file.
+pub(super) fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
+    remove_stale_temps_of(dirfd, dir, |n| names.contains(&n));
+}
+
+/// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name that `is_name`
+/// accepts whose writer's pid no longer runs; never any other file.
+pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str) -> bool) {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(mut d) = nix::dir::Dir::openat(Some(dirfd.as_raw_fd()), ".", flags, Mode::empty())
+    else {
+        return;
+    };
+    let stale: Vec<String> = d
+        .iter()
+        .take(MAX_SCAN)
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
+        .filter(|n| temp_of(n).is_some_and(|(name, pid)| is_name(name) && !runs(pid)))
+        .collect();
+    for name in stale {
+        match unlinkat(
+            Some(dirfd.as_raw_fd()),
+            name.as_str(),
+            UnlinkatFlags::NoRemoveDir,
+        ) {
+            Ok(()) => log::info!("removed stale temporary file {}", dir.join(&name).display()),
+            Err(e) => log::warn!("cannot remove stale {}: {e}", dir.join(&name).display()),
+        }
+    }
+}
+
+/// The writer's pid in `file` when it is named `.<name>.<pid>.<nanos>.tmp` for a name of `names`.
+#[cfg(test)]
+pub(super) fn temp_pid(file: &str, names: &[&str]) -> Option<u32> {
+    temp_of(file)
+        .filter(|(name, _)| names.contains(name))
+        .map(|(_, pid)| pid)
+}
+
+/// The name and the writer's pid of `file` when it is named `.<name>.<pid>.<nanos>.tmp`.
+pub(super) fn temp_of(file: &str) -> Option<(&str, u32)> {
+    let rest = file.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (rest, nanos) = rest.rsplit_once('.')?;
+    let (name, pid) = rest.rsplit_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if name.is_empty() || !digits(pid) || !digits(nanos) {
+        return None;
+    }
+    Some((name, pid.parse().ok()?))
+}
+
+/// Whether `pid` is this process or another that runs (one beyond any pid's range runs not).
+pub(super) fn runs(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    match i32::try_from(pid) {
+        Ok(p) if p > 0 => {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None) != Err(Errno::ESRCH)
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,208 @@
+use std::path::Path;
+
+use nix::sys::stat::Mode;
+
+use super::temps::{runs, temp_name, temp_pid};
+use super::write::write_plan_files_in;
+use super::*;
+use std::os::unix::fs::{symlink, PermissionsExt};
+
+/// Writes each `(name, contents)` into `dir` inside the container's rootfs.
+fn write_plan_files(
+    proc_root: &Path,
+    pid: Option<u32>,
+    rootfs: &Path,
+    dir: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<(), RootfsError> {
+    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
+}
+
+fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
+    write_plan_files(
+        Path::new("/"),
+        None,
+        rootfs,
+        Path::new(dir),
+        &[("plan.env", b"A='1'\n")],
+    )
+}
+
+#[test]
+fn creates_dirs_and_files_with_modes() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), "/run/cpuplan").unwrap();
+    let f = t.path().join("run/cpuplan/plan.env");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "A='1'\n");
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    let d = std::fs::metadata(t.path().join("run/cpuplan")).unwrap();
+    assert_eq!(d.permissions().mode() & 0o777, 0o755);
+    // Overwrites in place, leaving no temporary file.
+    write(t.path(), "/run/cpuplan").unwrap();
+    let names: Vec<_> = std::fs::read_dir(t.path().join("run/cpuplan"))
+        .unwrap()
+        .collect();
+    assert_eq!(names.len(), 1);
+}
+
+#[test]
+fn refuses_symlinked_components() {
+    let host = tempfile::tempdir().unwrap();
+    let t = tempfile::tempdir().unwrap();
+    symlink(host.path(), t.path().join("run")).unwrap();
+    let e = write(t.path(), "/run/cpuplan").unwrap_err().to_string();
+    assert!(e.contains("symlink"), "{e}");
+    assert_eq!(
+        std::fs::read_dir(host.path()).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+}
+
+#[test]
+fn replaces_a_planted_file_symlink_without_following_it() {
+    let host = tempfile::tempdir().unwrap();
+    let secret = host.path().join("shadow");
+    std::fs::write(&secret, "secret").unwrap();
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("run/cpuplan")).unwrap();
+    symlink(&secret, t.path().join("run/cpuplan/plan.env")).unwrap();
+    write(t.path(), "/run/cpuplan").unwrap();
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+    let meta = std::fs::symlink_metadata(t.path().join("run/cpuplan/plan.env")).unwrap();
+    assert!(meta.file_type().is_file());
+}
+
+#[test]
+fn a_fifo_is_replaced_without_blocking() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("run/cpuplan")).unwrap();
+    nix::unistd::mkfifo(
+        &t.path().join("run/cpuplan/plan.env"),
+        Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    write(t.path(), "/run/cpuplan").unwrap();
+    assert!(
+        std::fs::symlink_metadata(t.path().join("run/cpuplan/plan.env"))
+            .unwrap()
+            .is_file()
+    );
+}
+
+#[test]
+fn a_directory_in_place_of_the_file_is_an_error() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("run/cpuplan/plan.env/x")).unwrap();
+    let e = write(t.path(), "/run/cpuplan").unwrap_err().to_string();
+    assert!(e.contains("plan.env") && e.contains("rename"), "{e}");
+    assert_eq!(
+        std::fs::read_dir(t.path().join("run/cpuplan"))
+            .unwrap()
+            .count(),
+        1,
+        "temp file removed"
+    );
+}
+
+#[test]
+fn temporary_names_are_recognised_exactly() {
+    let names = ["plan.env", "plan.json"];
+    assert_eq!(temp_pid(".plan.env.42.123.tmp", &names), Some(42));
+    assert_eq!(temp_pid(".plan.json.7.0.tmp", &names), Some(7));
+    let ours = temp_name("plan.env");
+    assert_eq!(temp_pid(&ours, &names), Some(std::process::id()));
+    for other in [
+        "plan.env",
+        ".plan.env.tmp",
+        ".plan.env.42.tmp",
+        ".plan.env.42.x.tmp",
+        ".plan.env.-1.2.tmp",
+        ".plan.env.42.1.tmp.bak",
+        "plan.env.42.1.tmp",
+        ".other.42.1.tmp",
+        ".plan.envx.42.1.tmp",
+    ] {
+        assert_eq!(temp_pid(other, &names), None, "{other}");
+    }
+    assert!(runs(std::process::id()));
+    assert!(!runs(u32::MAX));
+    assert!(!runs(0));
+}
+
+#[test]
+fn dot_dot_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    assert!(write(t.path(), "/run/../../etc").is_err());
+}
+
+#[test]
+fn own_pid_is_refused_as_same_namespace() {
+    let t = tempfile::tempdir().unwrap();
+    let e = write_plan_files(
+        Path::new("/"),
+        Some(std::process::id()),
+        t.path(),
+        Path::new("/run/cpuplan"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(matches!(e, RootfsError::SameNamespace(_)), "{e}");
+    assert!(!t.path().join("run").exists());
+}
+
+#[test]
+fn a_gone_pid_writes_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let e = write_plan_files(
+        Path::new("/"),
+        Some(u32::MAX - 1),
+        t.path(),
+        Path::new("/run/cpuplan"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(matches!(e, RootfsError::Process { .. }), "{e}");
+    assert!(!t.path().join("run").exists());
+}
+
+#[test]
+fn poststop_removes_only_the_files_written_for_the_container() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let names = ["plan.env", "plan.json"];
+    let files: [(&str, &[u8]); 2] = [
+        ("plan.env", b"X=1\n"),
+        ("plan.json", br#"{"container":"a"}"#),
+    ];
+    let dir = Path::new("/run/cpuplan");
+    // Nothing there: nothing removed, nothing created.
+    assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
+    assert!(!r.join("run").exists());
+    write_plan_files(Path::new("/"), None, r, dir, &files).unwrap();
+    // Another container's plan stays.
+    assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "b").unwrap());
+    assert!(r.join("run/cpuplan/plan.env").exists());
+    assert!(remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
+    assert!(!r.join("run/cpuplan/plan.env").exists() && !r.join("run/cpuplan/plan.json").exists());
+    // A link in the path is never followed out of the rootfs.
+    let outside = t.path().join("outside");
+    std::fs::create_dir_all(outside.join("cpuplan")).unwrap();
+    std::fs::write(outside.join("cpuplan/plan.json"), br#"{"container":"a"}"#).unwrap();
+    std::fs::remove_dir_all(r.join("run")).unwrap();
+    symlink(&outside, r.join("run")).unwrap();
+    assert!(remove_plan_files_of(r, dir, &names, "plan.json", "a").is_err());
+    assert!(outside.join("cpuplan/plan.json").exists());
+    // A FIFO as plan.json: not opened for reading, nothing removed.
+    std::fs::remove_file(r.join("run")).unwrap();
+    std::fs::create_dir_all(r.join("run/cpuplan")).unwrap();
+    nix::unistd::mkfifo(
+        &r.join("run/cpuplan/plan.json"),
+        Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
+}
