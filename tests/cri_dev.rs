@@ -1,4 +1,4 @@
-//! A tenant's `/dev` on a Kubernetes node (containerd 1.7's CRI, the hook registered by
+//! A tenant's `/dev` on a Kubernetes node (containerd's CRI, 1.7 and 2.x, the hook registered by
 //! `install --containerd`): a GPU device node the container's image or mounts put in its `/dev`
 //! is planned for but never claimed, so a container with no GPU cannot take another tenant's.
 //!
@@ -17,7 +17,10 @@ mod cri_hook;
 use std::path::Path;
 
 use common::runc::line_value;
-use cri::{cri as api, image_tar_with, section, CriNode, ImageExtra, NodeOptions, STANDARD_NODES};
+use cri::{
+    cri as api, image_tar_with, section, Containerd, CriNode, ImageExtra, NodeOptions,
+    STANDARD_NODES,
+};
 use cri_hook::{claims, hook_log, hooked, PROBE};
 use serde_json::{json, Value};
 
@@ -85,9 +88,8 @@ fn planned_not_claimed(node: &CriNode, id: &str, out: &str, why_node: &str) -> O
     None
 }
 
-#[test]
-fn an_image_s_dev_volume_holding_a_gpu_node_claims_nothing() {
-    let node = hooked(NodeOptions::default(), json!({}));
+fn an_image_s_dev_volume_holding_a_gpu_node_claims_nothing(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
     let image = "localhost/cpuplan-devvolume:1";
     let tar = node.path("images/devvolume.tar");
     let nodes: Vec<(String, u32, u32)> = STANDARD_NODES
@@ -146,9 +148,8 @@ fn an_image_s_dev_volume_holding_a_gpu_node_claims_nothing() {
     assert_eq!(claims(&node), json!([]));
 }
 
-#[test]
-fn a_gpu_node_bind_mounted_into_dev_claims_nothing() {
-    let node = hooked(NodeOptions::default(), json!({}));
+fn a_gpu_node_bind_mounted_into_dev_claims_nothing(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
     let image = "localhost/cpuplan-devlink:1";
     let tar = node.path("images/devlink.tar");
     image_tar_with(
@@ -208,3 +209,8 @@ fn a_gpu_node_bind_mounted_into_dev_claims_nothing() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+crate::on_both!(
+    an_image_s_dev_volume_holding_a_gpu_node_claims_nothing,
+    a_gpu_node_bind_mounted_into_dev_claims_nothing,
+);

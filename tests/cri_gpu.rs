@@ -1,10 +1,12 @@
 //! How a GPU reaches a container on a Kubernetes node, through the hook (issue 20): the private
-//! containerd 1.7 of `tests/common/cri.rs` with CDI on (`enable_cdi = true`, a spec directory of
-//! the test's), the hook registered by `install --containerd`, and the GPUs given as real nodes
-//! do: CDI devices through CRI's `CDI_devices` field and through a `cdi.k8s.io/` annotation
-//! (containerd injects the spec's device nodes before runc), a DRA claim two containers share,
-//! two MIG instances of one GPU, and the device plugin's volume-mounts strategy (the env and a
-//! `/dev/null` mount per GPU, as kubelet passes them) with a tenant's look-alike.
+//! containerd of `tests/common/cri.rs`, each test on 1.7 and on 2.x (`on_both!`), with CDI on
+//! (1.7: `enable_cdi = true`; 2.x: its default) and a spec directory of the test's, the hook
+//! registered by `install --containerd`, and the GPUs given as real nodes do: CDI devices
+//! through CRI's `CDI_devices` field and through a `cdi.k8s.io/` annotation (containerd injects
+//! the spec's device nodes before runc), a DRA claim two containers share, two MIG instances of
+//! one GPU, the newest `cdiVersion` each containerd reads, and the device plugin's
+//! volume-mounts strategy (the env and a `/dev/null` mount per GPU, as kubelet passes them)
+//! with a tenant's look-alike. Both versions give the hook the same spec on every path.
 //!
 //! The fake host (`gpu_paths::gpu_paths_host`): GPU 0 `0000:3b:00.0` (local CPUs 0-1), GPU 1
 //! `0000:86:00.0` (local CPU 1). A container with one CPU of quota on GPU 1 is narrowed to CPU 1.
@@ -17,23 +19,24 @@ mod cri_hook;
 #[path = "common/gpu_paths.rs"]
 mod gpu_paths;
 
-use cri::{quota, section, CriNode};
+use cri::{quota, section, Containerd, CriNode};
 use cri_hook::{hook_config, hook_log, install};
 use gpu_paths::{
-    cdi_annotation, cdi_field, cdi_options, claims, dra_pair, gpu_paths_host, holders,
-    one_gpu_through, plan_json, planenv, plugin_device, sleeper, start, volume_mount,
-    write_cdi_specs, GPU0, GPU1, UUID1,
+    assert_cdi_on, assert_cdi_version_ceiling, cdi_annotation, cdi_field, cdi_options, claims,
+    dra_pair, gpu_paths_host, holders, one_gpu_through, plan_json, planenv, plugin_device, sleeper,
+    start, volume_mount, write_cdi_specs, GPU0, GPU1, UUID1,
 };
 use serde_json::json;
 
-/// A started node with CDI on and the hook registered, on the fake GPU host.
-fn node() -> CriNode {
-    let node = CriNode::with(cdi_options());
+/// A started node on `c` with CDI on and the hook registered, on the fake GPU host.
+fn node(c: Containerd) -> CriNode {
+    let node = CriNode::with(cdi_options(c));
     write_cdi_specs(&node);
     hook_config(&node, json!({}));
     gpu_paths_host(node.root());
     install(&node, &[]);
     node.start();
+    assert_cdi_on(&node);
     node
 }
 
@@ -45,9 +48,8 @@ fn remove(node: &CriNode, ids: &[&str], pod: &cri::Pod) {
     node.remove_pod(pod);
 }
 
-#[test]
-fn cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed() {
-    let node = node();
+fn cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed(c: Containerd) {
+    let node = node(c);
     // The device plugin's cdi-cri strategy (and DRA): CRI's CDI_devices field.
     one_gpu_through(
         &node,
@@ -60,6 +62,8 @@ fn cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed() {
     one_gpu_through(&node, "cdi-annotation", by_annotation, &remove);
     // A DRA claim two containers of a pod reference: the second pins nothing.
     dra_pair(&node, &remove);
+    // The newest CDI spec version each containerd reads (what an operator's producer may write).
+    assert_cdi_version_ceiling(&node);
 
     // Two MIG instances of GPU 0 (its node and two nvidia-caps nodes each): two servers on one
     // GPU, placed on it through the driver's capability files; the second pins nothing.
@@ -106,9 +110,8 @@ fn cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed() {
     assert_eq!(claims(&node), json!([]));
 }
 
-#[test]
-fn volume_mounts_are_claimed_and_a_tenant_s_look_alike_only_planned() {
-    let node = node();
+fn volume_mounts_are_claimed_and_a_tenant_s_look_alike_only_planned(c: Containerd) {
+    let node = node(c);
     // The device plugin's mounts: /dev/null at /var/run/nvidia-container-devices/<id>, by uuid
     // (the default id strategy) and by index.
     for (name, id) in [("vm-uuid", UUID1), ("vm-index", "1")] {
@@ -181,3 +184,8 @@ fn volume_mounts_are_claimed_and_a_tenant_s_look_alike_only_planned() {
         node.remove_pod(&pod);
     }
 }
+
+crate::on_both!(
+    cdi_devices_injected_by_containerd_are_planned_narrowed_and_claimed,
+    volume_mounts_are_claimed_and_a_tenant_s_look_alike_only_planned,
+);

@@ -1,8 +1,9 @@
 //! How a GPU reaches a container on a Kubernetes node, through the NRI plugin (issue 20): the
-//! private containerd 1.7 of `tests/common/cri.rs` with CDI on and NRI on (no OCI hook), the
-//! plugin started by the test, and the GPUs given as real nodes do. What the plugin sees is the
-//! spec at CreateContainer: kubelet's devices and mounts, CDI's edits (containerd applies them
-//! first), and the env; not what an NVIDIA runtime adds later at StartContainer. So:
+//! private containerd of `tests/common/cri.rs`, each test on 1.7 and on 2.x (`on_both!`), with
+//! CDI on and NRI on (no OCI hook), the plugin started by the test, and the GPUs given as real
+//! nodes do. What the plugin sees is the spec at CreateContainer: kubelet's devices and mounts,
+//! CDI's edits (both versions apply them before NRI's CreateContainer), and the env; not what
+//! an NVIDIA runtime adds later at StartContainer. So:
 //! - CDI devices (CRI's `CDI_devices`, a `cdi.k8s.io/` annotation, a DRA claim two containers
 //!   share) arrive as `linux.devices`: planned, narrowed, claimed; the second sharer pins nothing;
 //! - the volume-mounts strategy's `/dev/null` mounts: claimed; a tenant's look-alike only planned;
@@ -23,22 +24,23 @@ mod nriplugin;
 
 use std::path::Path;
 
-use cri::{quota, section, CriNode};
+use cri::{quota, section, Containerd, CriNode};
 use gpu_paths::{
-    cdi_annotation, cdi_field, cdi_options, claims, dra_pair, env, gpu_paths_host, holders,
-    one_gpu_through, plan_json, planenv, plugin_device, sleeper, spec_devices, start, volume_mount,
-    write_cdi_specs, GPU1, MIG_UUID, UUID1,
+    assert_cdi_on, cdi_annotation, cdi_field, cdi_options, claims, dra_pair, env, gpu_paths_host,
+    holders, one_gpu_through, plan_json, planenv, plugin_device, sleeper, spec_devices, start,
+    volume_mount, write_cdi_specs, GPU1, MIG_UUID, UUID1,
 };
 use nriplugin::{context, plugin_config, wait_until, Plugin};
 use serde_json::{json, Value};
 
-/// A started node with CDI on, on the fake GPU host, and the plugin's config with `extra`.
-fn node(extra: Value) -> (CriNode, std::path::PathBuf) {
-    let node = CriNode::with(cdi_options());
+/// A started node on `c` with CDI on, on the fake GPU host, and the plugin's config with `extra`.
+fn node(c: Containerd, extra: Value) -> (CriNode, std::path::PathBuf) {
+    let node = CriNode::with(cdi_options(c));
     write_cdi_specs(&node);
     let cfg = plugin_config(&node, extra);
     gpu_paths_host(node.root());
     node.start();
+    assert_cdi_on(&node);
     (node, cfg)
 }
 
@@ -55,9 +57,8 @@ fn remove(node: &CriNode, plugin: &Plugin, ids: &[&str], pod: &cri::Pod) {
     );
 }
 
-#[test]
-fn cdi_devices_on_the_nri_route_are_planned_narrowed_and_claimed() {
-    let (node, cfg) = node(json!({}));
+fn cdi_devices_on_the_nri_route_are_planned_narrowed_and_claimed(c: Containerd) {
+    let (node, cfg) = node(c, json!({}));
     let plugin = Plugin::external(&node, &cfg);
     let removal = |node: &CriNode, ids: &[&str], pod: &cri::Pod| remove(node, &plugin, ids, pod);
     one_gpu_through(
@@ -72,9 +73,8 @@ fn cdi_devices_on_the_nri_route_are_planned_narrowed_and_claimed() {
     dra_pair(&node, &removal);
 }
 
-#[test]
-fn volume_mounts_on_the_nri_route_are_claimed_and_a_look_alike_only_planned() {
-    let (node, cfg) = node(json!({}));
+fn volume_mounts_on_the_nri_route_are_claimed_and_a_look_alike_only_planned(c: Containerd) {
+    let (node, cfg) = node(c, json!({}));
     let plugin = Plugin::external(&node, &cfg);
     let pod = node.run_pod(node.pod_config("vm"), "");
     let c = quota(node.container_config("srv", &sleeper()), 100000, 100000);
@@ -111,9 +111,8 @@ fn volume_mounts_on_the_nri_route_are_claimed_and_a_look_alike_only_planned() {
     remove(&node, &plugin, &[&id], &pod);
 }
 
-#[test]
-fn envvar_on_the_nri_route_is_claimed_only_where_env_is_trusted() {
-    let (node, cfg) = node(json!({}));
+fn envvar_on_the_nri_route_is_claimed_only_where_env_is_trusted(c: Containerd) {
+    let (node, cfg) = node(c, json!({}));
     let plugin = Plugin::external(&node, &cfg);
     // The envvar strategy: the device plugin's env alone at CreateContainer (an NVIDIA runtime
     // would add the devices at StartContainer, after NRI): planned for, not claimed, saying why.
@@ -197,3 +196,9 @@ fn envvar_on_the_nri_route_is_claimed_only_where_env_is_trusted() {
         remove(&node, &plugin, &[id], pod);
     }
 }
+
+crate::on_both!(
+    cdi_devices_on_the_nri_route_are_planned_narrowed_and_claimed,
+    volume_mounts_on_the_nri_route_are_claimed_and_a_look_alike_only_planned,
+    envvar_on_the_nri_route_is_claimed_only_where_env_is_trusted,
+);

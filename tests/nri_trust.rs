@@ -1,8 +1,8 @@
-//! The NRI plugin's trust rules on the CRI node (issue 18): it never stops a start or hides the
-//! tenant's mount with its plan mount (a pod volume at or under the plan directory, an image's
-//! own file there), never plans a pod that mounts its host directory, refuses overlapping
-//! directories, and removes in `nri_dir` only what carries its record. The plugin's socket
-//! driven with hostile ids is `tests/nri_hostile_ids.rs`.
+//! The NRI plugin's trust rules on the CRI node (issue 18), on containerd 1.7 and 2.x: it never
+//! stops a start or hides the tenant's mount with its plan mount (a pod volume at or under the
+//! plan directory, an image's own file there), never plans a pod that mounts its host
+//! directory, refuses overlapping directories, and removes in `nri_dir` only what carries its
+//! record. The plugin's socket driven with hostile ids is `tests/nri_hostile_ids.rs`.
 
 mod common; // with tests/common/log_guard.rs: fails this binary if the real hook log changed
 
@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cri::{cri as api, quota, section, CriNode};
+use cri::{cri as api, quota, section, Containerd, CriNode};
 use nriplugin::{context, nri_dir, plugin_bin, plugin_config, Plugin, PROBE, WAIT};
 use serde_json::json;
 
@@ -37,9 +37,8 @@ const VOLUME_PROBE: &str = r#"echo "--- env"; env | sort
 echo '--- ls'; ls /run/cpuplan /run/cpuplan/data 2>&1
 echo '--- marker'; cat /run/cpuplan/marker /run/cpuplan/data/marker 2>/dev/null; echo '--- end'"#;
 
-#[test]
-fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced() {
-    let node = CriNode::new();
+fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -111,12 +110,11 @@ fn a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced() {
     node.remove_pod(&pod);
 }
 
-#[test]
-fn an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt() {
+fn an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt(c: Containerd) {
     // The plugin cannot see the image: its first container fails on the plan mount (runc:
     // "not a directory"); kubelet's next attempt (a new container of the same name in the same
     // pod) gets the env and no plan mount, under `allow`.
-    let node = CriNode::new();
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let image = "localhost/cpuplan-runfile:1";
@@ -178,11 +176,10 @@ fn an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt()
     node.remove_pod(&pod);
 }
 
-#[test]
-fn a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned() {
+fn a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned(c: Containerd) {
     // The DaemonSet's own pod (or a second one in a rollout): hostPath /run/cpuplan, the
     // parent of nri_dir and claims_dir, at /run/cpuplan.
-    let node = CriNode::new();
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -222,6 +219,7 @@ fn a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned() {
 
 #[test]
 fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
+    // The plugin refuses its config before it connects: no containerd runs, so one flavour.
     let node = CriNode::new();
     // nri_dir above claims_dir: the plugin refuses the config in one line naming both.
     let d = node.path("run/cpuplan");
@@ -263,11 +261,10 @@ fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
     );
 }
 
-#[test]
-fn synchronize_keeps_what_does_not_carry_the_plugin_s_record() {
+fn synchronize_keeps_what_does_not_carry_the_plugin_s_record(c: Containerd) {
     // An operator's directory and a record-less one in nri_dir: a Synchronize (each
     // connection, and after a containerd restart) keeps them.
-    let node = CriNode::new();
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     let notes = nri_dir(&node).join("operator-notes");
     let orphan = nri_dir(&node).join("0123abcd");
@@ -290,3 +287,10 @@ fn synchronize_keeps_what_does_not_carry_the_plugin_s_record() {
     assert!(orphan.join("keep").is_file(), "{}", plugin.log());
     node.remove_pod(&pod);
 }
+
+crate::on_both!(
+    a_pod_volume_at_or_under_the_plan_directory_starts_and_is_never_replaced,
+    an_image_with_the_plan_directory_as_a_file_starts_at_kubelet_s_next_attempt,
+    a_pod_that_mounts_the_plugin_s_host_directory_is_never_planned,
+    synchronize_keeps_what_does_not_carry_the_plugin_s_record,
+);

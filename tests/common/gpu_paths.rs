@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cri::{cri as api, gpu_host, section, CriNode, NodeOptions, Pod};
+use crate::cri::{cri as api, gpu_host, section, Containerd, CriNode, NodeOptions, Pod};
 
 /// GPU 0 of the fake host: `/dev/nvidia0` (195:0), local CPUs 0-1.
 pub const GPU0: &str = "0000:3b:00.0";
@@ -38,13 +38,78 @@ pub fn sleeper() -> String {
     format!("{PROBE}; exec sleep 3600")
 }
 
-/// containerd 1.7's CDI switches (`enable_cdi` is off by default in 1.7) with the node's own
-/// spec directory, `T/etc/cdi`.
-pub fn cdi_options() -> NodeOptions {
+/// A node on `flavour` with CDI on and the node's own spec directory, `T/etc/cdi`: 1.7 needs
+/// `enable_cdi = true` (off by default there); 2.x is given only the directory, as CDI is on by
+/// default there (what a stock 2.x node does is what is tested).
+pub fn cdi_options(flavour: Containerd) -> NodeOptions {
+    let enable = match flavour {
+        Containerd::V17 => "    enable_cdi = true\n",
+        Containerd::V2 => "",
+    };
     NodeOptions {
-        cri_keys: "    enable_cdi = true\n    cdi_spec_dirs = [\"@ROOT@/etc/cdi\"]\n".into(),
-        ..NodeOptions::default()
+        cri_keys: format!("{enable}    cdi_spec_dirs = [\"@ROOT@/etc/cdi\"]\n"),
+        ..NodeOptions::on(flavour)
     }
+}
+
+/// Fails unless the started `node`'s CRI reports CDI on with the node's spec directory (on 2.x
+/// with no `enable_cdi` in its config: CDI is on by default there).
+pub fn assert_cdi_on(node: &CriNode) {
+    let status = node.call("Status", |mut c| async move {
+        c.status(api::StatusRequest { verbose: true }).await
+    });
+    let config: Value = serde_json::from_str(&status.info["config"]).unwrap();
+    assert_eq!(
+        (&config["enableCDI"], &config["cdiSpecDirs"]),
+        (&json!(true), &json!([node.path("etc/cdi")])),
+        "{}: {config}",
+        node.containerd().name()
+    );
+}
+
+/// The newest `cdiVersion` `flavour`'s CDI library reads, and the next one, which it skips (a
+/// spec file of a newer version is left out of its cache: its devices are unresolvable). Found
+/// by running them: containerd 1.7.24 reads up to 0.8.0, 2.1.9 up to 1.0.0.
+pub fn cdi_version_ceiling(flavour: Containerd) -> (&'static str, &'static str) {
+    match flavour {
+        Containerd::V17 => ("0.8.0", "1.0.0"),
+        Containerd::V2 => ("1.0.0", "1.1.0"),
+    }
+}
+
+/// On a started `node` with CDI on and [`write_cdi_specs`]'s specs: the `ceiling.cpuplan.test`
+/// spec, of [`cdi_version_ceiling`]'s newest version, has its device injected at
+/// CreateContainer; `above.cpuplan.test`, of the next version, fails CreateContainer with the
+/// device unresolvable.
+pub fn assert_cdi_version_ceiling(node: &CriNode) {
+    let (newest, next) = cdi_version_ceiling(node.containerd());
+    let pod = node.run_pod(node.pod_config("cdi-version"), "");
+    let ceiling = cdi_field(
+        node.container_config("ceiling", "true"),
+        "ceiling.cpuplan.test/gpu=1",
+    );
+    let id = node.create_container(&pod, ceiling);
+    assert_eq!(
+        spec_devices(node, &id),
+        ["/dev/nvidia1 195:1"],
+        "{}: cdiVersion {newest} read",
+        node.containerd().name()
+    );
+    let above = cdi_field(
+        node.container_config("above", "true"),
+        "above.cpuplan.test/gpu=1",
+    );
+    let err = node
+        .try_create_container(&pod, above)
+        .expect_err("a spec above the ceiling is skipped");
+    assert!(
+        err.message()
+            .contains("unresolvable CDI devices above.cpuplan.test/gpu=1"),
+        "{}: cdiVersion {next}: {err:?}",
+        node.containerd().name()
+    );
+    node.remove_container(&id);
+    node.remove_pod(&pod);
 }
 
 /// A CDI device node edit for char device `path` `major:minor` (the host node need not exist
@@ -59,15 +124,17 @@ pub const CLAIM_UID: &str = "6d3c8a1e-0b2f-4c5d-9e7a-1f2a3b4c5d6e";
 /// GPU 0's uuid (the e2e fixture's).
 pub const UUID0: &str = "GPU-5d1b2c3e-0000-4a6f-9c1d-3b0000000000";
 
-/// Writes the node's CDI specs in `T/etc/cdi` (`cdiVersion` 0.5.0: containerd 1.7.24's CDI
-/// library reads at most 0.7.0):
+/// Writes the node's CDI specs in `T/etc/cdi` (`cdiVersion` 0.5.0, which both containerd
+/// versions read; [`cdi_version_ceiling`] is the newest each reads):
 /// - `k8s.device-plugin.nvidia.com/gpu` as the NVIDIA device plugin's `cdi-*` strategies name
 ///   devices (by the default `uuid` id strategy): `GPU-<uuid>` of each GPU, with a spec-wide
 ///   env `CDI_TEST=1`;
 /// - `nvidia.com/gpu` as `nvidia-ctk cdi generate` names devices: `0`, `1` (the GPUs' nodes),
 ///   `0:1` and `0:2` (MIG instances of GPU 0: its node and two capability nodes each);
 /// - `k8s.gpu.nvidia.com/claim` as NVIDIA's DRA driver names a claim's device,
-///   `<claim uid>-gpu-0`.
+///   `<claim uid>-gpu-0`;
+/// - `ceiling.cpuplan.test/gpu` and `above.cpuplan.test/gpu` (`=1`, GPU 1's node) in the newest
+///   `cdiVersion` the node's containerd reads and the next ([`cdi_version_ceiling`]).
 pub fn write_cdi_specs(cri_node: &CriNode) {
     let dir = cri_node.path("etc/cdi");
     std::fs::create_dir_all(&dir).unwrap();
@@ -106,6 +173,15 @@ pub fn write_cdi_specs(cri_node: &CriNode) {
     std::fs::write(dir.join("nvidia.json"), gpus.to_string()).unwrap();
     std::fs::write(dir.join("k8s-device-plugin.json"), plugin.to_string()).unwrap();
     std::fs::write(dir.join("dra-claim.json"), claim.to_string()).unwrap();
+    let (newest, next) = cdi_version_ceiling(cri_node.containerd());
+    for (kind, version) in [("ceiling", newest), ("above", next)] {
+        let spec = json!({
+            "cdiVersion": version,
+            "kind": format!("{kind}.cpuplan.test/gpu"),
+            "devices": [{"name": "1", "containerEdits": {"deviceNodes": [dev_node("/dev/nvidia1", 195, 1)]}}],
+        });
+        std::fs::write(dir.join(format!("{kind}.json")), spec.to_string()).unwrap();
+    }
 }
 
 /// The CRI node's fake GPU host (`cri::gpu_host`) made into what these tests need: GPU 1 with a
