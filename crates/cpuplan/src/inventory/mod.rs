@@ -126,8 +126,9 @@ pub struct HostInventory {
     pub nvidia: Vec<NvidiaGpu>,
     /// The `nvidia-caps` char major, where `/proc/devices` lists one.
     pub caps_major: Option<i64>,
-    /// The host's cgroup and cgroup2 mounts (`<root>/proc/self/mountinfo`).
-    pub cgroup_mounts: Vec<MountInfo>,
+    /// The host's cgroup and cgroup2 mounts (`<root>/proc/self/mountinfo`; `None` where the
+    /// root has no mount table).
+    pub cgroup_mounts: Option<Vec<MountInfo>>,
 }
 
 impl HostInventory {
@@ -163,10 +164,15 @@ impl HostInventory {
         let nvidia = nvidia_gpus(topology_root).map_err(InventoryError::Driver)?;
         let caps_major =
             mig::char_major(topology_root, mig::CAPS_DEVICE).map_err(InventoryError::Driver)?;
-        let cgroup_mounts = CgroupMounts::read(root)
-            .map_err(InventoryError::Host)?
-            .mounts()
-            .to_vec();
+        let cgroup_mounts = match crate::fsutil::under(root, "/proc/self/mountinfo").exists() {
+            true => Some(
+                CgroupMounts::read(root)
+                    .map_err(InventoryError::Host)?
+                    .mounts()
+                    .to_vec(),
+            ),
+            false => None,
+        };
         Ok(HostInventory {
             boot_id,
             root: root.to_path_buf(),
@@ -221,9 +227,17 @@ impl HostInventory {
         )
     }
 
-    /// The cgroup mounts, as [`CgroupMounts::read`] gives them under the root.
+    /// The cgroup mounts, as [`CgroupMounts::read`] gives them under the root (none where
+    /// the root has no mount table).
     pub fn cgroup_mounts(&self) -> CgroupMounts {
-        CgroupMounts::from_mounts(&self.root, self.cgroup_mounts.clone())
+        CgroupMounts::from_mounts(&self.root, self.cgroup_mounts.clone().unwrap_or_default())
+    }
+
+    /// `proc`'s cgroups as [`crate::Cgroups::of`] gives them, its `/proc/<pid>/cgroup` read
+    /// now; `None` where the root has no mount table (the caller reads it and gets its error).
+    pub fn cgroups_of(&self, proc: crate::Process) -> Option<crate::Result<crate::Cgroups>> {
+        let mounts = self.cgroup_mounts.as_ref()?;
+        Some(CgroupMounts::from_mounts(&self.root, mounts.clone()).cgroups_of(proc))
     }
 }
 
