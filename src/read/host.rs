@@ -329,12 +329,12 @@ mod tests {
         })
         .keeping_inventory();
         let mask: CpuSet = "0-223".parse().unwrap();
+        let mounts = cgroup_mount(&root);
         let first = host.gpus(&[device(1)], &[], &[], None).unwrap();
         let addresses = vec![Some(first.gpus[0].address.clone())];
         let topo = host.topology(Setting::Auto, &addresses, &mask).unwrap();
         let running = host.running_cpus().unwrap();
         assert_eq!(running.len(), 224);
-        let mounts = cgroup_mount(&root);
         let pod = host.cgroups_at("/kubepods/pod1/c1").unwrap();
         assert_eq!(pod.quota().unwrap(), Some(1.0));
         // The driver's files, sysfs and the mount table go: a kept inventory still answers the same.

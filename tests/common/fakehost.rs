@@ -73,6 +73,7 @@ impl FakeHost {
             "root": r,
             "topology_root": Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/host"),
             "claims_dir": dir.path().join("claims"),
+            "inventory_dir": dir.path().join("inventory"),
             "log": dir.path().join("hook.log"),
             "step_thread_core": "2"
         });

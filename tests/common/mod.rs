@@ -4,6 +4,7 @@ pub mod hookbin;
 pub mod hookfx;
 pub mod hostlock;
 pub mod log_guard;
+pub mod pipeline_cases;
 pub mod podman;
 pub mod procs;
 pub mod runc;

@@ -11,8 +11,8 @@
 //!   makes the directory again (a new inode, new times), and a GPU bound to or unbound from
 //!   the driver adds or removes its entry;
 //! - the host's mount namespace (the `proc/self/ns/mnt` link under the host root) for the
-//!   cgroup mounts; where there is no such link (a fixture tree) the inode, size and change
-//!   time of its `proc/self/mountinfo` file.
+//!   cgroup mounts; and under a root other than `/` (a fixture tree, where the mount table is a
+//!   plain file) the inode, size and change time of its `proc/self/mountinfo`.
 //!
 //! What it does not see: a file rewritten in place inside a PCI function's or the driver's
 //! directory without the directory changing (no kernel does that for `class`, `vendor`,
@@ -124,18 +124,23 @@ fn dir_stamp(dir: &Path) -> DirStamp {
 }
 
 fn mounts_stamp(root: &Path) -> String {
-    if let Ok(link) = std::fs::read_link(under(root, "/proc/self/ns/mnt")) {
-        return link.to_string_lossy().into_owned();
+    let ns = match std::fs::read_link(under(root, "/proc/self/ns/mnt")) {
+        Ok(link) => link.to_string_lossy().into_owned(),
+        Err(_) => "-".into(),
+    };
+    if root == Path::new("/") {
+        // procfs: /proc/self/mountinfo is the reader's own, with new metadata every process.
+        return ns;
     }
     match std::fs::metadata(under(root, "/proc/self/mountinfo")) {
         Ok(m) => format!(
-            "mountinfo ino {} size {} ctime {}.{:09}",
+            "{ns}, mountinfo ino {} size {} ctime {}.{:09}",
             m.ino(),
             m.size(),
             m.ctime(),
             m.ctime_nsec()
         ),
-        Err(_) => "-".into(),
+        Err(_) => format!("{ns}, no mountinfo"),
     }
 }
 
