@@ -245,6 +245,9 @@ fn a_driver_reload_invalidates_the_inventory() {
     assert_eq!(after, fresh_plan(&mut h));
 }
 
+/// How a test plants a hostile inventory file at a path.
+type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
+
 #[test]
 fn a_hostile_inventory_is_never_used() {
     assert!(nix::unistd::geteuid().is_root(), "the tests run as root");
@@ -267,7 +270,7 @@ fn a_hostile_inventory_is_never_used() {
     assert_ne!(lied["inputs"]["gpus"], honest["inputs"]["gpus"], "{lied}");
     let elsewhere = t.path().join("elsewhere");
     std::fs::write(&elsewhere, &lie).unwrap();
-    let plant: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+    let plant: Vec<(&str, Plant)> = vec![
         (
             "uid 1000",
             Box::new(|p: &Path| {

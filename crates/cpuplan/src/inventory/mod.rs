@@ -290,7 +290,7 @@ fn read_pci(topology_root: &Path) -> Result<Vec<PciFunction>, InventoryError> {
         }
         found.push((key, f));
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.sort_by_key(|(key, _)| *key);
     Ok(found.into_iter().map(|(_, f)| f).collect())
 }
 
