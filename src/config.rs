@@ -110,6 +110,8 @@ pub struct HookConfig {
     pub gpu_sources: Vec<GpuSource>,
     /// Host directory of the NRI plugin's per-container plan directories (bind-mounted into them).
     pub nri_dir: PathBuf,
+    /// Host directory (root's, 0700, on a tmpfs) where the hook keeps the host inventory.
+    pub inventory_dir: PathBuf,
 }
 
 /// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices, the
@@ -132,6 +134,7 @@ impl Default for HookConfig {
             claim_wait_ms: 2000,
             gpu_sources: DEFAULT_GPU_SOURCES.to_vec(),
             nri_dir: PathBuf::from("/run/cpuplan/nri"),
+            inventory_dir: PathBuf::from(cpuplan::inventory::store::INVENTORY_DIR),
         }
     }
 }
@@ -152,6 +155,7 @@ struct RawConfig {
     claim_wait_ms: Option<u64>,
     gpu_sources: Option<serde_json::Value>,
     nri_dir: Option<PathBuf>,
+    inventory_dir: Option<PathBuf>,
 }
 
 /// A configuration file that cannot be used, naming the file and the key.
@@ -304,6 +308,7 @@ impl HookConfig {
             ("claims_dir", raw.claims_dir, &mut c.claims_dir),
             ("root", raw.root.clone(), &mut c.root),
             ("nri_dir", raw.nri_dir, &mut c.nri_dir),
+            ("inventory_dir", raw.inventory_dir, &mut c.inventory_dir),
         ] {
             if let Some(v) = v {
                 if !v.is_absolute() {

@@ -17,19 +17,37 @@ pub struct Explained {
     pub decision: Decision,
     /// What the hook would write and set.
     pub edit: SpecEdit,
+    /// Whether the host inventory was used, and how it came (one line).
+    pub inventory: String,
 }
 
 /// What the hook would do for the bundle at `bundle_dir` (its `config.json`) with `config`: the
 /// live cgroup and the GPU claims are skipped, and the notes say so. A bundle that cannot be
 /// read is an error; a planning problem gives the `off` plan the hook would write, carrying it.
-pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, BundleError> {
+/// `inventory`: take the host-wide facts from the stored host inventory, as the hook does
+/// (false: read the host afresh).
+pub fn explain(
+    config: &HookConfig,
+    bundle_dir: &Path,
+    inventory: bool,
+) -> Result<(Explained, Host), BundleError> {
     let spec = load_bundle(bundle_dir)?;
     let container = Container {
         id: "(explain)".into(),
         pid: None,
         bundle: Some(bundle_dir.to_path_buf()),
     };
-    let inputs = read(&Host::of(config), config, container, spec, &Live::default());
+    let (host, used) = match inventory {
+        true => {
+            let (host, got) = Host::stored(config, false);
+            (host, got.describe())
+        }
+        false => (
+            Host::of(config),
+            "no host inventory (--no-inventory): the host was read afresh".to_string(),
+        ),
+    };
+    let inputs = read(&host, config, container, spec, &Live::default());
     let mut decision = decide(&inputs, config);
     if !decision.claims.is_empty() {
         decision
@@ -37,7 +55,12 @@ pub fn explain(config: &HookConfig, bundle_dir: &Path) -> Result<Explained, Bund
             .push("no pid: GPU claims were not checked".into());
     }
     let edit = SpecEdit::new(&inputs, &decision, config);
-    Ok(Explained { decision, edit })
+    let explained = Explained {
+        decision,
+        edit,
+        inventory: used,
+    };
+    Ok((explained, host))
 }
 
 impl Explained {
@@ -45,6 +68,7 @@ impl Explained {
     /// environment the container gets.
     pub fn text(&self, host: &Host) -> cpuplan::Result<String> {
         let mut s = render(&self.decision.plan, &host.nodes()?, &self.decision.notes);
+        s.push_str(&format!("inventory: {}\n", self.inventory));
         s.push_str(&self.environment());
         Ok(s)
     }

@@ -47,6 +47,8 @@ const PLANNER_LAYERS: &[&[&str]] = &[
     // The process's cgroups, limits, mask, namespace; the host's cores and GPUs.
     &["cgroup", "mask", "pidns", "smt", "gpus"],
     &["quota", "topology", "gpu"],
+    // The host inventory: the host-wide facts above, read once per boot.
+    &["inventory"],
     // The plan and its two file forms.
     &["plan"],
     &["json"],

@@ -9,6 +9,7 @@ mod error;
 mod explain;
 mod inspect;
 mod install;
+mod inventory;
 mod nri;
 mod stages;
 
@@ -71,6 +72,7 @@ pub struct Command {
 pub const COMMANDS: &[Command] = &[
     stages::HOOK,
     explain::EXPLAIN,
+    inventory::INVENTORY,
     inspect::PLAN,
     inspect::QUOTA,
     inspect::GPUS,

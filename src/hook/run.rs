@@ -207,7 +207,8 @@ fn create_runtime(
     state: &HookState,
     unusable: Option<ReadError>,
 ) -> Result<Option<Report>, HookError> {
-    let host = Host::of(config);
+    let (host, inventory) = Host::stored(config, false);
+    crate::read::host::log_inventory(state.id(), &inventory);
     let spec = match load_bundle(state.bundle()) {
         Ok(spec) => spec,
         // Without the bundle the rootfs is unknown: nothing can be written, only logged.

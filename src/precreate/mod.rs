@@ -61,7 +61,9 @@ fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, S
         pid: None,
         bundle: Some(cwd.to_path_buf()),
     };
-    let inputs = read(&Host::of(config), config, container, spec, &Live::default());
+    let (host, inventory) = Host::stored(config, false);
+    crate::read::host::log_inventory("(precreate)", &inventory);
+    let inputs = read(&host, config, container, spec, &Live::default());
     let decision = decide(&inputs, config);
     decision.verdict(config.on_error).map_err(|r| r.problem)?;
     let edit = SpecEdit::new(&inputs, &decision, config);

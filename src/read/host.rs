@@ -2,36 +2,49 @@
 //! procfs) is read through a [`Host`], under its roots, so a test points them at a fixture tree.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use cpuplan::{
-    CgroupMounts, Cgroups, CpuSet, Holder, Process, Setting, StaticTopology, TopologyCache,
-};
+use cpuplan::inventory::store::{Came, Obtained};
+use cpuplan::inventory::HostInventory;
+use cpuplan::{CgroupMounts, Cgroups, CpuSet, Holder, Process, Setting, StaticTopology};
 
 use cpuplan::gpu::{DeviceError, Inventory};
 
 use super::gpus::{container_gpus, Found};
 use super::spec::CharDevice;
 
-/// The host's roots: `/` on a real host; and, for a long-running planner, what it has read of
-/// the host's GPUs, cores, running CPUs and cgroup mounts (which do not change while it runs).
+/// The host's roots: `/` on a real host; and the host inventory (`cpuplan::inventory`) its
+/// host-wide facts are taken from: one given for a start (the hook's file), or one read the
+/// first time and kept from one container to the next (the NRI plugin's).
 #[derive(Debug, Clone)]
 pub struct Host {
     /// Where `/proc` and the cgroup mounts are read.
     pub root: PathBuf,
     /// Where sysfs topology, `/sys/dev/char` and `/proc/driver/nvidia` are read.
     pub topology_root: PathBuf,
-    /// The inventory read so far, kept between containers (`None`: read anew every time).
-    inventory: Option<Arc<Mutex<Kept>>>,
+    /// The inventory given for this start (`None`: none given).
+    given: Option<Arc<HostInventory>>,
+    /// What is kept between containers (`None`: nothing is kept).
+    kept: Option<Arc<Mutex<Kept>>>,
 }
 
-/// The host's GPU inventory, cores, running CPUs and cgroup mounts, as read.
+/// The host inventory and the GPU inventory seeded from it, as kept between containers.
 #[derive(Debug, Default)]
 struct Kept {
+    /// `None`: not read yet; `Some(None)`: it could not be read (the host is read afresh).
+    host: Option<Option<Arc<HostInventory>>>,
     gpus: Option<Inventory>,
-    topology: TopologyCache,
-    running: Option<CpuSet>,
-    mounts: Option<CgroupMounts>,
+}
+
+/// Logs how the inventory of a start came, for `container`: at debug level where the file
+/// served, info where it was written, a warning where none could be kept or used.
+pub fn log_inventory(container: &str, got: &Obtained) {
+    let line = got.describe();
+    match got.came {
+        Came::File => log::debug!("container {container}: {line}"),
+        Came::Written(_) => log::info!("container {container}: {line}"),
+        Came::NotKept(_) | Came::Fresh(_) => log::warn!("container {container}: {line}"),
+    }
 }
 
 /// One NUMA node (or the CPUs in none) with its cores, for drawing a plan.
@@ -46,35 +59,92 @@ pub struct NodeCores {
 }
 
 impl Host {
-    /// The host `config` names (its `root` and `topology_root`).
+    /// The host `config` names (its `root` and `topology_root`), read afresh every time.
     pub fn of(config: &crate::config::HookConfig) -> Host {
         Host {
             root: config.root.clone(),
             topology_root: config.topology_root.clone(),
-            inventory: None,
+            given: None,
+            kept: None,
         }
     }
 
-    /// This host keeping what it reads of the GPUs, cores, running CPUs and cgroup mounts from
-    /// one container to the next.
+    /// The host `config` names, answering from the inventory kept in its `inventory_dir`
+    /// (read and written there where there is none that can be trusted and still describes the
+    /// host; `refresh`: read now whatever is there), with how the inventory came.
+    pub fn stored(config: &crate::config::HookConfig, refresh: bool) -> (Host, Obtained) {
+        let mut got = cpuplan::inventory::store::obtain(
+            &config.inventory_dir,
+            &config.root,
+            &config.topology_root,
+            refresh,
+        );
+        let inventory = got.inventory.take();
+        (Host::of(config).with_inventory(inventory), got)
+    }
+
+    /// This host answering from `inventory` where it holds the answer (it must have been read
+    /// under this host's roots; one of other roots is not used).
+    pub fn with_inventory(mut self, inventory: Option<HostInventory>) -> Host {
+        self.given = inventory
+            .filter(|i| i.is_of(&self.root, &self.topology_root))
+            .map(Arc::new);
+        self
+    }
+
+    /// This host reading its inventory the first time it is needed and keeping it, with the
+    /// GPUs the vendor modules find, from one container to the next.
     pub fn keeping_inventory(mut self) -> Host {
-        self.inventory = Some(Arc::default());
+        self.kept = Some(Arc::default());
         self
     }
 
     /// Forgets the inventory kept (a runtime reconnecting may come with new GPUs).
     pub fn forget_inventory(&self) {
-        if let Some(lock) = self.inventory() {
-            *lock.unwrap_or_else(|e| e.into_inner()) = Kept::default();
+        if let Some(kept) = &self.kept {
+            *kept.lock().unwrap_or_else(|e| e.into_inner()) = Kept::default();
         }
     }
 
-    fn inventory(&self) -> Option<std::sync::LockResult<MutexGuard<'_, Kept>>> {
-        self.inventory.as_ref().map(|m| m.lock())
+    /// The host inventory it answers from, if any (read now the first time where it keeps one).
+    pub fn inventory(&self) -> Option<Arc<HostInventory>> {
+        if let Some(given) = &self.given {
+            return Some(given.clone());
+        }
+        let mut kept = self
+            .kept
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        kept.host
+            .get_or_insert_with(
+                || match HostInventory::read(&self.root, &self.topology_root) {
+                    Ok(inv) => Some(Arc::new(inv)),
+                    Err(e) => {
+                        log::warn!("{e}: the host is read afresh for every container");
+                        None
+                    }
+                },
+            )
+            .clone()
+    }
+
+    /// The GPU inventory for one read: seeded from the host inventory's driver listing.
+    fn gpu_inventory(&self, inventory: Option<&HostInventory>) -> Inventory {
+        match inventory {
+            Some(i) => Inventory::seeded(&self.topology_root, i.nvidia.clone(), i.caps_major),
+            None => Inventory::new(&self.topology_root),
+        }
     }
 
     /// The locations of `pid`'s cgroups on every hierarchy.
     pub fn cgroups(&self, pid: u32) -> cpuplan::Result<Cgroups> {
+        if let Some(found) = self
+            .inventory()
+            .and_then(|i| i.cgroups_of(Process::Pid(pid)))
+        {
+            return found;
+        }
         Cgroups::of(&self.root, Process::Pid(pid))
     }
 
@@ -85,44 +155,32 @@ impl Host {
 
     /// The host's online CPUs as the topology shows them (what a plan is drawn over).
     pub fn online_cpus(&self) -> cpuplan::Result<CpuSet> {
-        cpuplan::online_cpus(&self.topology_root)
+        match self.inventory() {
+            Some(i) => Ok(i.online.clone()),
+            None => cpuplan::online_cpus(&self.topology_root),
+        }
     }
 
     /// The CPUs that are really online on the host the containers run on (under `root`; a root
     /// without sysfs, as a test's fake root, defers to the topology's).
     pub fn running_cpus(&self) -> cpuplan::Result<CpuSet> {
-        if let Some(lock) = self.inventory() {
-            let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
-            if inventory.running.is_none() {
-                inventory.running = Some(self.read_running_cpus()?);
-            }
-            return Ok(inventory.running.clone().unwrap_or_default());
+        if let Some(i) = self.inventory() {
+            return Ok(i.running.clone());
         }
-        self.read_running_cpus()
-    }
-
-    fn read_running_cpus(&self) -> cpuplan::Result<CpuSet> {
         let cpus = cpuplan::online_cpus(&self.root)?;
         if cpus.is_empty() {
-            return self.online_cpus();
+            return cpuplan::online_cpus(&self.topology_root);
         }
         Ok(cpus)
     }
 
     /// The cgroups a container whose spec names `cgroups_path` has or will have, on every hierarchy.
     pub fn cgroups_at(&self, cgroups_path: &str) -> cpuplan::Result<Cgroups> {
-        let Some(lock) = self.inventory() else {
-            return Cgroups::at_path(&self.root, cgroups_path);
+        let mounts = match self.inventory() {
+            Some(i) => i.cgroup_mounts(),
+            None => CgroupMounts::read(&self.root)?,
         };
-        let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
-        if inventory.mounts.is_none() {
-            inventory.mounts = Some(CgroupMounts::read(&self.root)?);
-        }
-        Ok(inventory
-            .mounts
-            .as_ref()
-            .map(|m| m.cgroups_at(cgroups_path))
-            .unwrap_or_default())
+        Ok(mounts.cgroups_at(cgroups_path))
     }
 
     /// The container's GPUs named by its spec's `devices`, its device `nodes`, its spec's
@@ -134,16 +192,17 @@ impl Host {
         mounts: &[super::spec::SpecMount],
         visible: Option<&str>,
     ) -> Result<Found, DeviceError> {
-        match self.inventory() {
-            Some(lock) => {
-                let mut kept = lock.unwrap_or_else(|e| e.into_inner());
+        let inventory = self.inventory();
+        match &self.kept {
+            Some(kept) => {
+                let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
                 let gpus = kept
                     .gpus
-                    .get_or_insert_with(|| Inventory::new(&self.topology_root));
+                    .get_or_insert_with(|| self.gpu_inventory(inventory.as_deref()));
                 container_gpus(gpus, devices, nodes, mounts, visible)
             }
             None => container_gpus(
-                &mut Inventory::new(&self.topology_root),
+                &mut self.gpu_inventory(inventory.as_deref()),
                 devices,
                 nodes,
                 mounts,
@@ -152,26 +211,16 @@ impl Host {
         }
     }
 
-    /// What a plan with `setting` for workers on `addresses` consults over `mask`, read now.
+    /// What a plan with `setting` for workers on `addresses` consults over `mask`.
     pub fn topology(
         &self,
         setting: Setting,
         addresses: &[Option<String>],
         mask: &CpuSet,
     ) -> cpuplan::Result<StaticTopology> {
-        let root = &self.topology_root;
         match self.inventory() {
-            Some(lock) => {
-                let mut inventory = lock.unwrap_or_else(|e| e.into_inner());
-                StaticTopology::for_plan_cached(
-                    root,
-                    setting,
-                    addresses,
-                    mask,
-                    &mut inventory.topology,
-                )
-            }
-            None => StaticTopology::for_plan(root, setting, addresses, mask),
+            Some(i) => StaticTopology::for_plan_on(&i, setting, addresses, mask),
+            None => StaticTopology::for_plan(&self.topology_root, setting, addresses, mask),
         }
     }
 
@@ -187,11 +236,14 @@ impl Host {
 
     /// The host's NUMA nodes (and the online CPUs on none) with their cores, for the drawing.
     pub fn nodes(&self) -> cpuplan::Result<Vec<NodeCores>> {
+        let inventory = self.inventory();
         let online = self.online_cpus()?;
-        let mut nodes: Vec<(Option<u32>, CpuSet)> = cpuplan::numa_nodes(&self.topology_root)?
-            .into_iter()
-            .map(|n| (Some(n.id), n.cpus))
-            .collect();
+        let numa = match &inventory {
+            Some(i) => i.nodes.clone(),
+            None => cpuplan::numa_nodes(&self.topology_root)?,
+        };
+        let mut nodes: Vec<(Option<u32>, CpuSet)> =
+            numa.into_iter().map(|n| (Some(n.id), n.cpus)).collect();
         let covered = nodes.iter().fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
         let rest = online.difference(&covered);
         if !rest.is_empty() {
@@ -205,7 +257,11 @@ impl Host {
                 if seen.contains(cpu) {
                     continue;
                 }
-                let core = cpuplan::smt_siblings(&self.topology_root, cpu)?.intersection(&cpus);
+                let siblings = match inventory.as_ref().and_then(|i| i.siblings(cpu)) {
+                    Some(s) => s,
+                    None => cpuplan::smt_siblings(&self.topology_root, cpu)?,
+                };
+                let core = siblings.intersection(&cpus);
                 let core = if core.contains(cpu) {
                     core.difference(&seen)
                 } else {
@@ -273,12 +329,12 @@ mod tests {
         })
         .keeping_inventory();
         let mask: CpuSet = "0-223".parse().unwrap();
+        let mounts = cgroup_mount(&root);
         let first = host.gpus(&[device(1)], &[], &[], None).unwrap();
         let addresses = vec![Some(first.gpus[0].address.clone())];
         let topo = host.topology(Setting::Auto, &addresses, &mask).unwrap();
         let running = host.running_cpus().unwrap();
         assert_eq!(running.len(), 224);
-        let mounts = cgroup_mount(&root);
         let pod = host.cgroups_at("/kubepods/pod1/c1").unwrap();
         assert_eq!(pod.quota().unwrap(), Some(1.0));
         // The driver's files, sysfs and the mount table go: a kept inventory still answers the same.

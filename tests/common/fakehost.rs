@@ -103,6 +103,7 @@ impl FakeHost {
             "linux": {"cgroupsPath": "/ctr"}
         });
         hook["claims_dir"] = json!(dir.path().join("claims"));
+        hook["inventory_dir"] = json!(dir.path().join("inventory"));
         hook["log"] = json!(dir.path().join("hook.log"));
         FakeHost {
             dir,

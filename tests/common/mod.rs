@@ -3,6 +3,7 @@ pub mod fakehost;
 pub mod hookbin;
 pub mod hostlock;
 pub mod log_guard;
+pub mod pipeline_cases;
 pub mod podman;
 pub mod procs;
 pub mod runc;

@@ -94,6 +94,27 @@ fn bench_plans(c: &mut Criterion) {
             deployment_plan_on(Setting::Auto, black_box(&w224), &mask224, 224, &static224).unwrap()
         })
     });
+    // What the one-shot hook does with a host inventory kept on a tmpfs: load the file (trust
+    // checks, frame, checksum), check the stamp against the host, plan from it.
+    let inv_dir = tempfile::tempdir().unwrap();
+    let dir = inv_dir.path().join("inventory");
+    let got = cpuplan::inventory::store::obtain(&dir, &root, &root, false);
+    assert!(got.inventory.is_some(), "{}", got.describe());
+    let with_inv = |inv: &cpuplan::inventory::HostInventory| {
+        let topo = StaticTopology::for_plan_on(inv, Setting::Auto, &w224, &mask224).unwrap();
+        deployment_plan_on(Setting::Auto, &w224, &mask224, 224, &topo).unwrap()
+    };
+    assert_eq!(with_inv(got.inventory.as_ref().unwrap()), check);
+    c.bench_function(
+        "auto 224cpu 8gpu, with the host inventory (load, stamp, plan)",
+        |b| {
+            b.iter(|| {
+                let got = cpuplan::inventory::store::obtain(&dir, black_box(&root), &root, false);
+                assert_eq!(got.came, cpuplan::inventory::store::Came::File);
+                with_inv(got.inventory.as_ref().unwrap())
+            })
+        },
+    );
     let one = vec![w224[1].clone()];
     let node0 = parse_cpu_list("0-55,112-167").unwrap();
     c.bench_function("auto 224cpu 1 worker on node 0, sysfs reads", |b| {

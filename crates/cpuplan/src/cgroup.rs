@@ -144,6 +144,28 @@ impl CgroupMounts {
         })
     }
 
+    /// Mounts already read (a host inventory's), under `root`.
+    pub fn from_mounts(root: &Path, mounts: Vec<MountInfo>) -> CgroupMounts {
+        CgroupMounts {
+            root: root.to_path_buf(),
+            mounts,
+        }
+    }
+
+    /// The cgroup and cgroup2 mounts.
+    pub fn mounts(&self) -> &[MountInfo] {
+        &self.mounts
+    }
+
+    /// `proc`'s hierarchies (its `/proc/<pid>/cgroup`, read now) placed by these mounts: what
+    /// [`Cgroups::of`] gives, without reading the mount table again.
+    pub fn cgroups_of(&self, proc: Process) -> Result<Cgroups> {
+        let lines = read_proc_cgroup(&proc.proc_dir(&self.root).join("cgroup"))?;
+        Ok(Cgroups {
+            dirs: locate(&self.root, &lines, &self.mounts),
+        })
+    }
+
     /// The directories a cgroup at `path` has or will have on every hierarchy mounted here
     /// (see [`Cgroups::at_path`]).
     pub fn cgroups_at(&self, path: &str) -> Cgroups {

@@ -17,7 +17,7 @@ use crate::fsutil::{read, read_cpu_list_optional, read_optional, under};
 pub use crate::pci::{pci_key, PciKey};
 
 /// One of the host's GPUs as sysfs lists it: its PCI address, NUMA node and local CPUs (`None` where sysfs doesn't say).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct HostGpu {
     /// PCI address, e.g. `0000:2a:00.0`.
     pub address: String,
@@ -113,8 +113,25 @@ pub(crate) fn is_like(dir: &Path, vendor: u32, class: u32) -> Result<bool> {
     Ok(parse_hex_id(&vendor_path, &text)? == vendor)
 }
 
+/// The `class` of the PCI function in `dir` (`0x030200`), `None` without the file.
+pub(crate) fn pci_class(dir: &Path) -> Result<Option<u32>> {
+    hex_file(&dir.join("class"))
+}
+
+/// The `vendor` of the PCI function in `dir` (`0x10de`), `None` without the file.
+pub(crate) fn pci_vendor(dir: &Path) -> Result<Option<u32>> {
+    hex_file(&dir.join("vendor"))
+}
+
+fn hex_file(path: &Path) -> Result<Option<u32>> {
+    match read_optional(path)? {
+        Some(text) => Ok(Some(parse_hex_id(path, &text)?)),
+        None => Ok(None),
+    }
+}
+
 /// The NUMA node and local CPUs of the PCI function in `dir`.
-fn locality(dir: &Path) -> Result<(Option<u32>, Option<CpuSet>)> {
+pub(crate) fn locality(dir: &Path) -> Result<(Option<u32>, Option<CpuSet>)> {
     let node_path = dir.join("numa_node");
     let node = match read_optional(&node_path)? {
         Some(text) => parse_numa_node(&node_path, &text)?,

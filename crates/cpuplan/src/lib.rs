@@ -16,6 +16,7 @@ mod error;
 mod fsutil;
 pub mod gpu;
 mod gpus;
+pub mod inventory;
 mod json;
 mod mask;
 mod mountinfo;

@@ -5,7 +5,7 @@
 //! run to the end of the line and are kept whole, spaces included.
 
 /// One line of mountinfo.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MountInfo {
     /// Field 4: the path inside the filesystem that is mounted (for cgroups, the hierarchy's root).
     pub root: String,

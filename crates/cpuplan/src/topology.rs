@@ -77,7 +77,7 @@ pub fn online_cpus(root: &Path) -> Result<CpuSet> {
 }
 
 /// One NUMA node as sysfs lists it: its id and its online CPUs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NumaNode {
     /// The node id (`N` of `nodeN`).
     pub id: u32,
@@ -164,10 +164,21 @@ impl TopologyCache {
     /// `cpu`'s siblings, read under `root` the first time (one read serves every sibling of
     /// it in `within`, as the kernel writes one list per core).
     pub(crate) fn siblings(&mut self, root: &Path, cpu: usize, within: &CpuSet) -> Result<CpuSet> {
+        self.siblings_with(cpu, within, |cpu| crate::smt::smt_siblings(root, cpu))
+    }
+
+    /// `cpu`'s siblings, asked of `read` the first time, with the same one-read-per-core rule
+    /// as [`TopologyCache::siblings`] (a host inventory answers for sysfs).
+    pub(crate) fn siblings_with(
+        &mut self,
+        cpu: usize,
+        within: &CpuSet,
+        read: impl FnOnce(usize) -> Result<CpuSet>,
+    ) -> Result<CpuSet> {
         if let Some(Some(core)) = self.siblings.get(cpu) {
             return Ok(core.clone());
         }
-        let core = crate::smt::smt_siblings(root, cpu)?;
+        let core = read(cpu)?;
         let top = core.last().unwrap_or(cpu).max(cpu);
         if self.siblings.len() <= top {
             self.siblings.resize(top + 1, None);

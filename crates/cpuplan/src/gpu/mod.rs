@@ -123,6 +123,21 @@ impl Inventory {
         }
     }
 
+    /// The GPUs under `topology_root` with what the NVIDIA driver lists already known (a host
+    /// inventory's): its GPUs with their minors and uuids, and the `nvidia-caps` major. The MIG
+    /// instances and the kfd topology, which change without a driver reload, are read when asked.
+    pub fn seeded(
+        topology_root: &Path,
+        nvidia_gpus: Vec<nvidia::NvidiaGpu>,
+        caps_major: Option<i64>,
+    ) -> Inventory {
+        Inventory {
+            root: topology_root.to_path_buf(),
+            nvidia: nvidia::Driver::seeded(nvidia_gpus, caps_major),
+            kfd: kfd::Topology::default(),
+        }
+    }
+
     /// The topology root it reads under.
     pub fn root(&self) -> &Path {
         &self.root

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::Setting;
 use crate::cpuset::CpuSet;
 use crate::error::Result;
+use crate::inventory::HostInventory;
 use crate::topology::{StaticTopology, TopologyCache};
 
 impl StaticTopology {
@@ -42,22 +43,7 @@ impl StaticTopology {
             Some(like) => cache.host_gpus(root, like)?,
             None => Vec::new(),
         };
-        let cpus = match setting {
-            Setting::Off => CpuSet::new(),
-            Setting::Cpu(_) => mask.clone(),
-            Setting::Auto => {
-                let mut local = CpuSet::new();
-                for g in gpus
-                    .iter()
-                    .filter(|g| addresses.iter().flatten().any(|a| *a == g.address))
-                {
-                    if let Some(l) = &g.local {
-                        local.extend_from(l);
-                    }
-                }
-                local.intersection(mask)
-            }
-        };
+        let cpus = consulted(setting, addresses, mask, &gpus);
         let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
         for cpu in &cpus {
             if siblings[cpu].is_empty() {
@@ -65,5 +51,62 @@ impl StaticTopology {
             }
         }
         Ok(StaticTopology { siblings, gpus })
+    }
+
+    /// [`StaticTopology::for_plan`] answered by a host inventory: what it holds is not read
+    /// again, and what it does not hold (a CPU that was not online, a device it cannot place)
+    /// is read under its topology root as `for_plan` reads it, so the snapshot is the same.
+    pub fn for_plan_on(
+        inv: &HostInventory,
+        setting: Setting,
+        addresses: &[Option<String>],
+        mask: &CpuSet,
+    ) -> Result<Self> {
+        let root = inv.topology_root.as_path();
+        let mut cache = TopologyCache::default();
+        let gpus = match addresses.iter().flatten().next() {
+            Some(like) => match inv.host_gpus(like) {
+                Some(gpus) => gpus,
+                None => cache.host_gpus(root, like)?,
+            },
+            None => Vec::new(),
+        };
+        let cpus = consulted(setting, addresses, mask, &gpus);
+        let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
+        for cpu in &cpus {
+            if siblings[cpu].is_empty() {
+                siblings[cpu] = cache.siblings_with(cpu, &cpus, |cpu| match inv.siblings(cpu) {
+                    Some(core) => Ok(core),
+                    None => crate::smt::smt_siblings(root, cpu),
+                })?;
+            }
+        }
+        Ok(StaticTopology { siblings, gpus })
+    }
+}
+
+/// The CPUs whose siblings a plan with `setting` over `mask` may look at: none for `off`, the
+/// whole mask for a CPU number, the mask's CPUs local to the workers' GPUs for `auto`.
+fn consulted(
+    setting: Setting,
+    addresses: &[Option<String>],
+    mask: &CpuSet,
+    gpus: &[crate::gpus::HostGpu],
+) -> CpuSet {
+    match setting {
+        Setting::Off => CpuSet::new(),
+        Setting::Cpu(_) => mask.clone(),
+        Setting::Auto => {
+            let mut local = CpuSet::new();
+            for g in gpus
+                .iter()
+                .filter(|g| addresses.iter().flatten().any(|a| *a == g.address))
+            {
+                if let Some(l) = &g.local {
+                    local.extend_from(l);
+                }
+            }
+            local.intersection(mask)
+        }
     }
 }

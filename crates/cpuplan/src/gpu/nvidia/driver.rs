@@ -11,7 +11,7 @@ use crate::pci::PciAddress;
 pub const NVIDIA_GPUS_DIR: &str = "proc/driver/nvidia/gpus";
 
 /// One NVIDIA GPU: its PCI address, device minor (`/dev/nvidia<minor>`) and uuid.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NvidiaGpu {
     /// PCI address, lowercase `0000:2a:00.0`.
     pub address: String,

@@ -75,6 +75,16 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
+    /// What the driver lists, already read: its GPUs and the `nvidia-caps` major.
+    pub(crate) fn seeded(gpus: Vec<NvidiaGpu>, caps_major: Option<i64>) -> Driver {
+        Driver {
+            addresses: Some(gpus.iter().map(|g| g.address.clone()).collect()),
+            gpus: Some(gpus),
+            caps_major: Some(caps_major),
+            capabilities: None,
+        }
+    }
+
     /// The driver's GPUs, read the first time.
     pub(crate) fn gpus(&mut self, root: &Path) -> Result<&[NvidiaGpu], DeviceError> {
         if self.gpus.is_none() {
