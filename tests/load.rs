@@ -85,10 +85,10 @@ fn section<'a>(out: &'a str, name: &str) -> Option<&'a str> {
 fn whole_plan(id: &str, out: &str) -> bool {
     let env = section(out, "env").unwrap_or_else(|| panic!("{id}: no plan.env: {out}"));
     let lines: Vec<&str> = env.lines().filter(|l| !l.starts_with('#')).collect();
-    assert_eq!(lines.len(), 21, "{id}: torn plan.env: {env}");
+    assert_eq!(lines.len(), 22, "{id}: torn plan.env: {env}");
     assert!(
-        lines.last().unwrap().starts_with("CUDA_DEVICE_ORDER='"),
-        "{id}: {env}"
+        lines.last().unwrap().starts_with("CPUPLAN_GENERATION='"),
+        "{id}: the last line is missing: {env}"
     );
     let json: Value = serde_json::from_str(section(out, "json").unwrap())
         .unwrap_or_else(|e| panic!("{id}: torn plan.json ({e}): {out}"));

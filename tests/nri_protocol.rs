@@ -409,7 +409,7 @@ fn external_plugin_registers_is_configured_and_synchronized() {
     assert_eq!(
         count(
             &log,
-            "subscribed to CreateContainer,StopContainer,RemoveContainer"
+            "subscribed to CreateContainer,UpdateContainer,StopContainer,RemoveContainer"
         ),
         1,
         "{log}"
