@@ -51,7 +51,9 @@ fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         return running(&config, pid, a.switch("json"), out);
     }
     let bundle = a.value("bundle").ok_or_else(|| {
-        CliError::Usage("explain: --bundle DIR or --pid PID is required (see explain --help)".into())
+        CliError::Usage(
+            "explain: --bundle DIR or --pid PID is required (see explain --help)".into(),
+        )
     })?;
     let e = crate::explain::explain(&config, std::path::Path::new(bundle))?;
     if let Err(r) = e.decision.verdict(config.on_error) {

@@ -245,7 +245,10 @@ fn plan_state(config: &HookConfig, c: &Claim, mine: u64) -> Option<PlanState> {
             stale: None,
             drifts: None,
             generation: None,
-            text: format!("plan not checked: {}", crate::logging::escape(&e.to_string())),
+            text: format!(
+                "plan not checked: {}",
+                crate::logging::escape(&e.to_string())
+            ),
             error: Some(e.to_string()),
         },
     })

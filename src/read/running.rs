@@ -170,8 +170,10 @@ fn read_plan_bytes(root: &Path, pid: u32, path: &Path) -> Result<Vec<u8>, Runnin
         return Err(RunningError::SameNamespace(pid));
     }
     // The magic link `root` is followed on purpose: it is the way into the container's root.
-    let rootfd = own(openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())
-        .map_err(|e| proc_err("cannot open its root", e))?);
+    let rootfd = own(
+        openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())
+            .map_err(|e| proc_err("cannot open its root", e))?,
+    );
     let rel = path.strip_prefix("/").unwrap_or(path);
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)

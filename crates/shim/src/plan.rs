@@ -177,7 +177,10 @@ mod tests {
         assert!(e.to_string().contains("FIFO"), "{e}");
         assert!(e.to_string().contains("plan.json"), "{e}");
         // A directory too; a missing file stays NoPlan.
-        assert!(matches!(Plan::load_from(t.path()), Err(ShimError::Io { .. })));
+        assert!(matches!(
+            Plan::load_from(t.path()),
+            Err(ShimError::Io { .. })
+        ));
         let missing = Plan::load_from(&t.path().join("none.json")).unwrap_err();
         assert!(matches!(missing, ShimError::NoPlan(_)), "{missing:?}");
     }
