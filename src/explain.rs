@@ -1,12 +1,15 @@
-//! `explain`: what the hook would do for a bundle on this host, with no pid, writing nothing.
+//! `explain`: what the hook would do for a bundle on this host, with no pid, writing nothing;
+//! and, for a running container, whether the plan it was given is still its cgroup's.
 
 use std::path::Path;
 
 use crate::config::HookConfig;
+use crate::decide::stale::{drifts, summary, Drift, Now, Planned};
 use crate::decide::{decide, Decision};
 use crate::edit::SpecEdit;
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
+use crate::read::running::{read_running, Running, RunningError};
 use crate::read::{read, Container, Live};
 use crate::render::render;
 
@@ -84,5 +87,73 @@ impl Explained {
             s.push_str(&format!("  {k}={v}\n"));
         }
         s
+    }
+}
+
+/// A running container's plan against its cgroup now.
+#[derive(Debug, Clone)]
+pub struct RunningCheck {
+    /// What was read of it.
+    pub running: Running,
+    /// How its cgroup differs from its plan (empty: the plan is current).
+    pub drifts: Vec<Drift>,
+}
+
+/// The running container whose init is `pid` (in this command's pid namespace): its plan (the
+/// `plan.json` in its plan directory, `config.dir`) against its cgroup's CPUs and quota now.
+pub fn check_running(config: &HookConfig, pid: u32) -> Result<RunningCheck, RunningError> {
+    let path = config.dir.join(crate::edit::PLAN_JSON);
+    let running = read_running(&Host::of(config), pid, &path)?;
+    let planned = Planned {
+        mask: running.plan.file.mask.clone(),
+        quota: running.plan.inputs.as_ref().map(|i| i.quota),
+    };
+    let now = Now {
+        cpus: running.cpus.clone(),
+        quota: running.quota,
+    };
+    let drifts = drifts(&planned, &now);
+    Ok(RunningCheck { running, drifts })
+}
+
+impl RunningCheck {
+    /// `stale: cpuset 0-1 (plan 1)`, or `current`.
+    pub fn summary(&self) -> String {
+        summary(&self.drifts)
+    }
+
+    /// The plan drawn over the host's NUMA nodes, then the cgroup now and the verdict.
+    pub fn text(&self, host: &Host) -> cpuplan::Result<String> {
+        let plan = &self.running.plan;
+        let mut s = render(&plan.file.to_plan(), &host.nodes()?, &[]);
+        let quota = |q: Option<f64>| q.map_or_else(|| "none".into(), |q| format!("{q} CPUs"));
+        s.push_str(&format!(
+            "running: pid {}, container {}, plan generation {}\n  cgroup now: cpuset {}, quota {}\n",
+            self.running.pid,
+            crate::logging::escape(&plan.container),
+            plan.generation,
+            self.running.cpus,
+            quota(self.running.quota),
+        ));
+        s.push_str(&format!("  plan: {}", self.summary()));
+        if !self.drifts.is_empty() {
+            s.push_str(
+                " (the cgroup changed after the hook wrote the plan: kubelet's CPU manager or a \
+                 resize; the hook route cannot follow it, the NRI plugin does)",
+            );
+        }
+        s.push('\n');
+        Ok(s)
+    }
+
+    /// The JSON form: `{pid, stale, drifts, now: {cpuset, quota}, plan}` (`plan` the file as it is).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pid": self.running.pid,
+            "stale": !self.drifts.is_empty(),
+            "drifts": self.drifts,
+            "now": {"cpuset": self.running.cpus, "quota": self.running.quota},
+            "plan": self.running.plan_json,
+        })
     }
 }

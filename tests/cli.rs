@@ -216,6 +216,30 @@ fn explain_prints_the_example_plan() {
 }
 
 #[test]
+fn explain_pid_takes_one_running_pid_and_says_in_one_line_what_it_cannot_read() {
+    let b = repo("examples/bundle");
+    bad(
+        &["explain", "--pid", "1", "--bundle", b.to_str().unwrap()],
+        "--bundle and --pid: give one of them",
+    );
+    bad(&["explain", "--pid", "x"], "--pid \"x\" is not a pid");
+    bad(&["explain", "--pid", "0"], "is not a pid");
+    bad(&["explain"], "--bundle DIR or --pid PID is required");
+    // A pid that does not run: exit 1, one line naming it.
+    let out = run(&["explain", "--pid", "4194304"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("pid 4194304"), "{err}");
+    // This command's own process is no container: refused, its files never read as a plan.
+    let me = std::process::id().to_string();
+    let out = run(&["explain", "--pid", &me]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("own mount namespace"), "{err}");
+}
+
+#[test]
 fn claims_lists_nothing_in_an_empty_dir() {
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("hook.json");

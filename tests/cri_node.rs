@@ -480,7 +480,129 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
     quota_container_sees_its_plan(&node);
 }
 
+/// `cpuplan-hook explain --pid PID --json` with the node's hook config.
+fn explain_pid(node: &CriNode, pid: &Value) -> Value {
+    let out = Command::new(common::runc::hook_bin())
+        .arg("--config")
+        .arg(node.path("etc/cpuplan/hook.json"))
+        .args(["explain", "--json", "--pid", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "explain --pid: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The text `explain --pid PID` prints.
+fn explain_pid_text(node: &CriNode, pid: &Value) -> String {
+    let out = Command::new(common::runc::hook_bin())
+        .arg("--config")
+        .arg(node.path("etc/cpuplan/hook.json"))
+        .args(["explain", "--pid", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kubelet_s_update_makes_the_hook_s_plan_stale_and_claims_and_explain_say_so(c: Containerd) {
+    let node = hooked(NodeOptions::on(c), json!({}));
+    let pod = node.run_pod(node.pod_config("stale"), "");
+    // GPU 1 (local CPU 1) with one CPU of quota: the hook narrows the cpuset to CPU 1.
+    let cfg = quota(
+        node.with_gpu(node.container_config("srv", "exec sleep 3600"), 1),
+        100000,
+        100000,
+    );
+    let id = node.create_container(&pod, cfg);
+    node.start_container(&id);
+    let held = claims(&node);
+    assert_eq!(held[0]["holder"]["container"], id.as_str(), "{held}");
+    let pid = held[0]["holder"]["pid"].clone();
+
+    // The control: nothing changed since createRuntime, so the plan is current.
+    assert_eq!(held[0]["plan"]["stale"], false, "{held}");
+    assert_eq!(held[0]["plan"]["drifts"], json!([]), "{held}");
+    let e = explain_pid(&node, &pid);
+    assert_eq!(e["stale"], false, "{e}");
+    assert_eq!(e["now"]["cpuset"], "1", "{e}");
+    assert_eq!(e["plan"]["container"], id.as_str(), "{e}");
+    assert!(explain_pid_text(&node, &pid).contains("plan: current"));
+
+    // kubelet's CPU manager (static policy) sets the shared pool: the hook never sees it.
+    node.update_container_resources(
+        &id,
+        api::LinuxContainerResources {
+            cpuset_cpus: "0-1".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("update: {e}\n{}", node.log_tail()));
+    let e = explain_pid(&node, &pid);
+    assert_eq!(e["stale"], true, "{e}");
+    assert_eq!(
+        e["drifts"],
+        json!([{"what": "cpuset", "now": "0-1", "plan": "1"}]),
+        "{e}"
+    );
+    let text = explain_pid_text(&node, &pid);
+    assert!(text.contains("plan: stale: cpuset 0-1 (plan 1)"), "{text}");
+    let held = claims(&node);
+    assert_eq!(held[0]["plan"]["stale"], true, "{held}");
+    assert_eq!(held[0]["plan"]["drifts"][0]["now"], "0-1", "{held}");
+    let text = claims_text(&node);
+    assert!(
+        text.contains(&format!("container {id}"))
+            && text.contains("plan stale: cpuset 0-1 (plan 1)"),
+        "{text}"
+    );
+
+    // An in-place resize to 2 CPUs: the quota drift is said too.
+    node.update_container_resources(
+        &id,
+        api::LinuxContainerResources {
+            cpu_quota: 200000,
+            cpu_period: 100000,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("update: {e}\n{}", node.log_tail()));
+    let e = explain_pid(&node, &pid);
+    let drifts = e["drifts"].as_array().unwrap();
+    assert!(
+        drifts.contains(&json!({"what": "quota", "now": 2.0, "plan": 1.0})),
+        "{e}"
+    );
+    node.remove_container(&id);
+    node.remove_pod(&pod);
+    assert_eq!(claims(&node), json!([]));
+}
+
+/// `cpuplan-hook claims` (text) with the node's hook config.
+fn claims_text(node: &CriNode) -> String {
+    let out = Command::new(common::runc::hook_bin())
+        .arg("--config")
+        .arg(node.path("etc/cpuplan/hook.json"))
+        .arg("claims")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 crate::on_both!(
+    kubelet_s_update_makes_the_hook_s_plan_stale_and_claims_and_explain_say_so,
     a_quota_container_sees_its_plan_through_cri,
     kubelet_s_pod_cgroup_quota_and_a_guaranteed_cpuset,
     the_pod_annotation_reaches_the_hook_only_where_pod_annotations_lists_it,

@@ -10,8 +10,8 @@
 //! The fake host (`cri::gpu_host`): GPU 0 `0000:3b:00.0` (local CPUs 0-1), GPU 1
 //! `0000:86:00.0` (local CPU 1). What the container sees is read inside it (`ctr task exec`):
 //! its Cpus_allowed_list (its cgroup's cpuset) and the mounted plan files. The node's harness
-//! calls are CriNode's only (create, start, update_container_resources, ctr), so the file runs
-//! on whichever containerd the harness starts.
+//! calls are CriNode's only (create, start, update_container_resources, ctr): each test runs on
+//! containerd 1.7 and 2.x (`on_both!`).
 
 mod common;
 #[path = "common/cri.rs"]
@@ -20,7 +20,7 @@ mod cri;
 mod nriplugin;
 
 use common::runc::line_value;
-use cri::{cri as api, quota, CriNode};
+use cri::{cri as api, quota, Containerd, CriNode};
 use nriplugin::{context, nri_dir, plugin_config, Plugin};
 use serde_json::{json, Value};
 
@@ -74,9 +74,8 @@ fn cpuset_update(cpus: &str) -> api::LinuxContainerResources {
     }
 }
 
-#[test]
-fn kubelet_s_cpu_manager_update_is_narrowed_again_and_an_exclusive_set_kept() {
-    let node = CriNode::new();
+fn kubelet_s_cpu_manager_update_is_narrowed_again_and_an_exclusive_set_kept(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -128,9 +127,8 @@ fn kubelet_s_cpu_manager_update_is_narrowed_again_and_an_exclusive_set_kept() {
     node.remove_pod(&pod);
 }
 
-#[test]
-fn an_in_place_resize_rewrites_the_mounted_plan_with_a_higher_generation() {
-    let node = CriNode::new();
+fn an_in_place_resize_rewrites_the_mounted_plan_with_a_higher_generation(c: Containerd) {
+    let node = CriNode::on(c);
     let cfg = plugin_config(&node, json!({}));
     node.start();
     let plugin = Plugin::external(&node, &cfg);
@@ -164,3 +162,8 @@ fn an_in_place_resize_rewrites_the_mounted_plan_with_a_higher_generation() {
     node.remove_container(&id);
     node.remove_pod(&pod);
 }
+
+crate::on_both!(
+    kubelet_s_cpu_manager_update_is_narrowed_again_and_an_exclusive_set_kept,
+    an_in_place_resize_rewrites_the_mounted_plan_with_a_higher_generation,
+);

@@ -5,30 +5,37 @@ use std::io::Write;
 use super::inspect::{print_json, root_dir};
 use super::{Args, CliError, Command, Context, Exit};
 use crate::config::HookConfig;
+use crate::read::host::Host;
 
 /// `explain`.
 pub const EXPLAIN: Command = Command {
     name: "explain",
-    summary: "what the hook would do for a bundle on this host, writing nothing",
+    summary: "what the hook would do for a bundle, or whether a running container's plan is stale",
     usage: "\
 usage: cpuplan-hook explain --bundle DIR [--root DIR] [--topology-root DIR] [--config PATH] [--json] [--no-inventory]
+       cpuplan-hook explain --pid PID [--root DIR] [--topology-root DIR] [--config PATH] [--json]
 
-What the hook would do for the bundle's config.json on this host, with no pid: the live cgroup
-and the GPU claims are skipped (and said so). Writes nothing. --root and --topology-root
-override the hook config's root and topology_root. --json prints the plan.json the hook would
-write. A planning problem prints the off plan the hook would write under on_error: allow (exit
-0), and is an error (exit 1) under on_error: deny, where the hook would refuse the container.
-The host-wide facts come from the host inventory in inventory_dir as the hook takes them (read
-and written there when needed); the text says whether it was used (with --json, stderr does).
---no-inventory reads the host afresh.
+--bundle: what the hook would do for the bundle's config.json on this host, with no pid: the
+live cgroup and the GPU claims are skipped (and said so). Writes nothing. --root and
+--topology-root override the hook config's root and topology_root. --json prints the plan.json
+the hook would write. A planning problem prints the off plan the hook would write under
+on_error: allow (exit 0), and is an error (exit 1) under on_error: deny, where the hook would
+refuse the container. The host-wide facts come from the host inventory in inventory_dir as the
+hook takes them (read and written there when needed); the text says whether it was used (with
+--json, stderr does). --no-inventory reads the host afresh.
+
+--pid: a running container whose init is PID (crictl inspect's info.pid): the plan.json the
+hook wrote in its plan directory (read inside the container's root, no link followed) against
+its cgroup's cpuset and quota now, `plan: current` or `plan: stale: cpuset 0-1 (plan 1)` (the
+cgroup changed after the plan was written: kubelet's CPU manager, an in-place resize). --json:
+{pid, stale, drifts: [{what, now, plan}], now: {cpuset, quota}, plan}. Exit 0 either way.
 ",
-    valued: &["bundle", "root", "topology-root"],
+    valued: &["bundle", "pid", "root", "topology-root"],
     switches: &["json", "no-inventory"],
     run: explain,
 };
 
 fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let bundle = a.required("explain", "bundle")?;
     let mut config = HookConfig::load_from(ctx.config, ctx.config_given)?;
     if let Some(r) = root_dir(a, "root")? {
         config.root = r.clone();
@@ -37,6 +44,19 @@ fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
     if let Some(t) = root_dir(a, "topology-root")? {
         config.topology_root = t;
     }
+    if let Some(pid) = a.value("pid") {
+        if a.value("bundle").is_some() {
+            return Err(CliError::Usage(
+                "explain: --bundle and --pid: give one of them".into(),
+            ));
+        }
+        return running(&config, pid, a.switch("json"), out);
+    }
+    let bundle = a.value("bundle").ok_or_else(|| {
+        CliError::Usage(
+            "explain: --bundle DIR or --pid PID is required (see explain --help)".into(),
+        )
+    })?;
     let (e, host) = crate::explain::explain(
         &config,
         std::path::Path::new(bundle),
@@ -52,6 +72,28 @@ fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         eprintln!("inventory: {}", e.inventory);
     } else {
         out.write_all(e.text(&host)?.as_bytes())?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// `explain --pid PID`: the running container's plan against its cgroup now.
+fn running(
+    config: &HookConfig,
+    pid: &str,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let pid: u32 = pid
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| CliError::Usage(format!("explain: --pid {pid:?} is not a pid")))?;
+    let check = crate::explain::check_running(config, pid)
+        .map_err(|e| CliError::Failed(format!("explain: {e}")))?;
+    if json {
+        print_json(out, &check.json())?;
+    } else {
+        out.write_all(check.text(&Host::of(config))?.as_bytes())?;
     }
     Ok(Exit::Ok)
 }

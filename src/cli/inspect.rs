@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use cpuplan::{CpuSet, PlanFile, Process, Setting};
+use cpuplan::{Claim, CpuSet, PlanFile, Process, Setting};
 
 use super::{Args, CliError, Command, Context, Exit, UsageError};
 use crate::config::HookConfig;
@@ -67,8 +67,12 @@ usage: cpuplan-hook claims [--config PATH] [--json]
 
 The GPU claims in the hook config's claims_dir, each with its holder (container id, its
 scope: the bundle path for the hook's claims; its init pid, with its pid namespace where that
-is another than this command's) and whether it is live. --json gives each as
-{address, holder: {container, scope, pid, start_time, pid_ns}, live}.
+is another than this command's) and whether it is live. For a live claim of the hook's, its
+container's plan against its cgroup now (as explain --pid): `plan current`, or `plan stale:
+cpuset 0-1 (plan 1)` when its cpuset or quota changed after the hook wrote the plan (kubelet's
+CPU manager, a resize). --json gives each as {address, holder: {container, scope, pid,
+start_time, pid_ns}, live, plan} with plan {stale, drifts, generation}, or {error}, or absent
+(a claim not the hook's, or not live).
 ",
     valued: &[],
     switches: &["json"],
@@ -197,24 +201,94 @@ fn gpus(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     Ok(Exit::Ok)
 }
 
+/// A claim as `claims` lists it: the claim, and its container's plan checked where it can be.
+#[derive(serde::Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    claim: &'a Claim,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<PlanState>,
+}
+
+/// A claim's container's plan against its cgroup now.
+#[derive(Clone, serde::Serialize)]
+struct PlanState {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stale: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drifts: Option<Vec<crate::decide::stale::Drift>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip)]
+    text: String,
+}
+
+/// The plan of a live claim's container where the hook claimed it (its holder's pid is the
+/// container's init, in this command's pid namespace); `None` for any other claim.
+fn plan_state(config: &HookConfig, c: &Claim, mine: u64) -> Option<PlanState> {
+    let h = &c.holder;
+    let ours = h.pid_ns == 0 || mine == 0 || h.pid_ns == mine;
+    if !c.live || !h.scope.starts_with('/') || !ours {
+        return None;
+    }
+    Some(match crate::explain::check_running(config, h.pid) {
+        Ok(check) => PlanState {
+            stale: Some(!check.drifts.is_empty()),
+            generation: Some(check.running.plan.generation),
+            text: format!("plan {}", check.summary()),
+            drifts: Some(check.drifts),
+            error: None,
+        },
+        Err(e) => PlanState {
+            stale: None,
+            drifts: None,
+            generation: None,
+            text: format!(
+                "plan not checked: {}",
+                crate::logging::escape(&e.to_string())
+            ),
+            error: Some(e.to_string()),
+        },
+    })
+}
+
 fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     let config = HookConfig::load_from(ctx.config, ctx.config_given)?;
     let list = cpuplan::list_claims(&config.claims_dir, &config.root)?;
+    let mine = cpuplan::own_pid_ns();
+    // One check per container: a container of several GPUs holds several claims.
+    let mut checked: std::collections::BTreeMap<(String, u32), Option<PlanState>> =
+        Default::default();
+    let listed: Vec<Listed> = list
+        .iter()
+        .map(|c| {
+            let key = (c.holder.scope.clone(), c.holder.pid);
+            let plan = checked
+                .entry(key)
+                .or_insert_with(|| plan_state(&config, c, mine))
+                .clone();
+            Listed { claim: c, plan }
+        })
+        .collect();
     if a.switch("json") {
-        print_json(out, &list)?;
+        print_json(out, &listed)?;
     } else if list.is_empty() {
         writeln!(out, "no GPU claims in {}", config.claims_dir.display())?;
     } else {
-        let mine = cpuplan::own_pid_ns();
-        for c in &list {
+        for Listed { claim: c, plan } in &listed {
             let ns = match c.holder.pid_ns {
                 0 => String::new(),
                 n if n == mine => String::new(),
                 n => format!(" of pid namespace {n}"),
             };
+            let plan = plan
+                .as_ref()
+                .map_or_else(String::new, |p| format!("  {}", p.text));
             writeln!(
                 out,
-                "{}  container {}  {}  pid {}{ns}  {}",
+                "{}  container {}  {}  pid {}{ns}  {}{plan}",
                 c.address,
                 crate::logging::escape(&c.holder.container),
                 crate::apply::claim::describe_scope(&c.holder.scope),

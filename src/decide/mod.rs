@@ -7,6 +7,7 @@
 
 pub mod course;
 pub mod numa;
+pub mod stale;
 pub mod verdict;
 
 use cpuplan::{CpuPlan, CpuSet, Setting};

@@ -94,6 +94,14 @@ pub fn read_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
     read_at_most(&mut f, max)
 }
 
+/// The bytes of `file`, already opened (by the caller's own rules: `openat2` below a root, no
+/// link followed) with `O_NONBLOCK`, at most `max` of them, as [`read_file`] reads: anything
+/// but a regular file, or one over `max` bytes, is an error saying so.
+pub fn read_opened(file: &mut std::fs::File, max: usize) -> std::io::Result<Vec<u8>> {
+    require_regular(file)?;
+    read_at_most(file, max)
+}
+
 /// `Ok` if the opened `file` is a regular file; else an `InvalidInput` error saying what it is
 /// (a directory, a FIFO, a device, a socket).
 pub fn require_regular(file: &std::fs::File) -> std::io::Result<()> {

@@ -16,6 +16,9 @@ pub const PLAN_VAR: &str = PLAN_PATH;
 /// The env file's name, next to the plan.
 pub const ENV_FILE: &str = "plan.env";
 
+/// The most bytes of a plan file read (a plan is a few KiB).
+pub(crate) const MAX_PLAN: usize = 1 << 20;
+
 /// A deployment's plan as this container's processes read it, and where it was read from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -39,10 +42,12 @@ impl Plan {
         Self::load_from(&Self::default_path())
     }
 
-    /// Reads the plan file at `path`; [`ShimError::NoPlan`] when it does not exist.
+    /// Reads the plan file at `path`; [`ShimError::NoPlan`] when it does not exist. The file
+    /// is read without ever blocking and at most [`MAX_PLAN`] bytes of it: a FIFO, a device
+    /// or a directory there is an error at once.
     pub fn load_from(path: &Path) -> Result<Plan> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse_json(&text, path),
+        match cpuplan::read_file(path, MAX_PLAN) {
+            Ok(bytes) => Self::parse_json(&String::from_utf8_lossy(&bytes), path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ShimError::NoPlan(format!(
                 "{} does not exist",
                 path.display()
@@ -158,6 +163,26 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_fifo_at_the_plan_path_is_an_error_at_once_never_a_wait() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("plan.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let start = std::time::Instant::now();
+        let e = Plan::load_from(&fifo).unwrap_err();
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+        assert!(matches!(e, ShimError::Io { .. }), "{e:?}");
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        assert!(e.to_string().contains("plan.json"), "{e}");
+        // A directory too; a missing file stays NoPlan.
+        assert!(matches!(
+            Plan::load_from(t.path()),
+            Err(ShimError::Io { .. })
+        ));
+        let missing = Plan::load_from(&t.path().join("none.json")).unwrap_err();
+        assert!(matches!(missing, ShimError::NoPlan(_)), "{missing:?}");
     }
 
     fn from(pairs: &[(&str, &str)]) -> Result<Plan> {

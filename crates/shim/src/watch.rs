@@ -11,11 +11,8 @@ use std::time::{Duration, Instant};
 use cpuplan::planenv::generation_of_json;
 
 use crate::error::Result;
-use crate::plan::Plan;
+use crate::plan::{Plan, MAX_PLAN};
 use crate::state::install;
-
-/// The most bytes of a plan file read to find its generation.
-const MAX_PLAN: usize = 1 << 20;
 
 /// The generation of the plan file at `path`: 0 where it has none (written before generations,
 /// or by the hook, which writes once) or cannot be read. The file is read without blocking (a
