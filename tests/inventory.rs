@@ -83,7 +83,9 @@ fn plans_with_and_without_the_inventory_are_the_same_for_every_pipeline_containe
     let all = cases();
     assert!(all.len() >= 20);
     for c in &all {
-        let h = host(c);
+        let mut h = host(c);
+        // The inventory's write is logged at debug (once a boot).
+        h.hook["log_level"] = json!("debug");
         let (_, cfg) = h.written();
         let (fresh, said) = explain(&cfg, &h.bundle(), false);
         assert!(said.contains("--no-inventory"), "{}: {said}", c.name);
@@ -127,6 +129,7 @@ fn changing_host(t: &Path, minor: u32) -> FakeHost {
     let mut h = FakeHost::new();
     h.hook["topology_root"] = json!(topo);
     h.hook["step_thread_core"] = json!("auto");
+    h.hook["log_level"] = json!("debug");
     h.spec["linux"]["resources"] = json!({"cpu": {"quota": 1_600_000, "period": 100_000}});
     h.gpus(&[minor]);
     h

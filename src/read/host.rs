@@ -37,12 +37,13 @@ struct Kept {
 }
 
 /// Logs how the inventory of a start came, for `container`: at debug level where the file
-/// served, info where it was written, a warning where none could be kept or used.
+/// served or was written (once a boot: the info level keeps one line per container), a warning
+/// where none could be kept or used.
 pub fn log_inventory(container: &str, got: &Obtained) {
     let line = got.describe();
     match got.came {
         Came::File => log::debug!("container {container}: {line}"),
-        Came::Written(_) => log::info!("container {container}: {line}"),
+        Came::Written(_) => log::debug!("container {container}: {line}"),
         Came::NotKept(_) | Came::Fresh(_) => log::warn!("container {container}: {line}"),
     }
 }
