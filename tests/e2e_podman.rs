@@ -285,7 +285,11 @@ fn a_precreate_that_cannot_plan_injects_the_off_plan_plan_env_holds() {
     for line in plan_env.lines().filter(|l| !l.starts_with('#')) {
         let (k, v) = line.split_once('=').expect("KEY='value'");
         if k == cpuplan::planenv::GENERATION {
-            assert_eq!(line_value(env, k), None, "the env never carries the generation: {env}");
+            assert_eq!(
+                line_value(env, k),
+                None,
+                "the env never carries the generation: {env}"
+            );
             continue;
         }
         let v = v.trim_matches('\'');
