@@ -29,7 +29,6 @@ use nri_plugin::api::{
 use nri_plugin::Plugin;
 use serde_json::{json, Value};
 
-
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
 }
