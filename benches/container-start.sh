@@ -105,10 +105,10 @@ echo "== the hook alone, $N runs of each stage (a fresh container each round)" >
 for ((i = 0; i < N; i++)); do   # interleaved: createRuntime, poststop, /bin/true
   prepare_container
   "$T/spawn" 1 "$T/state.json" "$HOOK" --config "$T/hook.json" hook createRuntime >>"$T/hook.create"
+  "$T/spawn" 1 "$T/state.json" "$TRUE_BIN" >>"$T/true.spawn"   # between the two, away from runc's work
   stop_container
   "$T/spawn" 1 "$T/stopped.json" "$HOOK" --config "$T/hook.json" hook poststop >>"$T/hook.poststop"
   "${RUNC[@]}" delete -f "$TAG-prepared" >/dev/null
-  "$T/spawn" 1 "$T/state.json" "$TRUE_BIN" >>"$T/true.spawn"
 done
 planned=$(grep -c -- "-prepared: pid .* setting auto" "$T/hook.log" || true)
 released=$(grep -c -- "-prepared: stopped, released 1 GPU claim" "$T/hook.log" || true)

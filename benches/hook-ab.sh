@@ -26,9 +26,7 @@ done
 
 . "$REPO/benches/common.sh"
 bench_init cpuplan-ab
-mkbundle p '{}'
-jq --arg cg "/$TAG/prepared" '.linux.cgroupsPath = $cg' "$T/p/config.json" >"$T/p/config.json.new"
-mv "$T/p/config.json.new" "$T/p/config.json"
+prepare_bundle
 "${RUNC[@]}" create --bundle "$T/p" "$TAG-prepared" </dev/null >/dev/null
 mkdir -p "$T/normal" "$T/big" "$R$R/run"
 cp "$T/p/config.json" "$T/normal/config.json"
@@ -52,11 +50,15 @@ done
 nsenter -t "$(jq .pid "$T/state.normal")" -m /bin/busybox mount -t tmpfs -o mode=755 tmpfs "$R/run"
 
 build_spawner
+# Each build its own inventory directory: two formats would otherwise rewrite each other's file.
+for b in base new; do
+  jq --arg d "$T/inventory.$b" '. + {inventory_dir: $d}' "$T/hook.json" >"$T/hook.$b.json"
+done
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 run() { # NAME BINARY CONFIG
-  "$T/spawn" 1 "$T/state.$3" "$2" --config "$T/hook.json" hook createRuntime >>"$T/t.$1.$3"
-  "$T/spawn" 1 "$T/state.$3" "$2" --config "$T/hook.json" hook poststop >/dev/null
+  "$T/spawn" 1 "$T/state.$3" "$2" --config "$T/hook.$1.json" hook createRuntime >>"$T/t.$1.$3"
+  "$T/spawn" 1 "$T/state.$3" "$2" --config "$T/hook.$1.json" hook poststop >/dev/null
 }
 for c in normal big; do run base "$BASE" $c; run new "$NEW" $c; done # warm-up
 rm -f "$T"/t.*
@@ -68,12 +70,11 @@ done
 # poststop as runc runs it: on a fresh container whose init was killed, releasing the claim
 # that build's createRuntime took (benches/common.sh), the order rotating every round.
 "${RUNC[@]}" delete -f "$TAG-prepared" >/dev/null
-prepare_bundle
 post() { # NAME BINARY
   prepare_container
-  "$2" --config "$T/hook.json" hook createRuntime <"$T/state.json" 2>/dev/null
+  "$2" --config "$T/hook.$1.json" hook createRuntime <"$T/state.json" 2>/dev/null
   stop_container
-  "$T/spawn" 1 "$T/stopped.json" "$2" --config "$T/hook.json" hook poststop >>"$T/p.$1"
+  "$T/spawn" 1 "$T/stopped.json" "$2" --config "$T/hook.$1.json" hook poststop >>"$T/p.$1"
   "${RUNC[@]}" delete -f "$TAG-prepared" >/dev/null
 }
 for ((i = 0; i < RUNS; i++)); do

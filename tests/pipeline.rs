@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::pipeline_cases::{cases, host, Case};
+use common::pipeline_cases::{case, cases, host, Case};
 use cpuplan::planenv::PlanEnv;
 use cpuplan_hook::config::HookConfig;
 use cpuplan_hook::hook::run_hook;

@@ -104,13 +104,13 @@ pub mod core_lists {
     /// The cores in `text` as [`serialize`] writes them, in one pass over its bytes (this is
     /// most of an inventory's parse); `None` at the first byte or word out of place.
     fn cores(text: &str) -> Option<Vec<CpuSet>> {
-        let mut cores = Vec::new();
         if text.is_empty() {
-            return Some(cores);
+            return Some(Vec::new());
         }
+        let mut cores = Vec::with_capacity(text.bytes().filter(|b| *b == b';').count() + 1);
         let mut words: Vec<u64> = Vec::with_capacity(2);
         let (mut word, mut digits) = (0u64, 0u32);
-        for b in text.bytes().chain(std::iter::once(b';')) {
+        for &b in text.as_bytes().iter().chain(b";") {
             match b {
                 b'0'..=b'9' | b'a'..=b'f' if digits < 16 => {
                     let v = if b <= b'9' { b - b'0' } else { b - b'a' + 10 };
