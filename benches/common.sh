@@ -55,6 +55,35 @@ mkbundle() { # NAME HOOKS_JSON
   ' "$B/config.json" >"$B/config.json.new"
   mv "$B/config.json.new" "$B/config.json"
 }
+# The prepared container the hook runs on alone: a created (not started) container. `runc
+# create` has already pivoted into the rootfs, so the prepared bundle (the same config.json,
+# in another directory) names a rootfs, $R, that also exists under /proc/<pid>/root after
+# the pivot (on the host: $R$R), with a tmpfs on its run/ in the container's mount
+# namespace, as runc mounts /run: the hook takes every step it takes at createRuntime.
+# prepare_bundle: the bundle $T/p and $T/prepared. prepare_container: creates it,
+# -> $T/state.json. stop_container: kills its init and waits for it, -> $T/stopped.json (the
+# state runc gives poststop); the caller deletes it (`"${RUNC[@]}" delete -f "$TAG-prepared"`).
+prepare_bundle() {
+  mkbundle p '{}'
+  jq --arg cg "/$TAG/prepared" '.linux.cgroupsPath = $cg' "$T/p/config.json" >"$T/p/config.json.new"
+  mv "$T/p/config.json.new" "$T/p/config.json"
+  mkdir -p "$T/prepared" "$R$R/run"
+  cp "$T/p/config.json" "$T/prepared/config.json"
+}
+prepare_container() {
+  "${RUNC[@]}" create --bundle "$T/p" "$TAG-prepared" </dev/null >/dev/null
+  "${RUNC[@]}" state "$TAG-prepared" \
+    | jq -c --arg b "$T/prepared" '{ociVersion, id, status, pid, bundle: $b, annotations: (.annotations // {})}' >"$T/state.json"
+  nsenter -t "$(jq .pid "$T/state.json")" -m /bin/busybox mount -t tmpfs -o mode=755 tmpfs "$R/run"
+}
+stop_container() {
+  local pid
+  pid=$(jq .pid "$T/state.json")
+  "${RUNC[@]}" kill "$TAG-prepared" KILL
+  while [ -e "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; do sleep 0.001; done
+  jq -c '.status = "stopped"' "$T/state.json" >"$T/stopped.json"
+}
+
 build_spawner() {
 # A small spawner: posix_spawn, wait4; prints each run's wall ms and ru_maxrss (KiB). Its own
 # RSS is about 1 MiB, and ru_maxrss counts the larger of the spawner's at exec and the child's.

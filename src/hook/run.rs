@@ -17,7 +17,7 @@ use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
 use crate::decide::{verdict, Course, Decision, Refusal};
 use crate::edit::{PlanDoc, SpecEdit};
-use crate::read::bundle::load_bundle;
+use crate::read::bundle::{load_bundle, load_rootfs};
 use crate::read::host::Host;
 use crate::read::nodes::gpu_nodes;
 use crate::read::state::{read_state, HookState, StateError};
@@ -149,12 +149,11 @@ pub fn run_hook(
 /// directory (no tmpfs on the plan directory's path inside the container) are removed, so that
 /// the next container on that directory never reads this one's plan.
 fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
-    let Ok(spec) = load_bundle(state.bundle()) else {
+    // Only the rootfs: poststop has no use for the rest of the spec.
+    let Ok(rootfs) = load_rootfs(state.bundle()) else {
         return;
     };
-    let Some(rootfs) = spec.rootfs.as_deref() else {
-        return;
-    };
+    let rootfs = rootfs.as_path();
     let names = [crate::edit::PLAN_ENV, crate::edit::PLAN_JSON];
     match remove_plan_files_of(
         rootfs,

@@ -47,23 +47,51 @@ pub enum BundleError {
 
 /// `<bundle>/config.json`, read (bounded, never blocking) and checked; its `root.path` must be a directory.
 pub fn load_bundle(bundle: &Path) -> Result<ContainerSpec, BundleError> {
+    let (path, bytes) = read_config(bundle)?;
+    let spec = parse_spec(&bytes, &path, bundle)?;
+    checked_rootfs(&path, spec.rootfs.as_deref())?;
+    Ok(spec)
+}
+
+/// `<bundle>/config.json`'s rootfs alone (`root.path` made absolute against `bundle`, checked
+/// as [`load_bundle`] checks it), the rest of the spec skipped unparsed: what poststop needs.
+pub fn load_rootfs(bundle: &Path) -> Result<PathBuf, BundleError> {
+    #[derive(Deserialize)]
+    struct RootOnly {
+        root: Option<Root>,
+    }
+    let (path, bytes) = read_config(bundle)?;
+    let raw: RootOnly = serde_json::from_slice(&bytes).map_err(|e| BundleError::Load {
+        path: path.clone(),
+        message: format!("not a runtime spec: {e}"),
+    })?;
+    let rootfs = raw.root.map(|r| bundle.join(r.path()));
+    checked_rootfs(&path, rootfs.as_deref())?;
+    Ok(rootfs.unwrap_or_default())
+}
+
+/// `<bundle>/config.json` and its bytes, read bounded and without blocking.
+fn read_config(bundle: &Path) -> Result<(PathBuf, Vec<u8>), BundleError> {
     let path = bundle.join("config.json");
     let bytes = cpuplan::read_file(&path, MAX_CONFIG).map_err(|e| BundleError::Load {
         path: path.clone(),
         message: format!("cannot read: {e}"),
     })?;
-    let spec = parse_spec(&bytes, &path, bundle)?;
-    let rootfs = spec.rootfs.as_deref().unwrap_or(Path::new(""));
-    if spec.rootfs.is_none() {
+    Ok((path, bytes))
+}
+
+/// The one rule for a bundle's rootfs: given, and a directory.
+fn checked_rootfs(path: &Path, rootfs: Option<&Path>) -> Result<(), BundleError> {
+    let Some(rootfs) = rootfs else {
         return Err(BundleError::Field {
-            path,
+            path: path.to_path_buf(),
             field: "root",
             message: "missing".into(),
         });
-    }
+    };
     if !rootfs.is_dir() {
         return Err(BundleError::Field {
-            path,
+            path: path.to_path_buf(),
             field: "root.path",
             message: format!(
                 "{} is not a directory",
@@ -71,7 +99,7 @@ pub fn load_bundle(bundle: &Path) -> Result<ContainerSpec, BundleError> {
             ),
         });
     }
-    Ok(spec)
+    Ok(())
 }
 
 /// The spec in `bytes`, read from `path` (named in errors); `root.path` is made absolute against `bundle`.
@@ -282,6 +310,35 @@ mod tests {
         assert_eq!(b.annotations["cpuplan.step-thread-core"], "off");
         assert!(!b.annotations.contains_key("other"));
         assert_eq!(b.cgroups_path.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn the_rootfs_alone_is_the_one_the_whole_spec_gives() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("rootfs")).unwrap();
+        // A value the planner refuses elsewhere does not stop poststop finding the rootfs.
+        write(
+            d.path(),
+            r#"{"root":{"path":"rootfs"},"linux":{"resources":{"cpu":{"cpus":"3-1"}}}}"#,
+        );
+        assert_eq!(load_rootfs(d.path()).unwrap(), d.path().join("rootfs"));
+        assert!(load_bundle(d.path()).is_err());
+        write(d.path(), r#"{"root":{"path":"rootfs"}}"#);
+        assert_eq!(
+            Some(load_rootfs(d.path()).unwrap()),
+            load_bundle(d.path()).unwrap().rootfs
+        );
+        write(d.path(), r#"{"root":{"path":"nothere"}}"#);
+        let e = load_rootfs(d.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("root.path") && e.contains("not a directory"),
+            "{e}"
+        );
+        write(d.path(), r#"{"process":{}}"#);
+        let e = load_rootfs(d.path()).unwrap_err().to_string();
+        assert!(e.contains("root: missing"), "{e}");
+        write(d.path(), "[");
+        assert!(load_rootfs(d.path()).is_err());
     }
 
     #[test]

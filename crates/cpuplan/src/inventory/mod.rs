@@ -115,6 +115,7 @@ pub struct HostInventory {
     /// The online CPUs under the host root (the topology's where the root has no sysfs).
     pub running: CpuSet,
     /// The distinct SMT sibling lists of the online CPUs.
+    #[serde(with = "format::core_lists")]
     pub cores: Vec<CpuSet>,
     /// For each CPU id up to the highest online one, the index of its list in `cores`.
     pub core_of: Vec<Option<u32>>,

@@ -82,8 +82,8 @@ fn the_format_refuses_what_is_not_whole() {
     assert!(decode(&flipped).unwrap_err().contains("checksum"));
     let other = String::from_utf8(bytes.clone())
         .unwrap()
-        .replacen("inventory 1", "inventory 2", 1);
-    assert!(decode(other.as_bytes()).unwrap_err().contains("version 1"));
+        .replacen("inventory 2", "inventory 1", 1);
+    assert!(decode(other.as_bytes()).unwrap_err().contains("version 2"));
     assert!(decode(b"").is_err());
 }
 
