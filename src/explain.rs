@@ -1,4 +1,5 @@
-//! `explain`: what the hook would do for a bundle on this host, with no pid, writing nothing;
+//! `explain`: what the hook would do for a bundle on this host, with no pid, writing no plan,
+//! cpuset or claim (only the host inventory, as the hook would);
 //! and, for a running container, whether the plan it was given is still its cgroup's.
 
 use std::path::Path;

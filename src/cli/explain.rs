@@ -16,8 +16,8 @@ usage: cpuplan-hook explain --bundle DIR [--root DIR] [--topology-root DIR] [--c
        cpuplan-hook explain --pid PID [--root DIR] [--topology-root DIR] [--config PATH] [--json]
 
 --bundle: what the hook would do for the bundle's config.json on this host, with no pid: the
-live cgroup and the GPU claims are skipped (and said so). Writes nothing. --root and
---topology-root override the hook config's root and topology_root. --json prints the plan.json
+live cgroup and the GPU claims are skipped (and said so). Writes no plan, cpuset or claim.
+--root and --topology-root override the hook config's root and topology_root. --json prints the plan.json
 the hook would write. A planning problem prints the off plan the hook would write under
 on_error: allow (exit 0), and is an error (exit 1) under on_error: deny, where the hook would
 refuse the container. The host-wide facts come from the host inventory in inventory_dir as the
