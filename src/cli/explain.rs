@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::inspect::{print_json, root_dir};
+use super::inspect::{config_with_roots, print_json};
 use super::{Args, CliError, Command, Context, Exit};
 use crate::config::HookConfig;
 use crate::read::host::Host;
@@ -36,14 +36,7 @@ cgroup changed after the plan was written: kubelet's CPU manager, an in-place re
 };
 
 fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let mut config = HookConfig::load_from(ctx.config, ctx.config_given)?;
-    if let Some(r) = root_dir(a, "root")? {
-        config.root = r.clone();
-        config.topology_root = r;
-    }
-    if let Some(t) = root_dir(a, "topology-root")? {
-        config.topology_root = t;
-    }
+    let config = config_with_roots(ctx, a)?;
     if let Some(pid) = a.value("pid") {
         if a.value("bundle").is_some() {
             return Err(CliError::Usage(

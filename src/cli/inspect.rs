@@ -90,6 +90,22 @@ pub(super) fn root_dir(a: &Args, name: &str) -> Result<Option<PathBuf>, CliError
     }
 }
 
+/// The hook config `ctx` names, with `--root` (both roots) and `--topology-root` applied.
+pub(super) fn config_with_roots(
+    ctx: &super::Context,
+    a: &Args,
+) -> Result<crate::config::HookConfig, CliError> {
+    let mut config = crate::config::HookConfig::load_from(ctx.config, ctx.config_given)?;
+    if let Some(r) = root_dir(a, "root")? {
+        config.root = r.clone();
+        config.topology_root = r;
+    }
+    if let Some(t) = root_dir(a, "topology-root")? {
+        config.topology_root = t;
+    }
+    Ok(config)
+}
+
 pub(super) fn print_json(
     out: &mut dyn Write,
     value: &impl serde::Serialize,

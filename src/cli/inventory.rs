@@ -4,9 +4,8 @@ use std::io::Write;
 
 use cpuplan::inventory::store::obtain;
 
-use super::inspect::{print_json, root_dir};
+use super::inspect::{config_with_roots, print_json};
 use super::{Args, CliError, Command, Context, Exit};
-use crate::config::HookConfig;
 
 /// `inventory`.
 pub const INVENTORY: Command = Command {
@@ -27,14 +26,7 @@ written as a start would (as root); --refresh reads the host again whatever the 
 };
 
 fn inventory(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let mut config = HookConfig::load_from(ctx.config, ctx.config_given)?;
-    if let Some(r) = root_dir(a, "root")? {
-        config.root = r.clone();
-        config.topology_root = r;
-    }
-    if let Some(t) = root_dir(a, "topology-root")? {
-        config.topology_root = t;
-    }
+    let config = config_with_roots(ctx, a)?;
     let got = obtain(
         &config.inventory_dir,
         &config.root,
