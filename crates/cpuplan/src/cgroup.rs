@@ -226,10 +226,20 @@ pub fn controller_dir_in(dirs: &[CgroupDir], controller: &str) -> Result<Option<
     Ok(None)
 }
 
-/// The hierarchies of `lines` placed under `root` by the mounts that show them; untranslatable ones are left out.
+/// The hierarchies of `lines` placed under `root` by the mounts that show them; untranslatable
+/// ones are left out, and so are v1 hierarchies without a controller cpuplan reads
+/// ([`V1_CONTROLLERS`]: `memory`, `pids`, `name=systemd` and the like say nothing of CPUs, and
+/// matching each against every mount was a tenth of a container start's instructions).
 pub fn locate(root: &Path, lines: &[CgroupLine], mounts: &[MountInfo]) -> Vec<CgroupDir> {
     let mut out = Vec::new();
-    for line in lines {
+    let read_here = |line: &&CgroupLine| {
+        line.is_v2()
+            || line
+                .controllers
+                .iter()
+                .any(|c| V1_CONTROLLERS.contains(&c.as_str()))
+    };
+    for line in lines.iter().filter(read_here) {
         let mut best: Option<(&MountInfo, Vec<&str>, usize)> = None;
         for m in mounts.iter().filter(|m| mount_matches(m, line)) {
             let Some(rest) = translate(&line.path, &m.root) else {

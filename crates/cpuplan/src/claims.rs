@@ -196,8 +196,15 @@ pub fn claim_gpus(
             wanted.push(address);
         }
     }
-    create_dir(dir)?;
-    let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    // The directory is made only where the lock file cannot be opened for its absence: one
+    // open, not a mkdir and a stat, at every claim once it is there.
+    let _lock = match lock(dir, FlockArg::LockExclusiveNonblock, wait) {
+        Err(ClaimError::Host(Error::Io { source, .. })) if source.kind() == ErrorKind::NotFound => {
+            create_dir(dir)?;
+            lock(dir, FlockArg::LockExclusiveNonblock, wait)?
+        }
+        locked => locked?,
+    };
     remove_stale_temps(dir);
 
     // Decide for every address before writing any, so a held one leaves all untouched. The
@@ -246,8 +253,9 @@ pub fn claim_gpus(
         to_write.push((address, mine));
     }
 
-    let text = serde_json::to_string_pretty(holder)
+    let mut text = serde_json::to_string_pretty(holder)
         .map_err(|e| Error::malformed(dir, "cannot encode holder", e.to_string()))?;
+    text.push('\n');
     for (i, (address, _)) in to_write.iter().enumerate() {
         if let Err(e) = write_atomically(dir, address, &text) {
             // Undo what this call added, so a failure takes nothing it did not already hold.
@@ -279,10 +287,18 @@ pub fn release(
     by: Option<&Holder>,
     wait: Duration,
 ) -> Result<usize, ClaimError> {
-    if !dir.is_dir() {
-        return Ok(0);
-    }
-    let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    // No directory, no claim: the lock file's open says so (no stat of the directory first).
+    let _lock = match lock(dir, FlockArg::LockExclusiveNonblock, wait) {
+        Err(ClaimError::Host(Error::Io { source, .. }))
+            if matches!(
+                source.kind(),
+                ErrorKind::NotFound | ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(0)
+        }
+        locked => locked?,
+    };
     let found = scan(dir)?;
     remove_temps(&found.temps);
     let mut dropped = 0;
@@ -458,7 +474,6 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         .open(&tmp)
         .map_err(io(&tmp))?;
     file.write_all(text.as_bytes())
-        .and_then(|()| file.write_all(b"\n"))
         .and_then(|()| file.sync_all())
         .map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))

@@ -69,21 +69,34 @@ pub fn open_dir_below(
     parent_path: &Path,
     dir: &Path,
 ) -> Result<OwnedFd, RootfsError> {
-    walk_dirs(parent, parent_path, dir, true)?.ok_or_else(|| RootfsError::Path {
-        path: dir.to_path_buf(),
-        what: "the plan directory cannot be the container's /",
-        errno: Errno::EINVAL,
-    })
+    open_or_make_below(parent, parent_path, dir).map(|(fd, _)| fd)
+}
+
+/// [`open_dir_below`], and whether `dir` itself was made by this call (so it is empty).
+pub(super) fn open_or_make_below(
+    parent: &OwnedFd,
+    parent_path: &Path,
+    dir: &Path,
+) -> Result<(OwnedFd, bool), RootfsError> {
+    let mut made = false;
+    walk_dirs(parent, parent_path, dir, true, &mut made)?
+        .map(|fd| (fd, made))
+        .ok_or_else(|| RootfsError::Path {
+            path: dir.to_path_buf(),
+            what: "the plan directory cannot be the container's /",
+            errno: Errno::EINVAL,
+        })
 }
 
 /// Opens each component of `dir` below `root` (at `root_path`) with `O_NOFOLLOW`, creating a
 /// missing one (0755) when `create`; `Ok(None)` when one is missing and not created, or `dir`
-/// is `/`.
+/// is `/`. `made` says whether the last component was made here (by this call's `mkdirat`).
 pub(super) fn walk_dirs(
     root: &OwnedFd,
     root_path: &Path,
     dir: &Path,
     create: bool,
+    made: &mut bool,
 ) -> Result<Option<OwnedFd>, RootfsError> {
     let mut cur: Option<OwnedFd> = None;
     let mut sofar = root_path.to_path_buf();
@@ -100,6 +113,7 @@ pub(super) fn walk_dirs(
             }
         };
         sofar.push(name);
+        *made = false;
         let parent = cur.as_ref().unwrap_or(root).as_raw_fd();
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = match openat(Some(parent), name, flags, Mode::empty()) {
@@ -107,7 +121,8 @@ pub(super) fn walk_dirs(
             Err(Errno::ENOENT) if !create => return Ok(None),
             Err(Errno::ENOENT) => {
                 match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
-                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Ok(()) => *made = true,
+                    Err(Errno::EEXIST) => {}
                     Err(errno) => {
                         return Err(RootfsError::Path {
                             path: sofar,

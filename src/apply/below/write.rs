@@ -5,7 +5,7 @@ use std::path::Path;
 
 use nix::fcntl::renameat;
 
-use super::open::open_dir_in;
+use super::open::open_or_make_below;
 use super::temps::{remove_stale_temps, unlink, write_temp};
 use super::RootfsError;
 
@@ -18,9 +18,12 @@ pub fn write_plan_files_in(
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(), RootfsError> {
-    let dirfd = open_dir_in(root, dir)?;
-    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
-    remove_stale_temps(&dirfd, dir, &names);
+    let (dirfd, made) = open_or_make_below(root, Path::new("/"), dir)?;
+    if !made {
+        // A directory made just now holds no writer's leftovers: no listing.
+        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+        remove_stale_temps(&dirfd, dir, &names);
+    }
     write_files_at(&dirfd, dir, files)
 }
 
