@@ -100,7 +100,13 @@ pub(super) fn walk_dirs(
 ) -> Result<Option<OwnedFd>, RootfsError> {
     let mut cur: Option<OwnedFd> = None;
     let mut sofar = root_path.to_path_buf();
-    for comp in dir.components() {
+    let last = dir
+        .components()
+        .enumerate()
+        .filter(|(_, c)| matches!(c, Component::Normal(_)))
+        .map(|(i, _)| i)
+        .last();
+    for (i, comp) in dir.components().enumerate() {
         let name = match comp {
             Component::RootDir => continue,
             Component::Normal(n) => n,
@@ -116,21 +122,44 @@ pub(super) fn walk_dirs(
         *made = false;
         let parent = cur.as_ref().unwrap_or(root).as_raw_fd();
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = match openat(Some(parent), name, flags, Mode::empty()) {
+        // The plan directory itself is usually new (a container's fresh /run): made first,
+        // then opened, without the open that would fail first. EEXIST (it is there, or a link
+        // is: the open below refuses that) goes on to the open.
+        let first = if create && Some(i) == last {
+            match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
+                Ok(()) => {
+                    *made = true;
+                    Err(Errno::ENOENT)
+                }
+                Err(Errno::EEXIST) => openat(Some(parent), name, flags, Mode::empty()),
+                Err(errno) => {
+                    return Err(RootfsError::Path {
+                        path: sofar,
+                        what: "cannot create directory",
+                        errno,
+                    })
+                }
+            }
+        } else {
+            openat(Some(parent), name, flags, Mode::empty())
+        };
+        let fd = match first {
             Ok(fd) => fd,
             Err(Errno::ENOENT) if !create => return Ok(None),
             Err(Errno::ENOENT) => {
-                match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
-                    Ok(()) => *made = true,
-                    Err(Errno::EEXIST) => {}
-                    Err(errno) => {
-                        return Err(RootfsError::Path {
-                            path: sofar,
-                            what: "cannot create directory",
-                            errno,
-                        })
-                    }
-                }
+                let made_now = *made
+                    || match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
+                        Ok(()) => true,
+                        Err(Errno::EEXIST) => false,
+                        Err(errno) => {
+                            return Err(RootfsError::Path {
+                                path: sofar,
+                                what: "cannot create directory",
+                                errno,
+                            })
+                        }
+                    };
+                *made = made_now;
                 let fd = openat(Some(parent), name, flags, Mode::empty())
                     .map_err(|errno| path_err(parent, name, &sofar, errno))?;
                 let _ = fchmod(fd, Mode::from_bits_truncate(0o755));
