@@ -8,6 +8,9 @@
 //! hold an fd on its inode, and removing it would let a third lock a different one.
 //! A claim whose holder pid is gone, is a zombie, or runs with another start time, is stale
 //! and may be taken over; claim files are written to a temporary name and renamed, never torn.
+//! Nothing is fsynced: a claim is worth nothing after a crash (every holder is gone with the
+//! boot, and `/run` is normally a tmpfs), a file a crash left empty or torn does not parse and is taken
+//! over, so a sync would only cost each claim and release a disk flush where `/run` is on a disk.
 //!
 //! A holder is a container id within a scope: the same id may run in two runtime roots
 //! (two `runc --root`s, two containerd namespaces), so an id alone names no container. The
@@ -267,7 +270,6 @@ pub fn claim_gpus(
             return Err(e.into());
         }
     }
-    sync_dir(dir);
     Ok(ClaimOutcome::Claimed)
 }
 
@@ -320,9 +322,6 @@ pub fn release(
             Ok(_) => {}
             Err(e) => log::warn!("skipping claim of {address}: {e}"),
         }
-    }
-    if dropped > 0 {
-        sync_dir(dir);
     }
     Ok(dropped)
 }
@@ -457,7 +456,8 @@ fn remove_temps(temps: &[PathBuf]) {
     }
 }
 
-/// Write `text` to `<dir>/.<address>.json.tmp`, sync it, and rename it over the claim file.
+/// Write `text` to `<dir>/.<address>.json.tmp` and rename it over the claim file (no fsync: see
+/// the module's comment).
 fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> {
     let tmp = dir.join(temp_name(address));
     let path = claim_path(dir, address);
@@ -473,9 +473,7 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(io(&tmp))?;
+    file.write_all(text.as_bytes()).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
@@ -487,13 +485,6 @@ fn remove(path: &Path) -> Result<(), Error> {
             source: e,
         }),
         _ => Ok(()),
-    }
-}
-
-/// Sync the directory so renames and removals survive a crash (best effort).
-fn sync_dir(dir: &Path) {
-    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
-        log::debug!("cannot sync {}: {e}", dir.display());
     }
 }
 
