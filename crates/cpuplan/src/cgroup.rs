@@ -160,10 +160,7 @@ impl CgroupMounts {
     /// `proc`'s hierarchies (its `/proc/<pid>/cgroup`, read now) placed by these mounts: what
     /// [`Cgroups::of`] gives, without reading the mount table again.
     pub fn cgroups_of(&self, proc: Process) -> Result<Cgroups> {
-        let lines = read_proc_cgroup(&proc.proc_dir(&self.root).join("cgroup"))?;
-        Ok(Cgroups {
-            dirs: locate(&self.root, &lines, &self.mounts),
-        })
+        cgroups_among(&self.root, &self.mounts, proc)
     }
 
     /// The directories a cgroup at `path` has or will have on every hierarchy mounted here
@@ -198,6 +195,15 @@ impl CgroupMounts {
             dirs: locate(&self.root, &lines, &self.mounts),
         }
     }
+}
+
+/// `proc`'s hierarchies under `root` (its `/proc/<pid>/cgroup`, read now) placed by `mounts`
+/// (a host inventory's, borrowed: [`CgroupMounts::cgroups_of`] without a copy of them).
+pub fn cgroups_among(root: &Path, mounts: &[MountInfo], proc: Process) -> Result<Cgroups> {
+    let lines = read_proc_cgroup(&proc.proc_dir(root).join("cgroup"))?;
+    Ok(Cgroups {
+        dirs: locate(root, &lines, mounts),
+    })
 }
 
 /// The v1 controllers cpuplan reads: the CPU quota's and the cpuset's.
