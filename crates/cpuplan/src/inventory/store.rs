@@ -123,17 +123,30 @@ pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
             why: format!("{} bytes, over the {MAX_FILE}-byte limit", meta.len()),
         });
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
-    (&mut f)
-        .take(MAX_FILE as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io(path))?;
-    if bytes.len() > MAX_FILE {
-        return Err(InventoryError::Corrupt {
-            path: path.to_path_buf(),
-            why: format!("over the {MAX_FILE}-byte limit"),
-        });
+    // Sized by the descriptor's own statx: the file is written whole and renamed into place,
+    // so one read takes all of it, and a read that returns less than asked is its end (one
+    // byte more than its size is asked for, so a file grown since is seen and bounded).
+    let mut bytes = vec![0u8; meta.len() as usize + 1];
+    let mut len = 0;
+    loop {
+        match f.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(path)(e)),
+        }
+        if len < bytes.len() {
+            break;
+        }
+        if len > MAX_FILE {
+            return Err(InventoryError::Corrupt {
+                path: path.to_path_buf(),
+                why: format!("over the {MAX_FILE}-byte limit"),
+            });
+        }
+        bytes.resize((bytes.len() * 2).min(MAX_FILE + 1), 0);
     }
+    bytes.truncate(len);
     decode(&bytes).map_err(|why| InventoryError::Corrupt {
         path: path.to_path_buf(),
         why,
