@@ -271,10 +271,11 @@ impl Stamp {
         let online = online_text(&mut topo, &mut buf);
         let pci = dir_stamp(topo.path(crate::gpus::PCI_DEVICES_DIR), &mut buf);
         let driver = dir_stamp(topo.path(crate::gpu::nvidia::NVIDIA_GPUS_DIR), &mut buf);
-        let mut host = Under::new(root);
+        let same = root == topology_root;
+        let mut host = if same { topo } else { Under::new(root) };
         Stamp {
             online,
-            running: if root == topology_root {
+            running: if same {
                 String::new()
             } else {
                 online_text(&mut host, &mut buf)
