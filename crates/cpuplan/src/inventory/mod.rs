@@ -243,7 +243,7 @@ impl HostInventory {
     /// now; `None` where the root has no mount table (the caller reads it and gets its error).
     pub fn cgroups_of(&self, proc: crate::Process) -> Option<crate::Result<crate::Cgroups>> {
         let mounts = self.cgroup_mounts.as_ref()?;
-        Some(CgroupMounts::from_mounts(&self.root, mounts.clone()).cgroups_of(proc))
+        Some(crate::cgroup::cgroups_among(&self.root, mounts, proc))
     }
 }
 
