@@ -15,7 +15,7 @@ fn write_plan_files(
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(), RootfsError> {
-    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
+    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files).map(drop)
 }
 
 fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
@@ -232,4 +232,34 @@ fn an_existing_plan_directory_loses_a_dead_writers_temporaries_a_new_one_is_not_
     let e = write(t2.path(), "/run/cpuplan").unwrap_err().to_string();
     assert!(e.contains("symlink"), "{e}");
     assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn the_writer_says_whether_the_files_are_on_the_rootfs_s_own_filesystem() {
+    let on = |rootfs: &Path| {
+        write_plan_files_in(
+            &open_rootfs(Path::new("/"), None, rootfs).unwrap(),
+            Path::new("/run/cpuplan"),
+            &[("plan.env", b"A='1'\n")],
+        )
+        .unwrap()
+    };
+    let t = tempfile::tempdir().unwrap();
+    assert!(
+        on(t.path()),
+        "a plain directory: the rootfs's own filesystem"
+    );
+    // A tmpfs over run/ (as runc and podman mount /run): another filesystem.
+    let t2 = tempfile::tempdir().unwrap();
+    let run = t2.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs (the tests run as root)");
+    let got = on(t2.path());
+    let _ = std::process::Command::new("umount").arg(&run).status();
+    assert!(!got, "a tmpfs on run/ is not the rootfs's filesystem");
 }
