@@ -26,7 +26,7 @@
 //!
 //! Then P passes of M containers are created and removed (not started) in one pod of the
 //! plugin's node, and the plugin's VmRSS and VmHWM (`/proc/<pid>/status`) are read before and
-//! every M/10 containers. The plugin's handling time of every CreateContainer is its own log
+//! every P·M/10 containers. The plugin's handling time of every CreateContainer is its own log
 //! line (`nri: create ...: adjusted in X ms (on CPU Y ms, preempted N times, blocked K times)`: on the worker
 //! thread that answers, from the request's payload to the answer, an uncontended claim
 //! included; not the transport's threads before and after). The wall clock holds the waits for
@@ -279,7 +279,7 @@ fn main() {
     let pid = plugin.as_ref().unwrap().0.id();
     let mut rss = vec![(0, memory(pid))];
     let pod: Pod = node.run_pod(node.pod_config("many"), "");
-    let step = (containers / 10).max(1);
+    let step = (containers * passes / 10).max(1);
     let mut by_pass = Vec::new();
     for pass in 1..=passes {
         let load = loadavg();
