@@ -289,7 +289,7 @@ fn main() {
             let n = (pass - 1) * containers + i;
             let id = node.create_container(&pod, container(node, &format!("c{n}"), "true"));
             node.remove_container(&id);
-            if n % step == 0 {
+            if n.is_multiple_of(step) {
                 rss.push((n, memory(pid)));
             }
         }
