@@ -166,34 +166,40 @@ impl CgroupMounts {
     /// The directories a cgroup at `path` has or will have on every hierarchy mounted here
     /// (see [`Cgroups::at_path`]).
     pub fn cgroups_at(&self, path: &str) -> Cgroups {
-        let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
-            return Cgroups::default();
+        cgroups_at_among(&self.root, &self.mounts, path)
+    }
+}
+
+/// The directories a cgroup at `path` has or will have on every hierarchy of `mounts` (a host
+/// inventory's, borrowed), under `root`: [`CgroupMounts::cgroups_at`] without a copy of them.
+pub fn cgroups_at_among(root: &Path, mounts: &[MountInfo], path: &str) -> Cgroups {
+    let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
+        return Cgroups::default();
+    };
+    let mut lines: Vec<CgroupLine> = Vec::new();
+    for m in mounts {
+        let line = match m.fs_type.as_str() {
+            "cgroup2" => CgroupLine {
+                id: 0,
+                controllers: Vec::new(),
+                path: path.clone(),
+            },
+            _ => CgroupLine {
+                id: 1,
+                controllers: m
+                    .super_option_list()
+                    .filter(|o| V1_CONTROLLERS.contains(o))
+                    .map(String::from)
+                    .collect(),
+                path: path.clone(),
+            },
         };
-        let mut lines: Vec<CgroupLine> = Vec::new();
-        for m in &self.mounts {
-            let line = match m.fs_type.as_str() {
-                "cgroup2" => CgroupLine {
-                    id: 0,
-                    controllers: Vec::new(),
-                    path: path.clone(),
-                },
-                _ => CgroupLine {
-                    id: 1,
-                    controllers: m
-                        .super_option_list()
-                        .filter(|o| V1_CONTROLLERS.contains(o))
-                        .map(String::from)
-                        .collect(),
-                    path: path.clone(),
-                },
-            };
-            if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
-                lines.push(line);
-            }
+        if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
+            lines.push(line);
         }
-        Cgroups {
-            dirs: locate(&self.root, &lines, &self.mounts),
-        }
+    }
+    Cgroups {
+        dirs: locate(root, &lines, mounts),
     }
 }
 

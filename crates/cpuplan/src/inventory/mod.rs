@@ -233,10 +233,11 @@ impl HostInventory {
         )
     }
 
-    /// The cgroup mounts, as [`CgroupMounts::read`] gives them under the root (none where
-    /// the root has no mount table).
-    pub fn cgroup_mounts(&self) -> CgroupMounts {
-        CgroupMounts::from_mounts(&self.root, self.cgroup_mounts.clone().unwrap_or_default())
+    /// The cgroups a container at cgroup path `path` has or will have, as
+    /// [`CgroupMounts::cgroups_at`] gives them; `None` where the root has no mount table.
+    pub fn cgroups_at(&self, path: &str) -> Option<crate::Cgroups> {
+        let mounts = self.cgroup_mounts.as_ref()?;
+        Some(crate::cgroup::cgroups_at_among(&self.root, mounts, path))
     }
 
     /// `proc`'s cgroups as [`crate::Cgroups::of`] gives them, its `/proc/<pid>/cgroup` read
