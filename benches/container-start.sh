@@ -34,10 +34,9 @@ if command -v dpkg >/dev/null && ! dpkg -s busybox-static >/dev/null 2>&1; then
 fi
 
 if [ -z "${HOOK:-}" ]; then
-  echo "== building the static release hook" >&2
-  (cd "$REPO" && RUSTFLAGS='-C target-feature=+crt-static' \
-     cargo build -q --release --target x86_64-unknown-linux-gnu -p cpuplan-hook)
-  HOOK=$REPO/target/x86_64-unknown-linux-gnu/release/cpuplan-hook
+  echo "== building the static release hook (scripts/build-static.sh, as shipped)" >&2
+  "$REPO/scripts/build-static.sh" -q >/dev/null
+  HOOK=${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-gnu/release/cpuplan-hook
 fi
 HOOK=$(readlink -f "$HOOK")
 [ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }

@@ -2,10 +2,10 @@
 //! memory over many containers; next to the OCI hook's cost measured the same way.
 //!
 //! ```sh
-//! cargo bench -p cpuplan-hook --bench nri_pod_start -- [--rounds N] [--containers M]
+//! cargo bench -p cpuplan-hook --bench nri_pod_start -- [--rounds N] [--containers M] [--passes P] [--logs DIR]
 //! ```
-//! (as root, with containerd 1.7, runc, busybox-static; defaults N = 30, M = 1000; a few
-//! minutes after the release build.)
+//! (as root, with containerd 1.7, runc, busybox-static; defaults N = 30, M = 1000, P = 3; a
+//! few minutes after the release build; `--logs` copies the plugin's logs into DIR.)
 //!
 //! Two identical private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven
 //! through CRI, each with a runtime handler `hooked` that runs the OCI hook through
@@ -24,10 +24,14 @@
 //! the plugin and the hook each read, decide, claim the GPU, write the plan and release it.
 //! Plans and claims are on a tmpfs, as `/run/cpuplan` is on a systemd host.
 //!
-//! Then M containers are created and removed (not started) in one pod of the plugin's node, and the
-//! plugin's VmRSS and VmHWM (`/proc/<pid>/status`) are read before and every M/10 containers.
-//! The plugin's handling time of every CreateContainer is its own log line
-//! (`nri: create ...: adjusted in X ms`: decode to answer, an uncontended claim included).
+//! Then P passes of M containers are created and removed (not started) in one pod of the
+//! plugin's node, and the plugin's VmRSS and VmHWM (`/proc/<pid>/status`) are read before and
+//! every P·M/10 containers. The plugin's handling time of every CreateContainer is its own log
+//! line (`nri: create ...: adjusted in X ms (on CPU Y ms, preempted N times, blocked K times)`: on the worker
+//! thread that answers, from the request's payload to the answer, an uncontended claim
+//! included; not the transport's threads before and after). The wall clock holds the waits for
+//! a CPU on a busy machine; the CPU time and the preemptions say how much was the plugin's own
+//! work. Each pass is reported on its own (the machine's load drifts) and all together.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -152,9 +156,79 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     s[lo] + (s[hi] - s[lo]) * (i - lo as f64)
 }
 
+/// One CreateContainer as the plugin logged it.
+#[derive(Debug, Clone, Copy)]
+struct Handled {
+    wall: f64,
+    cpu: Option<f64>,
+    preempted: Option<i64>,
+    blocked: Option<i64>,
+}
+
+/// The creates the plugin logged in `log`:
+/// `adjusted in X ms (on CPU Y ms, preempted N times, blocked K times)`.
+fn handled(log: &str) -> Vec<Handled> {
+    log.lines()
+        .filter_map(|l| l.split(": adjusted in ").nth(1))
+        .filter_map(|t| {
+            let wall = t.split(' ').next()?.parse().ok()?;
+            let cpu = t
+                .split("on CPU ")
+                .nth(1)
+                .and_then(|c| c.split(' ').next()?.parse().ok());
+            let count = |what: &str| {
+                t.split(what)
+                    .nth(1)
+                    .and_then(|c| c.split(' ').next()?.parse().ok())
+            };
+            Some(Handled {
+                wall,
+                cpu,
+                preempted: count("preempted "),
+                blocked: count("blocked "),
+            })
+        })
+        .collect()
+}
+
+/// `p50 … p99 … max …` of the wall clock, the same of the CPU time, and the preemptions.
+fn describe(h: &[Handled]) -> String {
+    let wall: Vec<f64> = h.iter().map(|h| h.wall).collect();
+    let cpu: Vec<f64> = h.iter().filter_map(|h| h.cpu).collect();
+    let calm: Vec<f64> = h
+        .iter()
+        .filter(|h| h.preempted == Some(0) && h.blocked == Some(0))
+        .map(|h| h.wall)
+        .collect();
+    let preempted = h.iter().filter(|h| h.preempted.unwrap_or(0) > 0).count();
+    let blocked = h.iter().filter(|h| h.blocked.unwrap_or(0) > 0).count();
+    format!(
+        "p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms | on CPU p50 {:.3} p99 {:.3} ms | preempted in {} of {} ({:.1} %), blocked in {}; never off the CPU: p50 {:.3} p99 {:.3} ms",
+        quantile(&wall, 0.5),
+        quantile(&wall, 0.99),
+        wall.iter().cloned().fold(0.0, f64::max),
+        quantile(&cpu, 0.5),
+        quantile(&cpu, 0.99),
+        preempted,
+        h.len(),
+        100.0 * preempted as f64 / h.len().max(1) as f64,
+        blocked,
+        quantile(&calm, 0.5),
+        quantile(&calm, 0.99),
+    )
+}
+
+/// `/proc/loadavg`'s first three fields.
+fn loadavg() -> String {
+    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
 fn main() {
     let rounds = arg("--rounds", 30);
     let containers = arg("--containers", 1000);
+    let passes = arg("--passes", 3).max(1);
+    eprintln!("== load average {}", loadavg());
 
     // Two identical nodes, the hook registered with both for the handler `hooked`.
     let nodes = [hooked_node(), hooked_node()];
@@ -201,26 +275,36 @@ fn main() {
         }
     }
 
-    eprintln!("== {containers} containers created and removed");
     let node = &nodes[1];
     let pid = plugin.as_ref().unwrap().0.id();
     let mut rss = vec![(0, memory(pid))];
     let pod: Pod = node.run_pod(node.pod_config("many"), "");
-    let step = (containers / 10).max(1);
-    for n in 1..=containers {
-        let id = node.create_container(&pod, container(node, &format!("c{n}"), "true"));
-        node.remove_container(&id);
-        if n % step == 0 {
-            rss.push((n, memory(pid)));
+    let step = (containers * passes / 10).max(1);
+    let mut by_pass = Vec::new();
+    for pass in 1..=passes {
+        let load = loadavg();
+        eprintln!("== pass {pass}: {containers} containers created and removed (load {load})");
+        let before = read_log(1).len();
+        for i in 1..=containers {
+            let n = (pass - 1) * containers + i;
+            let id = node.create_container(&pod, container(node, &format!("c{n}"), "true"));
+            node.remove_container(&id);
+            if n.is_multiple_of(step) {
+                rss.push((n, memory(pid)));
+            }
         }
+        let log = read_log(1);
+        by_pass.push((load, loadavg(), handled(log.get(before..).unwrap_or(""))));
     }
     node.remove_pod(&pod);
+    if let Some(dir) = std::env::args().skip_while(|a| a != "--logs").nth(1) {
+        for i in 0..2 {
+            std::fs::write(Path::new(&dir).join(format!("plugin{i}.log")), read_log(i)).unwrap();
+        }
+    }
 
-    let times: Vec<f64> = (read_log(0) + &read_log(1))
-        .lines()
-        .filter_map(|l| l.split(": adjusted in ").nth(1))
-        .filter_map(|t| t.trim_end_matches(" ms").parse().ok())
-        .collect();
+    let all = handled(&(read_log(0) + &read_log(1)));
+    let times: Vec<f64> = all.iter().map(|h| h.wall).collect();
     let create = |v: &[(f64, f64)]| v.iter().map(|t| t.1).collect::<Vec<f64>>();
     let (ca, cb, cc) = (create(&ta), create(&tb), create(&tc));
     let start = |v: &[(f64, f64)]| v.iter().map(|t| t.0).collect::<Vec<f64>>();
@@ -274,6 +358,14 @@ fn main() {
         quantile(&times, 0.99),
         times.iter().cloned().fold(0.0, f64::max)
     );
+    println!("  all: {}", describe(&all));
+    for (i, (load, after, h)) in by_pass.iter().enumerate() {
+        println!(
+            "  pass {} ({containers} containers, load {load} -> {after}): {}",
+            i + 1,
+            describe(h)
+        );
+    }
     let line: Vec<String> = rss
         .iter()
         .map(|(n, (r, _))| format!("{n}:{:.2}", *r as f64 / 1024.0))

@@ -18,7 +18,7 @@ flags=()
 [ "$profile" = release ] && flags+=(--release)
 command -v readelf >/dev/null || { echo "build-static.sh: readelf (binutils) is needed to check the result" >&2; exit 1; }
 if [ -n "${RUSTFLAGS:-}" ]; then
-  export RUSTFLAGS="$RUSTFLAGS -C target-feature=+crt-static"
+  export RUSTFLAGS="$RUSTFLAGS -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs"
 fi
 "${CARGO:-cargo}" build-static "${flags[@]}" "$@"
 out=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/$profile
@@ -26,6 +26,10 @@ for bin in cpuplan-hook cpuplan-exec; do
   [ -x "$out/$bin" ] || { echo "build-static.sh: $out/$bin was not built" >&2; exit 1; }
   if readelf -lW "$out/$bin" | grep -q 'Requesting program interpreter'; then
     echo "build-static.sh: $out/$bin is dynamically linked (it has a PT_INTERP)" >&2
+    exit 1
+  fi
+  if ! readelf -dW "$out/$bin" | grep -q '(RELR)'; then
+    echo "build-static.sh: $out/$bin has no packed relocations (DT_RELR): was it linked with -z pack-relative-relocs?" >&2
     exit 1
   fi
   echo "$out/$bin"

@@ -216,6 +216,58 @@ fn explain_prints_the_example_plan() {
 }
 
 #[test]
+fn inventory_shows_the_kept_inventory_as_text_and_json() {
+    assert!(nix::unistd::geteuid().is_root(), "the tests run as root");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("inventory");
+    let cfg = t.path().join("hook.json");
+    std::fs::write(
+        &cfg,
+        serde_json::json!({ "inventory_dir": dir }).to_string(),
+    )
+    .unwrap();
+    let host = repo("examples/host");
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "inventory",
+        "--json",
+        "--root",
+        host.to_str().unwrap(),
+    ];
+    let first = ok_json(&args);
+    let said = first["used"].as_str().unwrap();
+    assert!(said.contains("read and written"), "{said}");
+    let again = ok_json(&args);
+    let said = again["used"].as_str().unwrap();
+    assert!(said.contains("used (stamp and boot match)"), "{said}");
+    assert_eq!(again["inventory"], first["inventory"]);
+    let inv = &again["inventory"];
+    assert_eq!(inv["online"], "0-223");
+    assert_eq!(inv["cores"].as_array().unwrap().len(), 112);
+    assert_eq!(inv["cores"][0], "0,112");
+    assert_eq!(inv["core_of"][113], 1);
+    assert_eq!(inv["nvidia"].as_array().unwrap().len(), 8);
+    assert_eq!(again["stamp"]["pci"]["entries"], 17);
+    let file = Path::new(again["path"].as_str().unwrap());
+    assert!(std::fs::read(file)
+        .unwrap()
+        .starts_with(b"cpuplan-inventory 3\n"));
+    let out = run(&[&args[..3], &args[4..]].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("online CPUs 0-223 (112 cores)"), "{text}");
+    assert!(
+        text.contains("PCI 0000:18:00.0 class 0x030200 vendor 0x10de"),
+        "{text}"
+    );
+}
+
+#[test]
 fn explain_pid_takes_one_running_pid_and_says_in_one_line_what_it_cannot_read() {
     let b = repo("examples/bundle");
     bad(

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
 use crate::apply::claim::{claim_for_init, release, scope};
 use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
+use crate::apply::hostplan;
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
 use crate::decide::{verdict, Course, Decision, Refusal};
@@ -138,16 +139,19 @@ pub fn run_hook(
                 ),
                 Err(e) => log::warn!("container {}: cannot release GPU claims: {e}", state.id()),
             }
-            remove_host_plan_files(&config, &state);
+            if hostplan::take(&config.claims_dir, &scope(state.bundle()), state.id()) {
+                remove_host_plan_files(&config, &state);
+            }
             Ok(None)
         }
         Stage::CreateRuntime => create_runtime(&config, &state, None),
     }
 }
 
-/// At poststop: the plan files the createRuntime stage wrote into a rootfs that is a host
-/// directory (no tmpfs on the plan directory's path inside the container) are removed, so that
-/// the next container on that directory never reads this one's plan.
+/// At poststop, where createRuntime recorded that it wrote the plan files into the rootfs's own
+/// filesystem ([`hostplan`]): those in a rootfs that is a host directory (no tmpfs on the plan
+/// directory's path inside the container) are removed, so that the next container on that
+/// directory never reads this one's plan.
 fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
     // Only the rootfs: poststop has no use for the rest of the spec.
     let Ok(rootfs) = load_rootfs(state.bundle()) else {
@@ -274,7 +278,12 @@ fn create_runtime(
         &course.decision().claims,
     ));
     let cpuset_file = narrow(config, &host, state, &inputs, &mut course)?;
-    let written = write_files(&rootfs, &SpecEdit::new(&inputs, course.decision(), config));
+    let written = write_files(
+        config,
+        state,
+        &rootfs,
+        &SpecEdit::new(&inputs, course.decision(), config),
+    );
     let cpuset_file = match written {
         Ok(()) => {
             log::debug!(
@@ -296,7 +305,7 @@ fn create_runtime(
             } else {
                 fail(state, &mut course, cause)?;
                 let off = SpecEdit::new(&inputs, course.decision(), config);
-                if let Err(e) = write_files(&rootfs, &off) {
+                if let Err(e) = write_files(config, state, &rootfs, &off) {
                     log::warn!(
                         "container {}: cannot write the off plan either: {e}",
                         state.id()
@@ -400,8 +409,24 @@ fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
     }
 }
 
-fn write_files(rootfs: &OwnedFd, edit: &SpecEdit) -> Result<(), RootfsError> {
-    write_placed_in(rootfs, &edit.dir, &edit.files)
+/// Writes the edit's files; where they sit in the rootfs's own filesystem, records it for
+/// poststop ([`hostplan`]: without the record poststop does not look for them).
+fn write_files(
+    config: &HookConfig,
+    state: &HookState,
+    rootfs: &OwnedFd,
+    edit: &SpecEdit,
+) -> Result<(), RootfsError> {
+    if write_placed_in(rootfs, &edit.dir, &edit.files)? {
+        if let Err(e) = hostplan::mark(&config.claims_dir, &scope(state.bundle()), state.id()) {
+            log::warn!(
+                "container {}: its plan files are in the rootfs, and poststop will not remove them: cannot record them in {}: {e}",
+                state.id(),
+                config.claims_dir.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// One line per container (and one per note of the read).

@@ -36,17 +36,21 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
         .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let linux = container.linux.clone().unwrap_or_default();
-    let cpu = linux.resources.and_then(|r| r.cpu).unwrap_or_default();
+    // Borrowed, not cloned: the request's whole `linux` (namespaces, resources, seccomp...)
+    // is far more than the few fields read here.
+    let linux = container.linux.as_ref();
+    let cpu = linux
+        .and_then(|l| l.resources.as_ref())
+        .and_then(|r| r.cpu.as_ref());
     // The one validating constructor the bundle reader goes through too.
     let spec = ContainerSpec::new(source).with_cpu(
-        cpu.quota.map(|q| q.value),
-        cpu.period.map(|p| p.value),
-        Some(cpu.cpus.as_str()),
+        cpu.and_then(|c| c.quota.as_ref()).map(|q| q.value),
+        cpu.and_then(|c| c.period.as_ref()).map(|p| p.value),
+        Some(cpu.map_or("", |c| c.cpus.as_str())),
     )?;
     let devices = linux
-        .devices
-        .iter()
+        .into_iter()
+        .flat_map(|l| &l.devices)
         .filter(|d| matches!(d.r#type.as_str(), "c" | "u"))
         .map(|d| CharDevice {
             major: d.major,
@@ -58,7 +62,9 @@ pub fn container_spec(pod: &PodSandbox, container: &Container) -> Result<Contain
         devices,
         env,
         annotations,
-        cgroups_path: Some(linux.cgroups_path).filter(|p| !p.is_empty()),
+        cgroups_path: linux
+            .map(|l| l.cgroups_path.clone())
+            .filter(|p| !p.is_empty()),
         // The runtime's mounts as CreateContainer shows them (kubelet's, the device plugin's,
         // CDI's): what the volume-mounts strategy gives a GPU through.
         mounts: container

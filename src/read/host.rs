@@ -177,11 +177,10 @@ impl Host {
 
     /// The cgroups a container whose spec names `cgroups_path` has or will have, on every hierarchy.
     pub fn cgroups_at(&self, cgroups_path: &str) -> cpuplan::Result<Cgroups> {
-        let mounts = match self.inventory() {
-            Some(i) => i.cgroup_mounts(),
-            None => CgroupMounts::read(&self.root)?,
-        };
-        Ok(mounts.cgroups_at(cgroups_path))
+        if let Some(c) = self.inventory().and_then(|i| i.cgroups_at(cgroups_path)) {
+            return Ok(c);
+        }
+        Ok(CgroupMounts::read(&self.root)?.cgroups_at(cgroups_path))
     }
 
     /// The container's GPUs named by its spec's `devices`, its device `nodes`, its spec's

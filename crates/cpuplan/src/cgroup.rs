@@ -160,44 +160,56 @@ impl CgroupMounts {
     /// `proc`'s hierarchies (its `/proc/<pid>/cgroup`, read now) placed by these mounts: what
     /// [`Cgroups::of`] gives, without reading the mount table again.
     pub fn cgroups_of(&self, proc: Process) -> Result<Cgroups> {
-        let lines = read_proc_cgroup(&proc.proc_dir(&self.root).join("cgroup"))?;
-        Ok(Cgroups {
-            dirs: locate(&self.root, &lines, &self.mounts),
-        })
+        cgroups_among(&self.root, &self.mounts, proc)
     }
 
     /// The directories a cgroup at `path` has or will have on every hierarchy mounted here
     /// (see [`Cgroups::at_path`]).
     pub fn cgroups_at(&self, path: &str) -> Cgroups {
-        let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
-            return Cgroups::default();
+        cgroups_at_among(&self.root, &self.mounts, path)
+    }
+}
+
+/// The directories a cgroup at `path` has or will have on every hierarchy of `mounts` (a host
+/// inventory's, borrowed), under `root`: [`CgroupMounts::cgroups_at`] without a copy of them.
+pub fn cgroups_at_among(root: &Path, mounts: &[MountInfo], path: &str) -> Cgroups {
+    let Some(path) = crate::cgroup_path::expand_cgroups_path(path) else {
+        return Cgroups::default();
+    };
+    let mut lines: Vec<CgroupLine> = Vec::new();
+    for m in mounts {
+        let line = match m.fs_type.as_str() {
+            "cgroup2" => CgroupLine {
+                id: 0,
+                controllers: Vec::new(),
+                path: path.clone(),
+            },
+            _ => CgroupLine {
+                id: 1,
+                controllers: m
+                    .super_option_list()
+                    .filter(|o| V1_CONTROLLERS.contains(o))
+                    .map(String::from)
+                    .collect(),
+                path: path.clone(),
+            },
         };
-        let mut lines: Vec<CgroupLine> = Vec::new();
-        for m in &self.mounts {
-            let line = match m.fs_type.as_str() {
-                "cgroup2" => CgroupLine {
-                    id: 0,
-                    controllers: Vec::new(),
-                    path: path.clone(),
-                },
-                _ => CgroupLine {
-                    id: 1,
-                    controllers: m
-                        .super_option_list()
-                        .filter(|o| V1_CONTROLLERS.contains(o))
-                        .map(String::from)
-                        .collect(),
-                    path: path.clone(),
-                },
-            };
-            if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
-                lines.push(line);
-            }
-        }
-        Cgroups {
-            dirs: locate(&self.root, &lines, &self.mounts),
+        if (!line.controllers.is_empty() || line.is_v2()) && !lines.contains(&line) {
+            lines.push(line);
         }
     }
+    Cgroups {
+        dirs: locate(root, &lines, mounts),
+    }
+}
+
+/// `proc`'s hierarchies under `root` (its `/proc/<pid>/cgroup`, read now) placed by `mounts`
+/// (a host inventory's, borrowed: [`CgroupMounts::cgroups_of`] without a copy of them).
+pub fn cgroups_among(root: &Path, mounts: &[MountInfo], proc: Process) -> Result<Cgroups> {
+    let lines = read_proc_cgroup(&proc.proc_dir(root).join("cgroup"))?;
+    Ok(Cgroups {
+        dirs: locate(root, &lines, mounts),
+    })
 }
 
 /// The v1 controllers cpuplan reads: the CPU quota's and the cpuset's.
@@ -226,10 +238,20 @@ pub fn controller_dir_in(dirs: &[CgroupDir], controller: &str) -> Result<Option<
     Ok(None)
 }
 
-/// The hierarchies of `lines` placed under `root` by the mounts that show them; untranslatable ones are left out.
+/// The hierarchies of `lines` placed under `root` by the mounts that show them; untranslatable
+/// ones are left out, and so are v1 hierarchies without a controller cpuplan reads
+/// ([`V1_CONTROLLERS`]: `memory`, `pids`, `name=systemd` and the like say nothing of CPUs, and
+/// matching each against every mount was a tenth of a container start's instructions).
 pub fn locate(root: &Path, lines: &[CgroupLine], mounts: &[MountInfo]) -> Vec<CgroupDir> {
     let mut out = Vec::new();
-    for line in lines {
+    let read_here = |line: &&CgroupLine| {
+        line.is_v2()
+            || line
+                .controllers
+                .iter()
+                .any(|c| V1_CONTROLLERS.contains(&c.as_str()))
+    };
+    for line in lines.iter().filter(read_here) {
         let mut best: Option<(&MountInfo, Vec<&str>, usize)> = None;
         for m in mounts.iter().filter(|m| mount_matches(m, line)) {
             let Some(rest) = translate(&line.path, &m.root) else {
@@ -420,16 +442,16 @@ mod tests {
     }
 
     #[test]
-    fn locates_every_hierarchy_of_a_hybrid_host() {
+    fn locates_the_cpu_hierarchies_of_a_hybrid_host() {
         let d = dirs(
             "9:name=systemd:/s\n3:cpuset:/\n1:cpu,cpuacct:/k/p\n0::/u\n",
             MOUNTS,
         );
-        assert_eq!(d.len(), 4);
-        assert_eq!(d[0].dir, Path::new("/r/sys/fs/cgroup/systemd/s"));
-        assert_eq!(d[1].dir, Path::new("/r/sys/fs/cgroup/cpuset"));
+        // name=systemd is mounted, but says nothing of CPUs: not located.
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert_eq!(d[0].dir, Path::new("/r/sys/fs/cgroup/cpuset"));
         assert_eq!(
-            d[2],
+            d[1],
             CgroupDir {
                 version: CgroupVersion::V1,
                 controllers: vec!["cpu".into(), "cpuacct".into()],
@@ -437,10 +459,10 @@ mod tests {
                 dir: "/r/sys/fs/cgroup/cpu,cpuacct/k/p".into(),
             }
         );
-        assert!(d[2].has_v1_controller("cpu") && !d[2].has_v1_controller("cpuset"));
-        assert_eq!(d[3].version, CgroupVersion::V2);
-        assert_eq!(d[3].dir, Path::new("/r/sys/fs/cgroup/unified/u"));
-        assert!(!d[3].has_v1_controller("cpu"));
+        assert!(d[1].has_v1_controller("cpu") && !d[1].has_v1_controller("cpuset"));
+        assert_eq!(d[2].version, CgroupVersion::V2);
+        assert_eq!(d[2].dir, Path::new("/r/sys/fs/cgroup/unified/u"));
+        assert!(!d[2].has_v1_controller("cpu"));
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! hold an fd on its inode, and removing it would let a third lock a different one.
 //! A claim whose holder pid is gone, is a zombie, or runs with another start time, is stale
 //! and may be taken over; claim files are written to a temporary name and renamed, never torn.
+//! Nothing is fsynced: a claim is worth nothing after a crash (every holder is gone with the
+//! boot, and `/run` is normally a tmpfs), a file a crash left empty or torn does not parse and is taken
+//! over, so a sync would only cost each claim and release a disk flush where `/run` is on a disk.
 //!
 //! A holder is a container id within a scope: the same id may run in two runtime roots
 //! (two `runc --root`s, two containerd namespaces), so an id alone names no container. The
@@ -196,8 +199,15 @@ pub fn claim_gpus(
             wanted.push(address);
         }
     }
-    create_dir(dir)?;
-    let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    // The directory is made only where the lock file cannot be opened for its absence: one
+    // open, not a mkdir and a stat, at every claim once it is there.
+    let _lock = match lock(dir, FlockArg::LockExclusiveNonblock, wait) {
+        Err(ClaimError::Host(Error::Io { source, .. })) if source.kind() == ErrorKind::NotFound => {
+            create_dir(dir)?;
+            lock(dir, FlockArg::LockExclusiveNonblock, wait)?
+        }
+        locked => locked?,
+    };
     remove_stale_temps(dir);
 
     // Decide for every address before writing any, so a held one leaves all untouched. The
@@ -246,8 +256,9 @@ pub fn claim_gpus(
         to_write.push((address, mine));
     }
 
-    let text = serde_json::to_string_pretty(holder)
+    let mut text = serde_json::to_string_pretty(holder)
         .map_err(|e| Error::malformed(dir, "cannot encode holder", e.to_string()))?;
+    text.push('\n');
     for (i, (address, _)) in to_write.iter().enumerate() {
         if let Err(e) = write_atomically(dir, address, &text) {
             // Undo what this call added, so a failure takes nothing it did not already hold.
@@ -259,7 +270,6 @@ pub fn claim_gpus(
             return Err(e.into());
         }
     }
-    sync_dir(dir);
     Ok(ClaimOutcome::Claimed)
 }
 
@@ -279,10 +289,18 @@ pub fn release(
     by: Option<&Holder>,
     wait: Duration,
 ) -> Result<usize, ClaimError> {
-    if !dir.is_dir() {
-        return Ok(0);
-    }
-    let _lock = lock(dir, FlockArg::LockExclusiveNonblock, wait)?;
+    // No directory, no claim: the lock file's open says so (no stat of the directory first).
+    let _lock = match lock(dir, FlockArg::LockExclusiveNonblock, wait) {
+        Err(ClaimError::Host(Error::Io { source, .. }))
+            if matches!(
+                source.kind(),
+                ErrorKind::NotFound | ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(0)
+        }
+        locked => locked?,
+    };
     let found = scan(dir)?;
     remove_temps(&found.temps);
     let mut dropped = 0;
@@ -304,9 +322,6 @@ pub fn release(
             Ok(_) => {}
             Err(e) => log::warn!("skipping claim of {address}: {e}"),
         }
-    }
-    if dropped > 0 {
-        sync_dir(dir);
     }
     Ok(dropped)
 }
@@ -441,7 +456,8 @@ fn remove_temps(temps: &[PathBuf]) {
     }
 }
 
-/// Write `text` to `<dir>/.<address>.json.tmp`, sync it, and rename it over the claim file.
+/// Write `text` to `<dir>/.<address>.json.tmp` and rename it over the claim file (no fsync: see
+/// the module's comment).
 fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> {
     let tmp = dir.join(temp_name(address));
     let path = claim_path(dir, address);
@@ -457,10 +473,7 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.write_all(b"\n"))
-        .and_then(|()| file.sync_all())
-        .map_err(io(&tmp))?;
+    file.write_all(text.as_bytes()).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
@@ -472,13 +485,6 @@ fn remove(path: &Path) -> Result<(), Error> {
             source: e,
         }),
         _ => Ok(()),
-    }
-}
-
-/// Sync the directory so renames and removals survive a crash (best effort).
-fn sync_dir(dir: &Path) {
-    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
-        log::debug!("cannot sync {}: {e}", dir.display());
     }
 }
 

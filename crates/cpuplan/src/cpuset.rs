@@ -78,11 +78,6 @@ impl CpuSet {
         Ok(())
     }
 
-    /// Its bit words: bit i of word w is CPU 64*w+i, no trailing zero word.
-    pub(crate) fn words(&self) -> &[u64] {
-        &self.words
-    }
-
     /// The set whose bit words are `words` (trailing zero words trimmed); `None` past [`MAX_CPU`].
     pub(crate) fn from_words(mut words: Vec<u64>) -> Option<CpuSet> {
         while words.last() == Some(&0) {

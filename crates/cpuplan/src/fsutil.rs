@@ -49,14 +49,27 @@ fn over_limit(max: usize) -> std::io::Error {
 }
 
 /// Reads `f` to its end, at most `max` bytes: more is an error (a device that never ends).
-fn read_at_most(f: &mut std::fs::File, max: usize) -> std::io::Result<Vec<u8>> {
+///
+/// `size` is what `fstat` said of a regular file: where it is not 0 (cgroupfs and procfs say 0,
+/// sysfs 4096 for any attribute), the buffer is made that size and the read stops once it is
+/// full, so a file of known size costs one `read` (the one that would return 0 is skipped). A
+/// size over `max` is refused before anything is read.
+fn read_at_most(f: &mut std::fs::File, max: usize, size: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    if size > max as u64 {
+        return Err(over_limit(max));
+    }
+    let size = size as usize;
     // Not `read_to_end`: on a `File` it first asks for the size (statx) and the position
-    // (lseek), two syscalls more per file.
-    let mut buf = vec![0u8; 512];
+    // (lseek), two syscalls more per file. A page fits every sysfs attribute and most procfs
+    // files (`/proc/<pid>/status`, `/proc/<pid>/cgroup`) in one read.
+    let mut buf = vec![0u8; if size > 0 { size } else { 4096.min(max + 1) }];
     let mut len = 0;
     loop {
         if len == buf.len() {
+            if len == size {
+                break; // all of a file of known size
+            }
             if len > max {
                 return Err(over_limit(max));
             }
@@ -81,7 +94,7 @@ fn read_at_most(f: &mut std::fs::File, max: usize) -> std::io::Result<Vec<u8>> {
 /// that grows as needed (at most [`MAX_KERNEL_FILE`]), without the `statx` that
 /// `std::fs::read` makes to size its buffer (sysfs reports 4096 for every file).
 fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_at_most(&mut open_nonblocking(path)?, MAX_KERNEL_FILE)
+    read_at_most(&mut open_nonblocking(path)?, MAX_KERNEL_FILE, 0)
 }
 
 /// The bytes of the regular file at `path` (a link to one is followed), at most `max` of them,
@@ -90,25 +103,31 @@ fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
 /// ever read.
 pub fn read_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
     let mut f = open_nonblocking(path)?;
-    require_regular(&f)?;
-    read_at_most(&mut f, max)
+    let size = regular_size(&f)?;
+    read_at_most(&mut f, max, size)
 }
 
 /// The bytes of `file`, already opened (by the caller's own rules: `openat2` below a root, no
 /// link followed) with `O_NONBLOCK`, at most `max` of them, as [`read_file`] reads: anything
 /// but a regular file, or one over `max` bytes, is an error saying so.
 pub fn read_opened(file: &mut std::fs::File, max: usize) -> std::io::Result<Vec<u8>> {
-    require_regular(file)?;
-    read_at_most(file, max)
+    let size = regular_size(file)?;
+    read_at_most(file, max, size)
 }
 
 /// `Ok` if the opened `file` is a regular file; else an `InvalidInput` error saying what it is
 /// (a directory, a FIFO, a device, a socket).
 pub fn require_regular(file: &std::fs::File) -> std::io::Result<()> {
+    regular_size(file).map(drop)
+}
+
+/// The size `fstat` gives the opened `file` if it is a regular file; else [`require_regular`]'s error.
+fn regular_size(file: &std::fs::File) -> std::io::Result<u64> {
     use std::os::unix::fs::FileTypeExt;
-    let kind = file.metadata()?.file_type();
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
     if kind.is_file() {
-        return Ok(());
+        return Ok(meta.len());
     }
     let what = if kind.is_dir() {
         "a directory"
@@ -205,6 +224,21 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", d.path().join("zero")).unwrap();
         let e = read_file(&d.path().join("zero"), 100).unwrap_err();
         assert!(e.to_string().contains("a device"), "{e}");
+    }
+
+    #[test]
+    fn read_file_reads_files_of_known_and_of_zero_size_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("big");
+        let text: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(&f, &text).unwrap();
+        assert_eq!(read_file(&f, 10_000).unwrap(), text);
+        assert!(read_file(&f, 9_999).is_err(), "the size is over the limit");
+        // procfs says 0 for its files: they are read to their end all the same.
+        let status = read_file(Path::new("/proc/self/status"), 1 << 20).unwrap();
+        let status = String::from_utf8(status).unwrap();
+        assert!(status.contains("Cpus_allowed_list:"), "{status}");
+        assert!(status.ends_with('\n'), "{status}");
     }
 
     #[test]

@@ -27,9 +27,12 @@ pub struct HostGpu {
     pub local: Option<CpuSet>,
 }
 
+/// Where every PCI function has an entry, under a root.
+pub const PCI_DEVICES_DIR: &str = "sys/bus/pci/devices";
+
 /// `<root>/sys/bus/pci/devices`, where every PCI function has an entry.
 pub fn pci_devices_dir(root: &Path) -> PathBuf {
-    under(root, "/sys/bus/pci/devices")
+    under(root, PCI_DEVICES_DIR)
 }
 
 /// Whether `e` is a file or PCI function that is not there (as opposed to one that is unreadable or malformed).

@@ -6,16 +6,24 @@ use crate::cpuset::{parse_cpu_list, CpuSet};
 use crate::error::{Error, Result};
 use crate::fsutil::{self, Process};
 
-/// The CPUs `proc` may run on: `sched_getaffinity` for the current process, `Cpus_allowed_list` of `<root>/proc/<pid>/status` for another.
+/// The CPUs `proc` may run on: `sched_getaffinity` for the current process, and for another
+/// on the real host (`root` is `/`); `Cpus_allowed_list` of `<root>/proc/<pid>/status` under
+/// any other root (a fixture tree).
 ///
-/// Where `sched_getaffinity` fails (a host with more CPUs than its fixed-size set holds),
-/// the current process falls back to `<root>/proc/self/status`.
+/// Where `sched_getaffinity` fails (a host with more CPUs than its fixed-size set holds, a pid
+/// gone), the status file is read instead. One syscall against an open, four reads and a
+/// parse of `/proc/<pid>/status` at every container start.
 pub fn process_mask(root: &Path, proc: Process) -> Result<CpuSet> {
-    if proc == Process::Current {
-        match own_affinity() {
+    let pid = match proc {
+        Process::Current => Some(0),
+        Process::Pid(pid) if root == Path::new("/") => i32::try_from(pid).ok(),
+        Process::Pid(_) => None,
+    };
+    if let Some(pid) = pid {
+        match affinity(pid) {
             Ok(set) if !set.is_empty() => return Ok(set),
-            Ok(_) => log::debug!("sched_getaffinity gave no CPU; reading /proc/self/status"),
-            Err(e) => log::debug!("sched_getaffinity failed ({e}); reading /proc/self/status"),
+            Ok(_) => log::debug!("sched_getaffinity({pid}) gave no CPU; reading its status"),
+            Err(e) => log::debug!("sched_getaffinity({pid}) failed ({e}); reading its status"),
         }
     }
     let file = proc.proc_dir(root).join("status");
@@ -51,9 +59,9 @@ pub fn usable_cpus(mask: &CpuSet, quota: Option<f64>) -> usize {
     n.max(1)
 }
 
-/// The calling thread's affinity from `sched_getaffinity`.
-fn own_affinity() -> nix::Result<CpuSet> {
-    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
+/// The affinity of `pid` (0: the calling thread) from `sched_getaffinity`.
+fn affinity(pid: i32) -> nix::Result<CpuSet> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(pid))?;
     Ok((0..nix::sched::CpuSet::count())
         .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
         .collect())
@@ -117,6 +125,35 @@ mod tests {
             assert!(e.contains("proc/42/status"), "{e}");
             assert!(e.contains(quoted), "{e}");
         }
+    }
+
+    #[test]
+    fn mask_of_another_pid_on_the_real_host_is_its_affinity() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut one = nix::sched::CpuSet::new();
+        let first = process_mask(Path::new("/"), Process::Current)
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        one.set(first).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid as i32), &one).unwrap();
+        let got = process_mask(Path::new("/"), Process::Pid(pid));
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let got = got.unwrap();
+        assert_eq!(got.iter().collect::<Vec<_>>(), vec![first]);
+        assert_eq!(got, set(cpus_allowed_list(&status).unwrap()));
+        // A pid that is gone falls back to its status file, and that names it.
+        let e = process_mask(Path::new("/"), Process::Pid(pid))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("/proc/{pid}/status")), "{e}");
     }
 
     #[test]

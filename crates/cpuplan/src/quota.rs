@@ -28,9 +28,17 @@ impl Cgroups {
 }
 
 /// The tightest CPU quota over hierarchies already located (see [`cgroup_dirs`]), in CPUs.
+///
+/// Where a v1 hierarchy holds the `cpu` controller, the v2 hierarchy is not read: the kernel
+/// binds a controller to one hierarchy at a time, so a hybrid host's unified tree has no
+/// `cpu.max` anywhere (three failed opens per container saved).
 pub fn quota_over(dirs: &[CgroupDir]) -> Result<Option<f64>> {
+    let v1_cpu = dirs.iter().any(|d| d.has_v1_controller("cpu"));
     let mut tightest: Option<f64> = None;
     for dir in dirs {
+        if v1_cpu && dir.version == CgroupVersion::V2 {
+            continue;
+        }
         tightest = min_quota(tightest, hierarchy_quota(dir)?);
     }
     Ok(tightest)
@@ -259,6 +267,30 @@ mod tests {
         std::fs::write(&cg, "0::/a/b\n").unwrap();
         let e = v2_quota_under(&mount, &cg).unwrap_err().to_string();
         assert!(e.contains("a/cpu.max") && e.contains("junk"), "{e}");
+    }
+
+    #[test]
+    fn where_v1_holds_cpu_the_v2_tree_is_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let v1 = t.path().join("cpu");
+        let v2 = t.path().join("unified");
+        std::fs::create_dir_all(&v1).unwrap();
+        std::fs::create_dir_all(&v2).unwrap();
+        std::fs::write(v1.join("cpu.cfs_quota_us"), "200000\n").unwrap();
+        std::fs::write(v1.join("cpu.cfs_period_us"), "100000\n").unwrap();
+        std::fs::write(v2.join("cpu.max"), "50000 100000\n").unwrap();
+        let dir = |version, controllers: &[&str], mount: &Path| CgroupDir {
+            version,
+            controllers: controllers.iter().map(|c| c.to_string()).collect(),
+            mount: mount.to_path_buf(),
+            dir: mount.to_path_buf(),
+        };
+        let unified = dir(CgroupVersion::V2, &[], &v2);
+        let with_cpu = [dir(CgroupVersion::V1, &["cpu"], &v1), unified.clone()];
+        assert_eq!(quota_over(&with_cpu).unwrap(), Some(2.0));
+        // Without a v1 `cpu` (cgroup v2 only, or v1 hierarchies without it), v2 counts.
+        let without = [dir(CgroupVersion::V1, &["cpuset"], &v1), unified];
+        assert_eq!(quota_over(&without).unwrap(), Some(0.5));
     }
 
     #[test]

@@ -34,7 +34,8 @@
 //! [`plugin`] (the trait), [`service`] (the ttrpc `Plugin` service), [`mux`] (NRI's connection
 //! multiplexer), [`transport`] (ttrpc over the mux, registration), [`stub`] (connect, reconnect,
 //! signals), [`options`] (where the runtime is and who the plugin is), [`runtime`] (the
-//! runtime's end, for testing a plugin over the real protocol), [`error`].
+//! runtime's end, for testing a plugin over the real protocol), [`stopwatch`] (a request's time
+//! on its thread: wall clock, CPU, preemptions), [`error`].
 #![warn(missing_docs)]
 
 pub mod adjust;
@@ -46,6 +47,7 @@ pub mod options;
 pub mod plugin;
 pub mod runtime;
 pub mod service;
+pub mod stopwatch;
 pub mod stub;
 pub mod transport;
 pub mod version;

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use prost::Message;
 use ttrpc::{Code, MethodHandler, Request, Response, TtrpcContext};
@@ -26,6 +25,7 @@ use ttrpc::{Code, MethodHandler, Request, Response, TtrpcContext};
 use crate::api::{self, Container, Event, PodSandbox, PLUGIN_METHODS, PLUGIN_SERVICE};
 use crate::events::{event_name, EventMask};
 use crate::plugin::{Plugin, PluginError};
+use crate::stopwatch::Stopwatch;
 use crate::version::accepted_events;
 
 /// A failed request: the ttrpc status code and message the runtime gets.
@@ -264,7 +264,7 @@ impl Service {
                 ok(p.update_pod_sandbox(&r)).map(|_| empty())
             }
             Event::CreateContainer => {
-                let started = Instant::now();
+                let started = Stopwatch::start();
                 let r: api::CreateContainerRequest = decode(method, payload)?;
                 Ok(self.create_container(&r, started)?.encode_to_vec())
             }
@@ -340,15 +340,18 @@ impl Service {
         self.notify(e, &req.pod, &req.container)
     }
 
-    /// CreateContainer, decoded at `started`: the plugin's answer, logged with the time taken.
+    /// CreateContainer, whose decoding began at `started`: the plugin's answer, logged with
+    /// the time it took on this worker thread (from the request's payload to the answer, before
+    /// it is encoded; not the transport's threads before and after) and how much of it was on
+    /// a CPU ([`Stopwatch`]).
     fn create_container(
         &self,
         req: &api::CreateContainerRequest,
-        started: Instant,
+        started: Stopwatch,
     ) -> Result<api::CreateContainerResponse, Failure> {
         let ctr = container_of(Event::CreateContainer, &req.container)?;
         let pod = pod_of(&req.pod);
-        let took = || started.elapsed().as_secs_f64() * 1e3;
+        let took = || started.took();
         match self.plugin.create_container(pod, ctr) {
             Ok(mut reply) => {
                 let changed = reply.adjust.as_ref().is_some_and(|a| !a.is_empty());
@@ -356,7 +359,7 @@ impl Service {
                     reply.adjust = None;
                 }
                 log::info!(
-                    "nri: create {}/{} ({}): {} in {:.3} ms",
+                    "nri: create {}/{} ({}): {} in {}",
                     pod.name,
                     ctr.name,
                     short(&ctr.id),
@@ -368,7 +371,7 @@ impl Service {
             Err(e) => {
                 let f = Failure::plugin(e);
                 log::warn!(
-                    "nri: create {}/{} ({}) refused in {:.3} ms: {}",
+                    "nri: create {}/{} ({}) refused in {}: {}",
                     pod.name,
                     ctr.name,
                     short(&ctr.id),

@@ -69,25 +69,44 @@ pub fn open_dir_below(
     parent_path: &Path,
     dir: &Path,
 ) -> Result<OwnedFd, RootfsError> {
-    walk_dirs(parent, parent_path, dir, true)?.ok_or_else(|| RootfsError::Path {
-        path: dir.to_path_buf(),
-        what: "the plan directory cannot be the container's /",
-        errno: Errno::EINVAL,
-    })
+    open_or_make_below(parent, parent_path, dir).map(|(fd, _)| fd)
+}
+
+/// [`open_dir_below`], and whether `dir` itself was made by this call (so it is empty).
+pub(super) fn open_or_make_below(
+    parent: &OwnedFd,
+    parent_path: &Path,
+    dir: &Path,
+) -> Result<(OwnedFd, bool), RootfsError> {
+    let mut made = false;
+    walk_dirs(parent, parent_path, dir, true, &mut made)?
+        .map(|fd| (fd, made))
+        .ok_or_else(|| RootfsError::Path {
+            path: dir.to_path_buf(),
+            what: "the plan directory cannot be the container's /",
+            errno: Errno::EINVAL,
+        })
 }
 
 /// Opens each component of `dir` below `root` (at `root_path`) with `O_NOFOLLOW`, creating a
 /// missing one (0755) when `create`; `Ok(None)` when one is missing and not created, or `dir`
-/// is `/`.
+/// is `/`. `made` says whether the last component was made here (by this call's `mkdirat`).
 pub(super) fn walk_dirs(
     root: &OwnedFd,
     root_path: &Path,
     dir: &Path,
     create: bool,
+    made: &mut bool,
 ) -> Result<Option<OwnedFd>, RootfsError> {
     let mut cur: Option<OwnedFd> = None;
     let mut sofar = root_path.to_path_buf();
-    for comp in dir.components() {
+    let last = dir
+        .components()
+        .enumerate()
+        .filter(|(_, c)| matches!(c, Component::Normal(_)))
+        .map(|(i, _)| i)
+        .last();
+    for (i, comp) in dir.components().enumerate() {
         let name = match comp {
             Component::RootDir => continue,
             Component::Normal(n) => n,
@@ -100,22 +119,47 @@ pub(super) fn walk_dirs(
             }
         };
         sofar.push(name);
+        *made = false;
         let parent = cur.as_ref().unwrap_or(root).as_raw_fd();
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = match openat(Some(parent), name, flags, Mode::empty()) {
+        // The plan directory itself is usually new (a container's fresh /run): made first,
+        // then opened, without the open that would fail first. EEXIST (it is there, or a link
+        // is: the open below refuses that) goes on to the open.
+        let first = if create && Some(i) == last {
+            match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
+                Ok(()) => {
+                    *made = true;
+                    Err(Errno::ENOENT)
+                }
+                Err(Errno::EEXIST) => openat(Some(parent), name, flags, Mode::empty()),
+                Err(errno) => {
+                    return Err(RootfsError::Path {
+                        path: sofar,
+                        what: "cannot create directory",
+                        errno,
+                    })
+                }
+            }
+        } else {
+            openat(Some(parent), name, flags, Mode::empty())
+        };
+        let fd = match first {
             Ok(fd) => fd,
             Err(Errno::ENOENT) if !create => return Ok(None),
             Err(Errno::ENOENT) => {
-                match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
-                    Ok(()) | Err(Errno::EEXIST) => {}
-                    Err(errno) => {
-                        return Err(RootfsError::Path {
-                            path: sofar,
-                            what: "cannot create directory",
-                            errno,
-                        })
-                    }
-                }
+                let made_now = *made
+                    || match mkdirat(Some(parent), name, Mode::from_bits_truncate(0o755)) {
+                        Ok(()) => true,
+                        Err(Errno::EEXIST) => false,
+                        Err(errno) => {
+                            return Err(RootfsError::Path {
+                                path: sofar,
+                                what: "cannot create directory",
+                                errno,
+                            })
+                        }
+                    };
+                *made = made_now;
                 let fd = openat(Some(parent), name, flags, Mode::empty())
                     .map_err(|errno| path_err(parent, name, &sofar, errno))?;
                 let _ = fchmod(fd, Mode::from_bits_truncate(0o755));

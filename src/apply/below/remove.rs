@@ -47,7 +47,7 @@ pub fn remove_plan_files_of(
     container: &str,
 ) -> Result<bool, RootfsError> {
     let root = open_rootfs(Path::new("/"), None, rootfs)?;
-    let Some(dirfd) = walk_dirs(&root, Path::new("/"), dir, false)? else {
+    let Some(dirfd) = walk_dirs(&root, Path::new("/"), dir, false, &mut false)? else {
         return Ok(false);
     };
     if named_container(&dirfd, owner_file).as_deref() != Some(container) {

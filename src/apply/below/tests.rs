@@ -15,7 +15,7 @@ fn write_plan_files(
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(), RootfsError> {
-    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files)
+    write_plan_files_in(&open_rootfs(proc_root, pid, rootfs)?, dir, files).map(drop)
 }
 
 fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
@@ -205,4 +205,61 @@ fn poststop_removes_only_the_files_written_for_the_container() {
     )
     .unwrap();
     assert!(!remove_plan_files_of(r, dir, &names, "plan.json", "a").unwrap());
+}
+
+#[test]
+fn an_existing_plan_directory_loses_a_dead_writers_temporaries_a_new_one_is_not_listed() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("run/cpuplan");
+    std::fs::create_dir_all(&dir).unwrap();
+    // pid u32::MAX never runs: a killed writer's leftover, and a file of another name.
+    let stale = format!(".plan.env.{}.1.tmp", u32::MAX);
+    std::fs::write(dir.join(&stale), "half").unwrap();
+    std::fs::write(dir.join("notes"), "kept").unwrap();
+    write(t.path(), "/run/cpuplan").unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["notes", "plan.env"]);
+    // The plan directory as a link (made by the tenant) is refused, not followed, though it
+    // is the component the writer makes before it opens.
+    let host = tempfile::tempdir().unwrap();
+    let t2 = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t2.path().join("run")).unwrap();
+    symlink(host.path(), t2.path().join("run/cpuplan")).unwrap();
+    let e = write(t2.path(), "/run/cpuplan").unwrap_err().to_string();
+    assert!(e.contains("symlink"), "{e}");
+    assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn the_writer_says_whether_the_files_are_on_the_rootfs_s_own_filesystem() {
+    let on = |rootfs: &Path| {
+        write_plan_files_in(
+            &open_rootfs(Path::new("/"), None, rootfs).unwrap(),
+            Path::new("/run/cpuplan"),
+            &[("plan.env", b"A='1'\n")],
+        )
+        .unwrap()
+    };
+    let t = tempfile::tempdir().unwrap();
+    assert!(
+        on(t.path()),
+        "a plain directory: the rootfs's own filesystem"
+    );
+    // A tmpfs over run/ (as runc and podman mount /run): another filesystem.
+    let t2 = tempfile::tempdir().unwrap();
+    let run = t2.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs (the tests run as root)");
+    let got = on(t2.path());
+    let _ = std::process::Command::new("umount").arg(&run).status();
+    assert!(!got, "a tmpfs on run/ is not the rootfs's filesystem");
 }

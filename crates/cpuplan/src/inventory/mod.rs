@@ -15,13 +15,14 @@
 //! same questions, and where it holds no answer (a CPU it did not list, a device that is no
 //! GPU) the caller reads sysfs as it would without it, so a plan is the same with it or without.
 
+pub mod cores;
 pub mod format;
 pub mod stamp;
 pub mod store;
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::cgroup::CgroupMounts;
 use crate::cpuset::CpuSet;
@@ -32,6 +33,7 @@ use crate::gpus::{locality, pci_class, pci_devices_dir, pci_vendor, HostGpu, Pci
 use crate::mountinfo::MountInfo;
 use crate::pci::pci_key;
 use crate::topology::NumaNode;
+pub use cores::Cores;
 pub use stamp::Stamp;
 
 /// Why a host inventory could not be read, loaded or kept.
@@ -78,7 +80,7 @@ impl InventoryError {
 }
 
 /// A PCI function as the inventory keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PciFunction {
     /// Its address as sysfs names it (`0000:2a:00.0`).
     pub address: String,
@@ -100,7 +102,7 @@ fn may_be_gpu(class: Option<u32>) -> bool {
 }
 
 /// The host-wide facts a plan consults, read under a host root and a topology root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostInventory {
     /// The boot it describes (`/proc/sys/kernel/random/boot_id` under the root; empty where there is none).
     pub boot_id: String,
@@ -115,8 +117,7 @@ pub struct HostInventory {
     /// The online CPUs under the host root (the topology's where the root has no sysfs).
     pub running: CpuSet,
     /// The distinct SMT sibling lists of the online CPUs.
-    #[serde(with = "format::core_lists")]
-    pub cores: Vec<CpuSet>,
+    pub cores: Cores,
     /// For each CPU id up to the highest online one, the index of its list in `cores`.
     pub core_of: Vec<Option<u32>>,
     /// The NUMA nodes with online CPUs, by id.
@@ -140,21 +141,25 @@ impl HostInventory {
         let stamp = Stamp::read(root, topology_root);
         let boot_id = stamp::boot_id(root);
         let online = crate::topology::online_cpus(topology_root).map_err(InventoryError::Host)?;
-        let root_online = crate::topology::online_cpus(root).map_err(InventoryError::Host)?;
+        // The host root's online CPUs, read only where it is another tree.
+        let root_online = match root == topology_root {
+            true => CpuSet::new(),
+            false => crate::topology::online_cpus(root).map_err(InventoryError::Host)?,
+        };
         let running = if root_online.is_empty() {
             online.clone()
         } else {
             root_online
         };
-        let mut cores: Vec<CpuSet> = Vec::new();
+        let mut cores = Cores::default();
         let mut core_of = vec![None; online.last().map_or(0, |c| c + 1)];
         for cpu in &online {
             let core =
                 crate::smt::smt_siblings(topology_root, cpu).map_err(InventoryError::Host)?;
-            let i = match cores.iter().position(|c| *c == core) {
+            let i = match cores.position(&core) {
                 Some(i) => i,
                 None => {
-                    cores.push(core);
+                    cores.push(&core);
                     cores.len() - 1
                 }
             };
@@ -199,7 +204,7 @@ impl HostInventory {
     /// `cpu`'s SMT siblings as [`crate::smt_siblings`] gives them, or `None` for a CPU that was not online.
     pub fn siblings(&self, cpu: usize) -> Option<CpuSet> {
         let i = (*self.core_of.get(cpu)?)?;
-        self.cores.get(i as usize).cloned()
+        self.cores.get(i as usize)
     }
 
     /// The host's GPUs like the device at `like`, as [`crate::host_gpus`] gives them; `None`
@@ -228,17 +233,18 @@ impl HostInventory {
         )
     }
 
-    /// The cgroup mounts, as [`CgroupMounts::read`] gives them under the root (none where
-    /// the root has no mount table).
-    pub fn cgroup_mounts(&self) -> CgroupMounts {
-        CgroupMounts::from_mounts(&self.root, self.cgroup_mounts.clone().unwrap_or_default())
+    /// The cgroups a container at cgroup path `path` has or will have, as
+    /// [`CgroupMounts::cgroups_at`] gives them; `None` where the root has no mount table.
+    pub fn cgroups_at(&self, path: &str) -> Option<crate::Cgroups> {
+        let mounts = self.cgroup_mounts.as_ref()?;
+        Some(crate::cgroup::cgroups_at_among(&self.root, mounts, path))
     }
 
     /// `proc`'s cgroups as [`crate::Cgroups::of`] gives them, its `/proc/<pid>/cgroup` read
     /// now; `None` where the root has no mount table (the caller reads it and gets its error).
     pub fn cgroups_of(&self, proc: crate::Process) -> Option<crate::Result<crate::Cgroups>> {
         let mounts = self.cgroup_mounts.as_ref()?;
-        Some(CgroupMounts::from_mounts(&self.root, mounts.clone()).cgroups_of(proc))
+        Some(crate::cgroup::cgroups_among(&self.root, mounts, proc))
     }
 }
 

@@ -19,15 +19,20 @@
 //! `numa_node`, `local_cpulist` or `information`), and a cgroup hierarchy mounted later in the
 //! same mount namespace: `cpuplan-hook inventory --refresh` reads the host again.
 
-use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::fsutil::under;
 
 /// What the stamp saw of one directory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DirStamp {
     /// Whether it is there.
     pub present: bool,
@@ -39,12 +44,13 @@ pub struct DirStamp {
     pub mtime_ns: i64,
     /// How many entries it has.
     pub entries: u32,
-    /// A hash (FNV-1a) of its entries' names and inode numbers, in name order.
+    /// A hash of its entries' names and inode numbers: the sum of each entry's FNV-1a, so
+    /// that the order the kernel lists them in does not matter.
     pub names: u64,
 }
 
 /// What the stamp saw of the host.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Stamp {
     /// The topology root's online CPUs, as the kernel writes them (`-` without the file).
     pub online: String,
@@ -58,10 +64,85 @@ pub struct Stamp {
     pub mounts: String,
 }
 
-/// The online CPUs file under `root`, trimmed, or `-` where there is none.
-fn online_text(root: &Path) -> String {
-    match crate::fsutil::read_optional(&under(root, "/sys/devices/system/cpu/online")) {
-        Ok(Some(t)) => t.trim_end_matches('\0').trim().to_string(),
+/// Paths under one root, built in one buffer that each file the stamp reads reuses.
+struct Under {
+    buf: Vec<u8>,
+    root: usize,
+}
+
+impl Under {
+    fn new(root: &Path) -> Under {
+        let mut buf = Vec::with_capacity(root.as_os_str().len() + 48);
+        buf.extend_from_slice(root.as_os_str().as_bytes());
+        if !buf.is_empty() && !buf.ends_with(b"/") {
+            buf.push(b'/');
+        }
+        Under {
+            root: buf.len(),
+            buf,
+        }
+    }
+
+    /// `rel` (no leading `/`) under the root, as [`under`] joins it.
+    fn path(&mut self, rel: &str) -> &Path {
+        self.buf.truncate(self.root);
+        self.buf.extend_from_slice(rel.as_bytes());
+        Path::new(OsStr::from_bytes(&self.buf))
+    }
+}
+
+/// Opens `path` for reading without blocking (`flags` added).
+fn open(path: &Path, flags: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC | flags)
+        .open(path)
+}
+
+/// The bytes of the small file at `path` in `buf`: `Ok(None)` where it (or a directory above
+/// it) is not there, an `InvalidData` error where it fills `buf`. A read that returns less
+/// than it was asked for is taken as the end: sysfs and procfs return an attribute (at most a
+/// page) whole in one read, and a regular file all that is there.
+fn read_into<'b>(path: &Path, buf: &'b mut [u8]) -> std::io::Result<Option<&'b [u8]>> {
+    let mut f = match open(path, 0) {
+        Ok(f) => f,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len < buf.len() {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if len == buf.len() {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            format!("over {} bytes", buf.len()),
+        ));
+    }
+    Ok(Some(&buf[..len]))
+}
+
+/// The online CPUs file under the root, trimmed, or `-` where there is none.
+fn online_text(root: &mut Under, buf: &mut [u8]) -> String {
+    let path = root.path("sys/devices/system/cpu/online");
+    match read_into(path, buf) {
+        Ok(Some(t)) => String::from_utf8_lossy(t)
+            .trim_end_matches('\0')
+            .trim()
+            .to_string(),
         Ok(None) => "-".into(),
         Err(e) => format!("unreadable: {e}"),
     }
@@ -69,8 +150,9 @@ fn online_text(root: &Path) -> String {
 
 /// The boot id under `root` (`/proc/sys/kernel/random/boot_id`), empty where there is none.
 pub fn boot_id(root: &Path) -> String {
-    match crate::fsutil::read_optional(&under(root, "/proc/sys/kernel/random/boot_id")) {
-        Ok(Some(t)) => t.trim().chars().take(64).collect(),
+    let mut buf = [0u8; 128];
+    match read_into(&under(root, "/proc/sys/kernel/random/boot_id"), &mut buf) {
+        Ok(Some(t)) => String::from_utf8_lossy(t).trim().chars().take(64).collect(),
         _ => String::new(),
     }
 }
@@ -92,39 +174,74 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     fnv1a(FNV_OFFSET, bytes)
 }
 
-fn dir_stamp(dir: &Path) -> DirStamp {
-    let Ok(meta) = std::fs::metadata(dir) else {
+/// One `getdents64` into `buf`: the bytes of whole `linux_dirent64` records it wrote, 0 at
+/// the end of the directory.
+fn getdents(dir: &File, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is ours and
+    // borrowed mutably for the call, and reads nothing else; `dir` stays open across it.
+    let n = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The header of a `linux_dirent64` record: inode (8), offset (8), length (2), type (1).
+const DIRENT_HEADER: usize = 19;
+
+/// Each entry (name, inode) of the `linux_dirent64` records in `recs`, `.` and `..` left out.
+fn dirents(recs: &[u8]) -> impl Iterator<Item = (&[u8], u64)> {
+    let mut at = 0;
+    std::iter::from_fn(move || loop {
+        let rec = recs.get(at..)?;
+        let len = usize::from(u16::from_ne_bytes([*rec.get(16)?, *rec.get(17)?]));
+        let name = rec.get(DIRENT_HEADER..len)?;
+        let mut ino = [0u8; 8];
+        ino.copy_from_slice(&rec[..8]);
+        at += len;
+        let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+        if name != b"." && name != b".." {
+            return Some((name, u64::from_ne_bytes(ino)));
+        }
+    })
+}
+
+/// The stamp of `dir`: one open, a `statx` of the descriptor, and its listing read into `buf`
+/// (no name is copied: each is hashed where the kernel wrote it).
+fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
+    let Ok(f) = open(dir, nix::libc::O_DIRECTORY) else {
         return DirStamp::default();
     };
-    let mut names: Vec<(Vec<u8>, u64)> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| {
-                use std::os::unix::ffi::OsStrExt;
-                (e.file_name().as_bytes().to_vec(), e.ino())
-            })
-            .collect(),
-        Err(_) => Vec::new(),
+    let Ok(meta) = f.metadata() else {
+        return DirStamp::default();
     };
-    names.sort();
-    let mut h = FNV_OFFSET;
-    for (name, ino) in &names {
-        h = fnv1a(h, name);
-        h = fnv1a(h, &[0]);
-        h = fnv1a(h, &ino.to_le_bytes());
+    let (mut entries, mut names) = (0u32, 0u64);
+    while let Ok(n @ 1..) = getdents(&f, buf) {
+        for (name, ino) in dirents(&buf[..n]) {
+            entries += 1;
+            let h = fnv1a(fnv1a(FNV_OFFSET, name), &[0]);
+            names = names.wrapping_add(fnv1a(h, &ino.to_le_bytes()));
+        }
     }
     DirStamp {
         present: true,
         ino: meta.ino(),
         ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
         mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-        entries: names.len() as u32,
-        names: h,
+        entries,
+        names,
     }
 }
 
-fn mounts_stamp(root: &Path) -> String {
-    let ns = match std::fs::read_link(under(root, "/proc/self/ns/mnt")) {
+fn mounts_stamp(root: &Path, under: &mut Under) -> String {
+    let ns = match std::fs::read_link(under.path("proc/self/ns/mnt")) {
         Ok(link) => link.to_string_lossy().into_owned(),
         Err(_) => "-".into(),
     };
@@ -132,7 +249,7 @@ fn mounts_stamp(root: &Path) -> String {
         // procfs: /proc/self/mountinfo is the reader's own, with new metadata every process.
         return ns;
     }
-    match std::fs::metadata(under(root, "/proc/self/mountinfo")) {
+    match std::fs::metadata(under.path("proc/self/mountinfo")) {
         Ok(m) => format!(
             "{ns}, mountinfo ino {} size {} ctime {}.{:09}",
             m.ino(),
@@ -147,16 +264,25 @@ fn mounts_stamp(root: &Path) -> String {
 impl Stamp {
     /// What the host under `root` and `topology_root` shows now.
     pub fn read(root: &Path, topology_root: &Path) -> Stamp {
+        // One buffer for the directories' listings and the online files (a PCI bus of a few
+        // hundred functions takes a few reads of it).
+        let mut buf = [0u8; 8192];
+        let mut topo = Under::new(topology_root);
+        let online = online_text(&mut topo, &mut buf);
+        let pci = dir_stamp(topo.path(crate::gpus::PCI_DEVICES_DIR), &mut buf);
+        let driver = dir_stamp(topo.path(crate::gpu::nvidia::NVIDIA_GPUS_DIR), &mut buf);
+        let same = root == topology_root;
+        let mut host = if same { topo } else { Under::new(root) };
         Stamp {
-            online: online_text(topology_root),
-            running: if root == topology_root {
+            online,
+            running: if same {
                 String::new()
             } else {
-                online_text(root)
+                online_text(&mut host, &mut buf)
             },
-            pci: dir_stamp(&crate::gpus::pci_devices_dir(topology_root)),
-            driver: dir_stamp(&topology_root.join(crate::gpu::nvidia::NVIDIA_GPUS_DIR)),
-            mounts: mounts_stamp(root),
+            pci,
+            driver,
+            mounts: mounts_stamp(root, &mut host),
         }
     }
 

@@ -123,18 +123,41 @@ pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
             why: format!("{} bytes, over the {MAX_FILE}-byte limit", meta.len()),
         });
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
-    (&mut f)
-        .take(MAX_FILE as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io(path))?;
-    if bytes.len() > MAX_FILE {
+    // Sized by the descriptor's own statx: the file is written whole and renamed into place,
+    // so one read takes all of it, and a read that returns less than asked is its end (a short
+    // read that was not would leave a body the frame refuses). One byte more than its size is
+    // asked for, so a file that grew since is seen; a file of a usual size is read into the
+    // stack, with no large allocation on the start path.
+    let want = meta.len() as usize + 1;
+    let mut stack = [0u8; 16 << 10];
+    let mut heap = Vec::new();
+    let buf = if want <= stack.len() {
+        &mut stack[..want]
+    } else {
+        heap.resize(want, 0);
+        &mut heap[..]
+    };
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) if len + n < buf.len() => {
+                len += n;
+                break;
+            }
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(path)(e)),
+        }
+    }
+    if len == buf.len() {
         return Err(InventoryError::Corrupt {
             path: path.to_path_buf(),
-            why: format!("over the {MAX_FILE}-byte limit"),
+            why: format!("it grew past its {} bytes while it was read", meta.len()),
         });
     }
-    decode(&bytes).map_err(|why| InventoryError::Corrupt {
+    let bytes = &buf[..len];
+    decode(bytes).map_err(|why| InventoryError::Corrupt {
         path: path.to_path_buf(),
         why,
     })

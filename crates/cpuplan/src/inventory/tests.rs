@@ -64,27 +64,118 @@ fn it_answers_what_sysfs_answers() {
     assert_eq!(inv.cores.len(), 2);
 }
 
+/// The fixture hosts under `tests/fixtures` and `examples/host` as (root, topology root)
+/// pairs: each topology, and each cgroup tree (its mount table) over the 224-CPU host.
+fn fixture_hosts() -> Vec<(PathBuf, PathBuf)> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let example = repo.join("examples/host");
+    let mut hosts = vec![(example.clone(), example.clone())];
+    let fixtures = repo.join("tests/fixtures");
+    hosts.push((fixtures.join("e2e-host"), fixtures.join("e2e-host")));
+    for group in ["topologies", "synthetic"] {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures.join(group))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        hosts.extend(dirs.into_iter().map(|d| (d.clone(), d)));
+    }
+    for cg in ["v1", "v2", "hybrid", "escaped"] {
+        hosts.push((fixtures.join("cgroup").join(cg), example.clone()));
+    }
+    hosts
+}
+
 #[test]
-fn the_format_refuses_what_is_not_whole() {
+fn the_format_round_trips_every_fixture_host() {
+    let mut mounts = 0;
+    for (root, topo) in fixture_hosts() {
+        let inv = HostInventory::read(&root, &topo)
+            .unwrap_or_else(|e| panic!("{} over {}: {e}", root.display(), topo.display()));
+        let bytes = encode(&inv);
+        assert_eq!(decode(&bytes).unwrap(), inv, "{}", root.display());
+        mounts += inv.cgroup_mounts.as_ref().map_or(0, Vec::len);
+    }
+    assert!(
+        mounts >= 4,
+        "the cgroup trees' mounts are in the round trip"
+    );
     let t = tempfile::tempdir().unwrap();
     host(t.path());
-    let inv = inventory_of(t.path());
+    let mut inv = inventory_of(t.path());
+    let derived = encode(&inv);
+    assert_eq!(decode(&derived).unwrap(), inv);
+    // A CPU not in the core that lists it (a fixture's odd sibling lists): written out whole.
+    inv.core_of[2] = None;
+    let explicit = encode(&inv);
+    assert!(explicit.len() > derived.len());
+    assert_eq!(decode(&explicit).unwrap(), inv);
+}
+
+#[test]
+fn the_format_refuses_what_is_not_whole() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/host");
+    let inv = inventory_of(&root);
     let bytes = encode(&inv);
+    assert!(bytes.starts_with(b"cpuplan-inventory 3\n"));
     assert_eq!(decode(&bytes).unwrap(), inv);
+    for len in 0..bytes.len() {
+        assert!(decode(&bytes[..len]).is_err(), "truncated to {len} bytes");
+    }
     let e = decode(&bytes[..bytes.len() - 1]).unwrap_err();
     assert!(e.contains("truncated"), "{e}");
     let mut padded = bytes.clone();
     padded.push(b' ');
     assert!(decode(&padded).unwrap_err().contains("padded"));
+    for i in 0..bytes.len() {
+        for bit in [0x01, 0x80] {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= bit;
+            assert!(decode(&flipped).is_err(), "byte {i} ^ {bit:#x}");
+        }
+    }
     let mut flipped = bytes.clone();
     let last = flipped.len() - 2;
     flipped[last] ^= 1;
     assert!(decode(&flipped).unwrap_err().contains("checksum"));
-    let other = String::from_utf8(bytes.clone())
-        .unwrap()
-        .replacen("inventory 2", "inventory 1", 1);
-    assert!(decode(other.as_bytes()).unwrap_err().contains("version 2"));
     assert!(decode(b"").is_err());
+}
+
+#[test]
+fn a_version_2_file_is_another_version_read_again_and_rewritten() {
+    assert!(nix::unistd::geteuid().is_root(), "run the tests as root");
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("host");
+    host(&r);
+    let dir = store_dir(t.path());
+    let path = file_in(&dir, &r, &r);
+    // What version 2 wrote: a whole frame with a JSON body whose checksum holds.
+    let body = br#"{"boot_id":"","root":"/","cores":"1.4;2.8"}"#;
+    let v2 = [
+        format!(
+            "cpuplan-inventory 2\n{} {:016x}\n",
+            body.len(),
+            stamp::fnv1a64(body)
+        )
+        .as_bytes(),
+        body,
+    ]
+    .concat();
+    let e = decode(&v2).unwrap_err();
+    assert!(e.contains("not a version 3 inventory"), "{e}");
+    std::fs::write(&path, &v2).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = obtain(&dir, &r, &r, false);
+    assert!(
+        matches!(&o.came, Came::Written(Some(w)) if w.contains("not a version 3")),
+        "{}",
+        o.describe()
+    );
+    let now = std::fs::read(&path).unwrap();
+    assert!(now.starts_with(b"cpuplan-inventory 3\n"));
+    assert_eq!(decode(&now).unwrap(), inventory_of(&r));
+    assert_eq!(obtain(&dir, &r, &r, false).came, Came::File);
 }
 
 #[test]
@@ -119,6 +210,45 @@ fn the_stamp_sees_cpus_pci_functions_and_the_driver() {
         .changed(&Stamp::read(r, r))
         .unwrap()
         .contains("NVIDIA driver"));
+}
+
+#[test]
+fn the_stamp_lists_a_directory_longer_than_its_buffer() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    host(r);
+    let devices = r.join("sys/bus/pci/devices");
+    for i in 0..700 {
+        write(
+            r,
+            &format!(
+                "sys/bus/pci/devices/0000:{:02x}:{:02x}.1/class",
+                i / 32,
+                i % 32
+            ),
+            "0x020000\n",
+        );
+    }
+    let listed = std::fs::read_dir(&devices).unwrap().count();
+    assert_eq!(listed, 703);
+    let first = Stamp::read(r, r);
+    assert_eq!(first.pci.entries, 703);
+    assert!(first.pci.present && first.driver.present);
+    assert_eq!(first.driver.entries, 2);
+    assert_eq!(Stamp::read(r, r), first);
+    std::fs::remove_dir_all(devices.join("0000:15:1b.1")).unwrap();
+    let fewer = Stamp::read(r, r);
+    assert_eq!(fewer.pci.entries, 702);
+    assert_ne!(fewer.pci.names, first.pci.names);
+    assert!(first
+        .changed(&fewer)
+        .unwrap()
+        .contains("703 -> 702 entries"));
+    // A directory that is not there, and one that is a file.
+    std::fs::remove_dir_all(r.join("proc/driver/nvidia/gpus")).unwrap();
+    assert!(!Stamp::read(r, r).driver.present);
+    write(r, "proc/driver/nvidia/gpus", "not a directory");
+    assert!(!Stamp::read(r, r).driver.present);
 }
 
 /// A root-owned 0700 inventory directory in a temp dir.
@@ -220,4 +350,38 @@ fn a_missing_directory_is_made_root_only() {
     save(&dir, &file_in(&dir, &r, &r), &inv).unwrap();
     check_dir(&dir).unwrap();
     assert_eq!(load_file(&file_in(&dir, &r, &r)).unwrap(), inv);
+}
+
+#[test]
+fn a_snapshot_from_the_inventory_is_the_one_sysfs_gives() {
+    use crate::plan::Setting;
+    use crate::topology::StaticTopology;
+    let mut compared = 0;
+    for (_, topo) in fixture_hosts() {
+        let inv = HostInventory::read(&topo, &topo).unwrap();
+        let mask = inv.online.clone();
+        let gpus: Vec<Option<String>> = inv
+            .pci
+            .iter()
+            .filter(|f| may_be_gpu(f.class) && f.vendor.is_some())
+            .map(|f| Some(f.address.clone()))
+            .chain([None])
+            .collect();
+        for setting in [Setting::Auto, Setting::Cpu(0), Setting::Off] {
+            let from_sysfs = StaticTopology::for_plan(&topo, setting, &gpus, &mask);
+            let from_inv = StaticTopology::for_plan_on(&inv, setting, &gpus, &mask);
+            match (from_sysfs, from_inv) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.siblings, b.siblings, "{} {setting:?}", topo.display());
+                    assert_eq!(a.gpus, b.gpus, "{} {setting:?}", topo.display());
+                    compared += usize::from(!a.siblings.is_empty());
+                }
+                (a, b) => assert_eq!(a.is_err(), b.is_err(), "{}", topo.display()),
+            }
+        }
+    }
+    assert!(
+        compared >= 10,
+        "{compared} snapshots with siblings compared"
+    );
 }

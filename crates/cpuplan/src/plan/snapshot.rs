@@ -73,13 +73,20 @@ impl StaticTopology {
         };
         let cpus = consulted(setting, addresses, mask, &gpus);
         let mut siblings: Vec<CpuSet> = vec![CpuSet::new(); cpus.last().map_or(0, |c| c + 1)];
+        // The same one-read-per-core rule as the cache's, without the cache: a core found for
+        // one CPU is set at once for its siblings among those consulted (each set cloned once).
         for cpu in &cpus {
-            if siblings[cpu].is_empty() {
-                siblings[cpu] = cache.siblings_with(cpu, &cpus, |cpu| match inv.siblings(cpu) {
-                    Some(core) => Ok(core),
-                    None => crate::smt::smt_siblings(root, cpu),
-                })?;
+            if !siblings[cpu].is_empty() {
+                continue;
             }
+            let core = match inv.siblings(cpu) {
+                Some(core) => core,
+                None => crate::smt::smt_siblings(root, cpu)?,
+            };
+            for sib in core.iter().filter(|s| *s != cpu && cpus.contains(*s)) {
+                siblings[sib] = core.clone();
+            }
+            siblings[cpu] = core;
         }
         Ok(StaticTopology { siblings, gpus })
     }
