@@ -420,6 +420,11 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
     want_claims.extend([".lock".into(), "0000:3b:00.0.json".into()]);
     want_claims.sort();
     assert_eq!(names(&claims), want_claims);
+    // Beside it: the record that the plan sits in the rootfs's own filesystem (a plain
+    // directory here), in `hostplans` beside the claims directory (docs/engines.md), which
+    // poststop takes away.
+    let records = claims.parent().unwrap().join("hostplans");
+    assert_eq!(names(&records).len(), 1, "{:?}", names(&records));
     // A poststop (release) removes them from the claims dir too. By then the init has exited.
     for n in stale_claims {
         std::fs::write(claims.join(n), "x").unwrap();
@@ -435,6 +440,7 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
     .unwrap();
     want_claims.retain(|n| n != "0000:3b:00.0.json");
     assert_eq!(names(&claims), want_claims);
+    assert!(names(&records).is_empty(), "{:?}", names(&records));
 }
 
 #[test]

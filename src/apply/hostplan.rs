@@ -8,22 +8,29 @@
 //! second case, so poststop pays for the bundle's `config.json` and the rootfs walk only where
 //! there is something to remove: one failed `unlink` otherwise.
 //!
-//! The record is an empty file `.hostplan.<hash>` in the claims directory (the operator's, on
-//! the host), named by an FNV-1a hash of the container's scope (its bundle) and id, never by the
-//! id itself (the tenant's): a hash shared by two containers costs the other one a look at its
-//! bundle, nothing more, as the removal checks that `plan.json` names the container.
+//! The record is an empty file `.hostplan.<hash>` in `hostplans/` beside the claims directory
+//! (`/run/cpuplan/hostplans` by default: the operator's, on the host; not in the claims
+//! directory, which holds the lock and at most one file per GPU), named by an FNV-1a hash of the
+//! container's scope (its bundle) and id, never by the id itself (the tenant's): a hash shared
+//! by two containers costs the other one a look at its bundle, nothing more, as the removal
+//! checks that `plan.json` names the container.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The record's path for container `id` of `scope` in the claims directory `claims_dir`.
+/// The records' directory: `hostplans` beside the claims directory `claims_dir`.
+pub fn records_dir(claims_dir: &Path) -> PathBuf {
+    claims_dir.parent().unwrap_or(claims_dir).join("hostplans")
+}
+
+/// The record's path for container `id` of `scope`, claims directory `claims_dir`.
 fn record(claims_dir: &Path, scope: &str, id: &str) -> PathBuf {
     let mut key = Vec::with_capacity(scope.len() + id.len() + 1);
     key.extend_from_slice(scope.as_bytes());
     key.push(0);
     key.extend_from_slice(id.as_bytes());
-    claims_dir.join(format!(
+    records_dir(claims_dir).join(format!(
         ".hostplan.{:016x}",
         cpuplan::inventory::stamp::fnv1a64(&key)
     ))
@@ -46,8 +53,8 @@ pub fn mark(claims_dir: &Path, scope: &str, id: &str) -> std::io::Result<()> {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o755)
-                .create(claims_dir)?;
+                .mode(0o700)
+                .create(records_dir(claims_dir))?;
             create()
         }
         other => other,
@@ -73,7 +80,11 @@ mod tests {
         let dir = t.path().join("claims");
         assert!(!take(&dir, "/b", "c1"), "none yet, and no directory");
         mark(&dir, "/b", "c1").unwrap();
-        let names: Vec<String> = std::fs::read_dir(&dir)
+        assert!(
+            !dir.exists(),
+            "nothing in (or made as) the claims directory"
+        );
+        let names: Vec<String> = std::fs::read_dir(t.path().join("hostplans"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();

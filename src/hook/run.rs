@@ -422,7 +422,7 @@ fn write_files(
             log::warn!(
                 "container {}: its plan files are in the rootfs, and poststop will not remove them: cannot record them in {}: {e}",
                 state.id(),
-                config.claims_dir.display()
+                hostplan::records_dir(&config.claims_dir).display()
             );
         }
     }
