@@ -97,7 +97,7 @@ pub struct PciFunction {
 /// The PCI base classes whose functions the inventory keeps whole: display and accelerators.
 const GPU_CLASSES: [u32; 2] = [0x03, 0x12];
 
-fn may_be_gpu(class: Option<u32>) -> bool {
+pub(crate) fn may_be_gpu(class: Option<u32>) -> bool {
     class.is_some_and(|c| GPU_CLASSES.contains(&(c >> 16)))
 }
 
@@ -302,4 +302,4 @@ fn read_pci(topology_root: &Path) -> Result<Vec<PciFunction>, InventoryError> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

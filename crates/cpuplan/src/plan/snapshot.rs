@@ -117,3 +117,41 @@ fn consulted(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::{may_be_gpu, tests::fixture_hosts};
+
+    #[test]
+    fn a_snapshot_from_the_inventory_is_the_one_sysfs_gives() {
+        let mut compared = 0;
+        for (_, topo) in fixture_hosts() {
+            let inv = HostInventory::read(&topo, &topo).unwrap();
+            let mask = inv.online.clone();
+            let gpus: Vec<Option<String>> = inv
+                .pci
+                .iter()
+                .filter(|f| may_be_gpu(f.class) && f.vendor.is_some())
+                .map(|f| Some(f.address.clone()))
+                .chain([None])
+                .collect();
+            for setting in [Setting::Auto, Setting::Cpu(0), Setting::Off] {
+                let from_sysfs = StaticTopology::for_plan(&topo, setting, &gpus, &mask);
+                let from_inv = StaticTopology::for_plan_on(&inv, setting, &gpus, &mask);
+                match (from_sysfs, from_inv) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a.siblings, b.siblings, "{} {setting:?}", topo.display());
+                        assert_eq!(a.gpus, b.gpus, "{} {setting:?}", topo.display());
+                        compared += usize::from(!a.siblings.is_empty());
+                    }
+                    (a, b) => assert_eq!(a.is_err(), b.is_err(), "{}", topo.display()),
+                }
+            }
+        }
+        assert!(
+            compared >= 10,
+            "{compared} snapshots with siblings compared"
+        );
+    }
+}
