@@ -45,7 +45,7 @@ const PLANNER_LAYERS: &[&[&str]] = &[
     // Parsers of kernel files.
     &["mountinfo", "proc_cgroup", "cgroup_path", "proc_stat"],
     // The process's cgroups, limits, mask, namespace; the host's cores and GPUs.
-    &["cgroup", "mask", "pidns", "smt", "gpus"],
+    &["cgroup", "mask", "pidns", "mntns", "smt", "gpus"],
     &["quota", "topology", "gpu"],
     // The host inventory: the host-wide facts above, read once per boot.
     &["inventory"],

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{LinuxCpu, LinuxDevice, LinuxDeviceType, Mount, Root};
+use oci_spec::runtime::{LinuxCpu, LinuxDevice, LinuxDeviceType, Root};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
@@ -142,16 +142,11 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
             .iter()
             .map(|m| {
                 SpecMount::new(
-                    &m.destination().to_string_lossy(),
-                    m.typ().as_deref().unwrap_or_default(),
-                    m.options().as_deref().unwrap_or_default(),
+                    &m.destination,
+                    m.typ.as_deref().unwrap_or_default(),
+                    m.options.as_deref().unwrap_or_default(),
                 )
-                .with_source(
-                    &m.source()
-                        .as_deref()
-                        .map(|s| s.to_string_lossy())
-                        .unwrap_or_default(),
-                )
+                .with_source(m.source.as_deref().unwrap_or_default())
             })
             .collect(),
         ..spec
@@ -159,15 +154,32 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
 }
 
 /// The members of a spec the planner reads: oci-spec's types where the member is small
-/// (`root`, `mounts`, `linux.devices`, `linux.resources.cpu`); `process.env` and `annotations`
-/// are kept sparsely (only the entries the planner reads), and everything else is skipped.
+/// (`root`, `linux.devices`, `linux.resources.cpu`); `mounts` borrowed from the bytes (a spec
+/// has a dozen or more, each of five strings, and the planner keeps four of them);
+/// `process.env` and `annotations` are kept sparsely (only the entries the planner reads), and
+/// everything else is skipped.
 #[derive(Deserialize)]
-struct RawSpec {
+struct RawSpec<'a> {
     root: Option<Root>,
     process: Option<RawProcess>,
     annotations: Option<Annotations>,
     linux: Option<RawLinux>,
-    mounts: Option<Vec<Mount>>,
+    #[serde(borrow)]
+    mounts: Option<Vec<RawMount<'a>>>,
+}
+
+/// One of `mounts`, as oci-spec's `Mount` reads it, with the members the planner uses: each
+/// string borrowed where the JSON holds it without escapes.
+#[derive(Deserialize)]
+struct RawMount<'a> {
+    #[serde(borrow)]
+    destination: Borrowed<'a>,
+    #[serde(borrow, default, rename = "type")]
+    typ: Option<Borrowed<'a>>,
+    #[serde(borrow, default)]
+    source: Option<Borrowed<'a>>,
+    #[serde(borrow, default)]
+    options: Option<Vec<Borrowed<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -243,14 +255,29 @@ impl<'de> Deserialize<'de> for Annotations {
     }
 }
 
-/// A string borrowed from the input where it holds no escape (no copy of a skipped entry).
-struct Borrowed<'de>(Cow<'de, str>);
+/// A string borrowed from the input where it holds no escape (no copy of a skipped entry or
+/// of a mount's member). serde's own `Cow<str>` borrows only as a struct's direct member,
+/// never inside an `Option` or a `Vec`.
+struct Borrowed<'a>(Cow<'a, str>);
 
-impl<'de> Deserialize<'de> for Borrowed<'de> {
+impl std::ops::Deref for Borrowed<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Borrowed<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Borrowed<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Borrowed<'de>;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Borrowed<'a>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string")
             }
@@ -264,7 +291,7 @@ impl<'de> Deserialize<'de> for Borrowed<'de> {
                 Ok(Borrowed(Cow::Owned(v)))
             }
         }
-        d.deserialize_str(V)
+        d.deserialize_str(V(std::marker::PhantomData))
     }
 }
 

@@ -165,8 +165,7 @@ fn read_plan_bytes(root: &Path, pid: u32, path: &Path) -> Result<Vec<u8>, Runnin
         .map_err(|e| proc_err("cannot open it", e))?);
     let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
         .map_err(|e| proc_err("cannot read its mount namespace", e))?;
-    let ours = std::fs::read_link(Process::Current.proc_dir(root).join("ns/mnt")).ok();
-    if ours.as_deref().map(|p| p.as_os_str()) == Some(theirs.as_os_str()) {
+    if cpuplan::own_mnt_ns(root).as_deref() == Some(theirs.as_os_str()) {
         return Err(RunningError::SameNamespace(pid));
     }
     // The magic link `root` is followed on purpose: it is the way into the container's root.

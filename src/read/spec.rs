@@ -43,14 +43,15 @@ pub struct SpecMount {
 
 impl SpecMount {
     /// The mount at `destination` of type `kind` with `options` (no source).
-    pub fn new(destination: &str, kind: &str, options: &[String]) -> SpecMount {
+    pub fn new<O: AsRef<str>>(destination: &str, kind: &str, options: &[O]) -> SpecMount {
+        let has = |want: &[&str]| options.iter().any(|o| want.contains(&o.as_ref()));
         SpecMount {
             destination: destination.to_string(),
             clean: clean_destination(destination),
             kind: kind.to_string(),
-            copies_up: options.iter().any(|o| o == "tmpcopyup"),
+            copies_up: has(&["tmpcopyup"]),
             source: String::new(),
-            binds: options.iter().any(|o| o == "bind" || o == "rbind"),
+            binds: has(&["bind", "rbind"]),
         }
     }
 
@@ -71,6 +72,14 @@ impl SpecMount {
 /// `path` made absolute and normal as a runtime reads a mount destination before following
 /// links: relative to `/`, `.` and empty components dropped, `..` going up, never above `/`.
 pub fn clean_destination(path: &str) -> String {
+    // Most destinations are clean already (`/dev/shm`): those are copied as they are.
+    let clean = path == "/"
+        || (path.starts_with('/')
+            && !path.ends_with('/')
+            && path[1..].split('/').all(|c| !matches!(c, "" | "." | "..")));
+    if clean {
+        return path.to_string();
+    }
     format!("/{}", cpuplan::lexical_components(path).join("/"))
 }
 
@@ -237,7 +246,23 @@ mod tests {
         ] {
             assert_eq!(clean_destination(given), clean, "{given:?}");
         }
-        let m = SpecMount::new("/dev/", "tmpfs", &["nosuid".into(), "tmpcopyup".into()]);
+        // The copy of a clean destination is what the lexical walk gives, for every string of
+        // up to 7 characters of `/`, `.` and `a`.
+        let mut texts = vec![String::new()];
+        let mut last = texts.clone();
+        for _ in 0..7 {
+            last = last
+                .iter()
+                .flat_map(|t| ["/", ".", "a"].map(|c| format!("{t}{c}")))
+                .collect();
+            texts.extend(last.iter().cloned());
+        }
+        assert_eq!(texts.len(), (0..=7).map(|n| 3usize.pow(n)).sum::<usize>());
+        for t in &texts {
+            let walked = format!("/{}", cpuplan::lexical_components(t).join("/"));
+            assert_eq!(clean_destination(t), walked, "{t:?}");
+        }
+        let m = SpecMount::new("/dev/", "tmpfs", &["nosuid", "tmpcopyup"]);
         assert_eq!((m.clean.as_str(), m.copies_up), ("/dev", true));
     }
 }

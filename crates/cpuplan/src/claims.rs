@@ -179,8 +179,10 @@ pub enum ClaimError {
 /// again) is the container's and taken over, live or not; one held by any other live holder
 /// (another id, or the same id in another scope) makes the call take nothing and return
 /// [`ClaimOutcome::Held`]; one held by a gone, zombie or restarted pid (or a claim file that
-/// does not parse) is stale and taken over. Pids are read under `root`. Temporary files a
-/// killed claimer left (`.<address>.json.tmp`) are removed.
+/// does not parse) is stale and taken over. Pids are read under `root`. The directory is not
+/// listed: a temporary file a killed claimer left (`.<address>.json.tmp`) for an address
+/// claimed now is written over and renamed, and the others go at the next [`release`], which
+/// lists the directory anyway (a listing here cost every container start five syscalls).
 pub fn claim_gpus(
     dir: &Path,
     root: &Path,
@@ -208,7 +210,6 @@ pub fn claim_gpus(
         }
         locked => locked?,
     };
-    remove_stale_temps(dir);
 
     // Decide for every address before writing any, so a held one leaves all untouched. The
     // flag: the claim was already the container's (an undo leaves it).
@@ -279,8 +280,8 @@ pub fn claim_gpus(
 ///
 /// A claim of the container that another live holder took over (a newer instance of the same
 /// agent) is kept: that holder releases it itself. Claims of the same id in another scope (a
-/// container of another runtime root) are kept, and so are claims without a scope. Stale
-/// temporary files are removed, as by [`claim_gpus`].
+/// container of another runtime root) are kept, and so are claims without a scope. The
+/// temporary files killed claimers left (`.<address>.json.tmp`, any address) are removed.
 pub fn release(
     dir: &Path,
     root: &Path,
@@ -437,16 +438,9 @@ fn temp_name(address: &str) -> String {
     format!(".{address}.json.tmp")
 }
 
-/// Removes the temporary files of [`temp_name`]'s form from `dir` (and nothing else): called
-/// under the exclusive lock, so no live claimer is writing one, and any found is a killed
-/// claimer's leftover.
-fn remove_stale_temps(dir: &Path) {
-    if let Ok(found) = scan(dir) {
-        remove_temps(&found.temps);
-    }
-}
-
-/// Removes the temporary files `temps` (only ever called under the lock).
+/// Removes the temporary files `temps` of [`temp_name`]'s form (and nothing else): only ever
+/// called under the exclusive lock, so no live claimer is writing one, and any found is a
+/// killed claimer's leftover.
 fn remove_temps(temps: &[PathBuf]) {
     for path in temps {
         match std::fs::remove_file(path) {
@@ -465,14 +459,24 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
+    let open = || {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+            .open(&tmp)
+    };
+    // What a killed claimer left under the name is written over; what cannot be (a symlink,
+    // a FIFO, a directory left there by hand) is removed and the open tried once more.
+    let mut file = match open() {
+        Ok(file) => file,
+        Err(_) => {
+            let _ = std::fs::remove_file(&tmp).or_else(|_| std::fs::remove_dir(&tmp));
+            open().map_err(io(&tmp))?
+        }
+    };
     file.write_all(text.as_bytes()).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }

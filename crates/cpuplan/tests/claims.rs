@@ -671,7 +671,16 @@ fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
         }
     };
     plant();
-    // A claim (of another GPU) removes them.
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let with = |extra: &[&str]| {
+        let mut v: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        sorted(v)
+    };
+    // A claim does not list the directory: another GPU's claim leaves them all.
     claim_gpus(
         &dir,
         root.path(),
@@ -680,23 +689,10 @@ fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
         WAIT,
     )
     .unwrap();
-    let mut want: Vec<String> = others.iter().map(|s| s.to_string()).collect();
-    want.extend([".lock".to_string(), "0000:3a:00.0.json".to_string()]);
-    want.sort();
-    assert_eq!(names(&dir), want);
-    // So does a release.
-    plant();
-    let a = holder("ctr-a", 100, 5000);
-    assert_eq!(
-        release(&dir, root.path(), "ctr-a", SCOPE, Some(&a), WAIT).unwrap(),
-        1
-    );
-    want.retain(|n| n != "0000:3a:00.0.json");
-    assert_eq!(names(&dir), want);
-    // A temporary planted as a symlink is removed, never followed.
-    let target = tmp.path().join("elsewhere");
-    std::fs::write(&target, "keep").unwrap();
-    std::os::unix::fs::symlink(&target, dir.join(".0000:2a:00.0.json.tmp")).unwrap();
+    let mut all = with(&[".lock", "0000:3a:00.0.json"]);
+    all.extend(ours.iter().map(|s| s.to_string()));
+    assert_eq!(names(&dir), sorted(all));
+    // A claim of 2a writes over 2a's and renames it: the claim holds the holder, not the torn text.
     claim_gpus(
         &dir,
         root.path(),
@@ -705,10 +701,53 @@ fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
         WAIT,
     )
     .unwrap();
-    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
-    assert!(std::fs::symlink_metadata(dir.join("0000:2a:00.0.json"))
-        .unwrap()
-        .is_file());
+    let claim = std::fs::read_to_string(dir.join("0000:2a:00.0.json")).unwrap();
+    assert!(claim.contains("ctr-a"), "{claim}");
+    assert_eq!(
+        names(&dir),
+        with(&[
+            ".0000:18:00.0.json.tmp",
+            ".lock",
+            "0000:2a:00.0.json",
+            "0000:3a:00.0.json"
+        ])
+    );
+    // A release lists the directory and removes every one of its own naming, and nothing else.
+    plant();
+    let a = holder("ctr-a", 100, 5000);
+    assert_eq!(
+        release(&dir, root.path(), "ctr-a", SCOPE, Some(&a), WAIT).unwrap(),
+        2
+    );
+    assert_eq!(names(&dir), with(&[".lock"]));
+    // A temporary planted as a symlink, a FIFO or a directory is removed (never followed,
+    // never blocked on) and the claim is made.
+    let target = tmp.path().join("elsewhere");
+    std::fs::write(&target, "keep").unwrap();
+    let tmp_name = dir.join(".0000:2a:00.0.json.tmp");
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    for plant in 0..3 {
+        match plant {
+            0 => std::os::unix::fs::symlink(&target, &tmp_name).unwrap(),
+            1 => nix::unistd::mkfifo(&tmp_name, mode).unwrap(),
+            _ => std::fs::create_dir(&tmp_name).unwrap(),
+        }
+        let t = Instant::now();
+        claim_gpus(
+            &dir,
+            root.path(),
+            &holder("ctr-a", 100, 5000),
+            &addrs(&["0000:2a:00.0"]),
+            WAIT,
+        )
+        .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert!(std::fs::symlink_metadata(dir.join("0000:2a:00.0.json"))
+            .unwrap()
+            .is_file());
+        assert!(!tmp_name.exists(), "plant {plant}");
+    }
 }
 
 #[test]

@@ -36,9 +36,7 @@ pub fn open_rootfs(
         .map_err(|e| proc_err("cannot open it", e))?);
     let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
         .map_err(|e| proc_err("cannot read its mount namespace", e))?;
-    let ours =
-        std::fs::read_link(cpuplan::Process::Current.proc_dir(proc_root).join("ns/mnt")).ok();
-    if ours.as_deref().map(|p| p.as_os_str()) == Some(theirs.as_os_str()) {
+    if cpuplan::own_mnt_ns(proc_root).as_deref() == Some(theirs.as_os_str()) {
         return Err(RootfsError::SameNamespace(pid));
     }
     let rootfd = own(

@@ -13,7 +13,7 @@ fn mknod(dev: &Path, name: &str, kind: SFlag, maj: u64, min: u64) {
 }
 
 fn m(destination: &str, kind: &str) -> SpecMount {
-    SpecMount::new(destination, kind, &[])
+    SpecMount::new(destination, kind, &[] as &[&str])
 }
 
 /// The runtime's own `/dev`, as runc's and containerd's default specs mount it.
@@ -80,7 +80,7 @@ fn a_node_is_the_runtime_s_only_on_its_own_dev_tmpfs_with_no_mount_on_it() {
         ),
         (vec![m("/dev", "tmpfs"), m("/", "bind")], "over /dev"),
         (
-            vec![SpecMount::new("/dev", "tmpfs", &["tmpcopyup".into()])],
+            vec![SpecMount::new("/dev", "tmpfs", &["tmpcopyup"])],
             "tmpcopyup",
         ),
         (

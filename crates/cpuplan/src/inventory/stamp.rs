@@ -241,9 +241,9 @@ fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
 }
 
 fn mounts_stamp(root: &Path, under: &mut Under) -> String {
-    let ns = match std::fs::read_link(under.path("proc/self/ns/mnt")) {
-        Ok(link) => link.to_string_lossy().into_owned(),
-        Err(_) => "-".into(),
+    let ns = match crate::mntns::own_mnt_ns(root) {
+        Some(link) => link.to_string_lossy().into_owned(),
+        None => "-".into(),
     };
     if root == Path::new("/") {
         // procfs: /proc/self/mountinfo is the reader's own, with new metadata every process.

@@ -129,7 +129,7 @@ pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
     // asked for, so a file that grew since is seen; a file of a usual size is read into the
     // stack, with no large allocation on the start path.
     let want = meta.len() as usize + 1;
-    let mut stack = [0u8; 16 << 10];
+    let mut stack = [0u8; 4 << 10];
     let mut heap = Vec::new();
     let buf = if want <= stack.len() {
         &mut stack[..want]
