@@ -192,16 +192,32 @@ pub fn pci_base_class(dir: &Path) -> Result<Option<u8>> {
 
 /// The functions under `devices` for which `wanted` holds, in PCI address order, with their locality.
 pub(crate) fn scan(devices: &Path, wanted: impl Fn(&Path) -> Result<bool>) -> Result<Vec<HostGpu>> {
-    let entries = std::fs::read_dir(devices).map_err(|source| Error::Io {
+    let entries = pci_functions(devices).map_err(|source| Error::Io {
         path: devices.to_path_buf(),
         source,
     })?;
-    let mut found: Vec<(PciKey, HostGpu)> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| Error::Io {
-            path: devices.to_path_buf(),
-            source,
-        })?;
+    let mut found = Vec::new();
+    for (address, dir) in entries {
+        if !wanted(&dir)? {
+            continue;
+        }
+        let (node, local) = locality(&dir)?;
+        found.push(HostGpu {
+            address,
+            node,
+            local,
+        });
+    }
+    Ok(found)
+}
+
+/// The PCI functions listed in `devices` (`sys/bus/pci/devices`): each entry named by a PCI
+/// address, with its directory, in address order (other names are skipped). The one listing
+/// of that directory, for the GPU scan and the host inventory alike.
+pub(crate) fn pci_functions(devices: &Path) -> io::Result<Vec<(String, PathBuf)>> {
+    let mut found: Vec<(PciKey, String, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(devices)? {
+        let entry = entry?;
         let name = entry.file_name();
         let Some(address) = name.to_str() else {
             continue;
@@ -209,22 +225,10 @@ pub(crate) fn scan(devices: &Path, wanted: impl Fn(&Path) -> Result<bool>) -> Re
         let Some(key) = pci_key(address) else {
             continue;
         };
-        let dir = entry.path();
-        if !wanted(&dir)? {
-            continue;
-        }
-        let (node, local) = locality(&dir)?;
-        found.push((
-            key,
-            HostGpu {
-                address: address.to_string(),
-                node,
-                local,
-            },
-        ));
+        found.push((key, address.to_string(), entry.path()));
     }
-    found.sort_by_key(|(key, _)| *key);
-    Ok(found.into_iter().map(|(_, gpu)| gpu).collect())
+    found.sort_by_key(|(key, _, _)| *key);
+    Ok(found.into_iter().map(|(_, a, d)| (a, d)).collect())
 }
 
 #[cfg(test)]

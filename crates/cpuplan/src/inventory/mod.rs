@@ -29,9 +29,8 @@ use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::gpu::nvidia::{mig, nvidia_gpus, NvidiaGpu};
 use crate::gpu::DeviceError;
-use crate::gpus::{locality, pci_class, pci_devices_dir, pci_vendor, HostGpu, PciKey};
+use crate::gpus::{locality, pci_class, pci_devices_dir, pci_functions, pci_vendor, HostGpu};
 use crate::mountinfo::MountInfo;
-use crate::pci::pci_key;
 use crate::topology::NumaNode;
 pub use cores::Cores;
 pub use stamp::Stamp;
@@ -252,7 +251,7 @@ impl HostInventory {
 /// vendor and locality of each display or accelerator function.
 fn read_pci(topology_root: &Path) -> Result<Vec<PciFunction>, InventoryError> {
     let devices = pci_devices_dir(topology_root);
-    let entries = match std::fs::read_dir(&devices) {
+    let entries = match pci_functions(&devices) {
         Ok(e) => e,
         Err(e)
             if matches!(
@@ -269,23 +268,11 @@ fn read_pci(topology_root: &Path) -> Result<Vec<PciFunction>, InventoryError> {
             })
         }
     };
-    let mut found: Vec<(PciKey, PciFunction)> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| InventoryError::Io {
-            path: devices.clone(),
-            source,
-        })?;
-        let name = entry.file_name();
-        let Some(address) = name.to_str() else {
-            continue;
-        };
-        let Some(key) = pci_key(address) else {
-            continue;
-        };
-        let dir = entry.path();
+    let mut found = Vec::with_capacity(entries.len());
+    for (address, dir) in entries {
         let class = pci_class(&dir).map_err(InventoryError::Host)?;
         let mut f = PciFunction {
-            address: address.to_string(),
+            address,
             class,
             vendor: None,
             node: None,
@@ -295,10 +282,9 @@ fn read_pci(topology_root: &Path) -> Result<Vec<PciFunction>, InventoryError> {
             f.vendor = pci_vendor(&dir).map_err(InventoryError::Host)?;
             (f.node, f.local) = locality(&dir).map_err(InventoryError::Host)?;
         }
-        found.push((key, f));
+        found.push(f);
     }
-    found.sort_by_key(|(key, _)| *key);
-    Ok(found.into_iter().map(|(_, f)| f).collect())
+    Ok(found)
 }
 
 #[cfg(test)]
