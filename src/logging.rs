@@ -1,5 +1,4 @@
-//! The hook's log: one line per event, to the configured file (appended, created 0640) and to
-//! stderr (unless stderr is `/dev/null`, where a line is not written).
+//! The hook's log: one line per event, to the configured file (appended, created 0640) and to stderr.
 //!
 //! A line is `2026-11-30T10:00:00.123Z INFO cpuplan-hook[PID]: MESSAGE`: an RFC 3339 UTC time
 //! with milliseconds, the level, the process. Control characters in the message (a newline in a
@@ -9,7 +8,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -29,34 +27,6 @@ static LOGGER: HookLogger = HookLogger {
     stderr: true,
 };
 
-/// Whether stderr is `/dev/null` (as [`init`] found it): a line is then not written there.
-static STDERR_NULL: AtomicBool = AtomicBool::new(false);
-
-/// This process's pid, asked of the kernel once (a `getpid` per log line and per temporary
-/// file showed in the long-running plugin's profile; nothing logs or writes from a forked child).
-pub fn own_pid() -> u32 {
-    static PID: AtomicU32 = AtomicU32::new(0);
-    match PID.load(Ordering::Relaxed) {
-        0 => {
-            let pid = std::process::id();
-            PID.store(pid, Ordering::Relaxed);
-            pid
-        }
-        pid => pid,
-    }
-}
-
-/// Writes no line to stderr from now on where stderr is the null device (1:3), where a line is
-/// lost anyway: a long-running process (the NRI plugin) saves a write per line; the one-shot
-/// hook does not ask (the check would cost it more than it saves).
-pub fn skip_null_stderr() {
-    let null = nix::sys::stat::fstat(2).is_ok_and(|st| {
-        st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR
-            && st.st_rdev == nix::sys::stat::makedev(1, 3)
-    });
-    STDERR_NULL.store(null, Ordering::Relaxed);
-}
-
 impl Log for HookLogger {
     fn enabled(&self, m: &Metadata<'_>) -> bool {
         // the ttrpc crate (NRI plugin) tells every server start and stop at info: warnings only
@@ -72,7 +42,7 @@ impl Log for HookLogger {
         let line = format_line(
             SystemTime::now(),
             r.level(),
-            own_pid(),
+            std::process::id(),
             &r.args().to_string(),
         );
         if let Ok(mut f) = self.file.lock() {
@@ -80,7 +50,7 @@ impl Log for HookLogger {
                 let _ = f.write_all(line.as_bytes());
             }
         }
-        if self.stderr && !STDERR_NULL.load(Ordering::Relaxed) {
+        if self.stderr {
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
     }

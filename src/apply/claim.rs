@@ -8,10 +8,9 @@
 //! to the host's log only: the plan files are the tenant's ([`ClaimResult::held`]).
 
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use cpuplan::{ClaimError, ClaimOutcome, ClaimsDir, Holder};
+use cpuplan::{ClaimError, ClaimOutcome, Holder};
 
 use crate::config::HookConfig;
 use crate::decide::ClaimResult;
@@ -32,32 +31,8 @@ pub fn claim(
     if gpus.is_empty() {
         return ClaimResult::Skipped;
     }
-    judged(
-        holder,
-        cpuplan::claim_gpus(claims_dir, root, holder, gpus, wait),
-    )
-}
-
-/// [`claim`] through a claims directory a long-running claimer keeps open (the NRI plugin's):
-/// the same protocol and the same files, without a path walk per file ([`ClaimsDir`]).
-pub fn claim_kept(
-    kept: &Mutex<ClaimsDir>,
-    root: &Path,
-    holder: &Holder,
-    gpus: &[String],
-    wait: Duration,
-) -> ClaimResult {
-    if gpus.is_empty() {
-        return ClaimResult::Skipped;
-    }
-    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
-    judged(holder, kept.claim(root, holder, gpus, wait))
-}
-
-/// A claim's outcome for `holder` as a [`ClaimResult`], logged where a GPU is held or the claim failed.
-fn judged(holder: &Holder, outcome: Result<ClaimOutcome, ClaimError>) -> ClaimResult {
     let id = escape(&holder.container);
-    let result = match outcome {
+    let result = match cpuplan::claim_gpus(claims_dir, root, holder, gpus, wait) {
         Ok(ClaimOutcome::Claimed) => ClaimResult::Claimed,
         Ok(ClaimOutcome::Held { address, by }) => {
             log::info!(

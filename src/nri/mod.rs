@@ -43,11 +43,6 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     };
     crate::logging::init(early);
     crate::logging::set_level(config.log_level);
-    crate::logging::skip_null_stderr();
-    // Every file the plugin makes is created with the mode it must have (0644 plans and
-    // claims, 0755 directories, 0600 locks, 0640 the log): with the umask known, none needs an
-    // fchmod after its create.
-    crate::apply::below::set_umask(0o022);
     let nri_dir = config.nri_dir.clone();
     let handler = PlanHandler::new(config, &opts.stub.full_name(), opts.log.is_some());
     if launched {

@@ -27,7 +27,7 @@ use nri_plugin::api::{
 };
 use nri_plugin::{EventMask, Plugin, PluginResult};
 
-use crate::apply::claim::{claim_kept, release_scope};
+use crate::apply::claim::{claim, release_scope};
 use crate::config::{paths_overlap, HookConfig, OnError};
 use crate::decide::{decide, verdict, ClaimResult, Decision};
 use crate::edit::SpecEdit;
@@ -112,8 +112,6 @@ struct Planner {
     scope: String,
     /// This plugin as a claim holder (its pid and start time, read once), any container.
     me: OnceLock<Holder>,
-    /// The claims directory, kept open between claims.
-    claims: Mutex<cpuplan::ClaimsDir>,
     /// The UID of the pod the plugin runs in, if it runs in one (from its own cgroup).
     own_pod: Option<String>,
     /// Containers given a plan mount that have not stopped yet.
@@ -153,7 +151,6 @@ impl Planner {
         Planner {
             host: Host::of(&config).keeping_inventory(),
             dirs: PlanDirs::new(&config.nri_dir),
-            claims: Mutex::new(cpuplan::ClaimsDir::new(&config.claims_dir)),
             config,
             scope: format!("nri:{plugin}"),
             me: OnceLock::new(),
@@ -207,7 +204,13 @@ impl Planner {
             return ClaimResult::Skipped;
         }
         match self.holder(id) {
-            Ok(holder) => claim_kept(&self.claims, &self.host.root, &holder, gpus, self.wait()),
+            Ok(holder) => claim(
+                &self.config.claims_dir,
+                &self.host.root,
+                &holder,
+                gpus,
+                self.wait(),
+            ),
             Err(e) => {
                 log::warn!("container {}: no GPU claim: {e}", escape(id));
                 ClaimResult::Failed(e)

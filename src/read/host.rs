@@ -34,12 +34,7 @@ struct Kept {
     /// `None`: not read yet; `Some(None)`: it could not be read (the host is read afresh).
     host: Option<Option<Arc<HostInventory>>>,
     gpus: Option<Inventory>,
-    /// Whether every v1 `cpu` mount shows its hierarchy's root cgroup (`None`: not asked yet).
-    cpu_roots: Option<bool>,
 }
-
-/// The inode of the initial cgroup namespace (the kernel's `PROC_CGROUP_INIT_INO`).
-const INIT_CGROUP_NS: &str = "cgroup:[4026531835]";
 
 /// Logs how the inventory of a start came, for `container`: at debug level where the file
 /// served or was written (once a boot: the info level keeps one line per container), a warning
@@ -133,49 +128,6 @@ impl Host {
                 },
             )
             .clone()
-    }
-
-    /// The tightest CPU quota over `cgroups` ([`Cgroups::quota`]). Where this host keeps what
-    /// it read (the NRI plugin) and its v1 `cpu` mounts show their hierarchy's root cgroup (the
-    /// real host root, the initial cgroup namespace, each such mount's root `/`), that root
-    /// cgroup's file is not read: the kernel refuses it a quota ([`Cgroups::quota_below_roots`]).
-    pub fn quota_of(&self, cgroups: &Cgroups) -> cpuplan::Result<Option<f64>> {
-        let Some(kept) = &self.kept else {
-            return cgroups.quota();
-        };
-        let known = kept.lock().unwrap_or_else(|e| e.into_inner()).cpu_roots;
-        let roots = match known {
-            Some(r) => r,
-            None => {
-                let r = self.cpu_mounts_show_roots();
-                kept.lock().unwrap_or_else(|e| e.into_inner()).cpu_roots = Some(r);
-                r
-            }
-        };
-        match roots {
-            true => cgroups.quota_below_roots(),
-            false => cgroups.quota(),
-        }
-    }
-
-    /// Whether every v1 `cpu` mount this host's inventory lists (at least one) shows its
-    /// hierarchy's root cgroup: the root `/`, the initial cgroup namespace, each mount's root `/`.
-    fn cpu_mounts_show_roots(&self) -> bool {
-        if self.root != std::path::Path::new("/") {
-            return false;
-        }
-        let init_ns = std::fs::read_link("/proc/self/ns/cgroup")
-            .is_ok_and(|l| l.as_os_str() == INIT_CGROUP_NS);
-        let Some(inventory) = self.inventory().filter(|_| init_ns) else {
-            return false;
-        };
-        let mut cpu = inventory
-            .cgroup_mounts
-            .iter()
-            .flatten()
-            .filter(|m| m.fs_type == "cgroup" && m.super_option_list().any(|o| o == "cpu"))
-            .peekable();
-        cpu.peek().is_some() && cpu.all(|m| m.root == "/")
     }
 
     /// The GPU inventory for one read: seeded from the host inventory's driver listing.

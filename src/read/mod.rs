@@ -195,7 +195,7 @@ fn read_into(
                 Some(p) => host.cgroups_at(p)?,
                 None => Cgroups::default(),
             };
-            inputs.cgroup_quota = host.quota_of(&cgroups)?;
+            inputs.cgroup_quota = cgroups.quota()?;
             let online = host.running_cpus()?;
             let allowed = match cgroups.effective_cpus()? {
                 Some(effective) => online.intersection(&effective),

@@ -34,8 +34,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -189,22 +188,6 @@ pub fn claim_gpus(
     addresses: &[String],
     wait: Duration,
 ) -> Result<ClaimOutcome, ClaimError> {
-    let wanted = wanted(addresses)?;
-    // The directory is made only where the lock file cannot be opened for its absence: one
-    // open, not a mkdir and a stat, at every claim once it is there.
-    let _lock = match lock(dir, FlockArg::LockExclusiveNonblock, wait) {
-        Err(ClaimError::Host(Error::Io { source, .. })) if source.kind() == ErrorKind::NotFound => {
-            create_dir(dir)?;
-            lock(dir, FlockArg::LockExclusiveNonblock, wait)?
-        }
-        locked => locked?,
-    };
-    remove_stale_temps(dir);
-    claim_locked(At { dir, fd: None }, root, holder, &wanted)
-}
-
-/// The addresses of `addresses` once each, in their order; an error for one that is no PCI address.
-fn wanted(addresses: &[String]) -> Result<Vec<&str>, ClaimError> {
     let mut wanted: Vec<&str> = Vec::with_capacity(addresses.len());
     for address in addresses {
         if !is_pci_address(address) {
@@ -216,85 +199,23 @@ fn wanted(addresses: &[String]) -> Result<Vec<&str>, ClaimError> {
             wanted.push(address);
         }
     }
-    Ok(wanted)
-}
-
-/// Where the claim files are reached: by path, or relative to the directory's descriptor
-/// (a [`ClaimsDir`]'s), which names the same directory while its lock file is at the path.
-#[derive(Clone, Copy)]
-struct At<'a> {
-    /// The claims directory's path (what messages name, and what is opened without `fd`).
-    dir: &'a Path,
-    /// The directory, open.
-    fd: Option<RawFd>,
-}
-
-impl At<'_> {
-    /// The holder of `address`'s claim file ([`read_holder`]).
-    fn holder(self, address: &str) -> Result<Option<Holder>, ClaimError> {
-        let path = claim_path(self.dir, address);
-        match self.fd {
-            None => read_holder(&path),
-            Some(fd) => {
-                let name = format!("{address}.json");
-                let opened = nix::fcntl::openat(
-                    Some(fd),
-                    name.as_str(),
-                    nix::fcntl::OFlag::O_RDONLY
-                        | nix::fcntl::OFlag::O_NONBLOCK
-                        | nix::fcntl::OFlag::O_CLOEXEC,
-                    nix::sys::stat::Mode::empty(),
-                )
-                // SAFETY: the descriptor was just opened and is owned by nobody else.
-                .map(|fd| File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-                .map_err(std::io::Error::from);
-                holder_of(
-                    &path,
-                    opened.and_then(|mut f| crate::fsutil::read_opened(&mut f, MAX_CLAIM)),
-                )
-            }
+    // The directory is made only where the lock file cannot be opened for its absence: one
+    // open, not a mkdir and a stat, at every claim once it is there.
+    let _lock = match lock(dir, FlockArg::LockExclusiveNonblock, wait) {
+        Err(ClaimError::Host(Error::Io { source, .. })) if source.kind() == ErrorKind::NotFound => {
+            create_dir(dir)?;
+            lock(dir, FlockArg::LockExclusiveNonblock, wait)?
         }
-    }
+        locked => locked?,
+    };
+    remove_stale_temps(dir);
 
-    /// Writes `address`'s claim file whole ([`write_atomically`]).
-    fn write(self, address: &str, text: &str) -> Result<(), Error> {
-        match self.fd {
-            None => write_atomically(self.dir, address, text),
-            Some(fd) => write_atomically_at(fd, self.dir, address, text),
-        }
-    }
-
-    /// Removes `address`'s claim file (an undo; errors ignored).
-    fn remove(self, address: &str) {
-        match self.fd {
-            None => {
-                let _ = std::fs::remove_file(claim_path(self.dir, address));
-            }
-            Some(fd) => {
-                let _ = nix::unistd::unlinkat(
-                    Some(fd),
-                    format!("{address}.json").as_str(),
-                    nix::unistd::UnlinkatFlags::NoRemoveDir,
-                );
-            }
-        }
-    }
-}
-
-/// [`claim_gpus`]'s decision and writes, under the exclusive lock already held.
-fn claim_locked(
-    at: At<'_>,
-    root: &Path,
-    holder: &Holder,
-    wanted: &[&str],
-) -> Result<ClaimOutcome, ClaimError> {
-    let dir = at.dir;
     // Decide for every address before writing any, so a held one leaves all untouched. The
     // flag: the claim was already the container's (an undo leaves it).
     let mut to_write: Vec<(&str, bool)> = Vec::with_capacity(wanted.len());
-    for &address in wanted {
+    for address in wanted {
         let path = claim_path(dir, address);
-        let mine = match at.holder(address) {
+        let mine = match read_holder(&path) {
             Ok(None) => false,
             Ok(Some(h)) if h == *holder => true,
             Ok(Some(h)) if h.is(&holder.container, &holder.scope) => {
@@ -339,11 +260,11 @@ fn claim_locked(
         .map_err(|e| Error::malformed(dir, "cannot encode holder", e.to_string()))?;
     text.push('\n');
     for (i, (address, _)) in to_write.iter().enumerate() {
-        if let Err(e) = at.write(address, &text) {
+        if let Err(e) = write_atomically(dir, address, &text) {
             // Undo what this call added, so a failure takes nothing it did not already hold.
             for (done, was_mine) in &to_write[..i] {
                 if !was_mine {
-                    at.remove(done);
+                    let _ = std::fs::remove_file(claim_path(dir, done));
                 }
             }
             return Err(e.into());
@@ -488,12 +409,7 @@ fn scan(dir: &Path) -> Result<Scan, Error> {
 /// The holder recorded in a claim file, `None` if there is none; read bounded and without
 /// blocking: a FIFO, device, directory or oversized file there is malformed (so taken over).
 fn read_holder(path: &Path) -> Result<Option<Holder>, ClaimError> {
-    holder_of(path, read_file(path, MAX_CLAIM))
-}
-
-/// The holder in the claim file at `path` whose read gave `read` ([`read_holder`]'s rules).
-fn holder_of(path: &Path, read: std::io::Result<Vec<u8>>) -> Result<Option<Holder>, ClaimError> {
-    let bytes = match read {
+    let bytes = match read_file(path, MAX_CLAIM) {
         Ok(bytes) => bytes,
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
             return Ok(None)
@@ -561,132 +477,6 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
-/// [`write_atomically`] relative to the open directory `dirfd` (at `dir`, which messages name).
-fn write_atomically_at(dirfd: RawFd, dir: &Path, address: &str, text: &str) -> Result<(), Error> {
-    use nix::fcntl::{openat, renameat, OFlag};
-    let (tmp, name) = (temp_name(address), format!("{address}.json"));
-    let io = |name: &str| {
-        let path = dir.join(name);
-        move |source| Error::Io { path, source }
-    };
-    let fd = openat(
-        Some(dirfd),
-        tmp.as_str(),
-        OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_TRUNC
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::from_bits_truncate(0o644),
-    )
-    .map_err(|e| io(&tmp)(e.into()))?;
-    // SAFETY: the descriptor was just opened and is owned by nobody else.
-    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.write_all(text.as_bytes()).map_err(io(&tmp))?;
-    drop(file);
-    renameat(Some(dirfd), tmp.as_str(), Some(dirfd), name.as_str()).map_err(|e| io(&name)(e.into()))
-}
-
-/// A claims directory kept open by a long-running claimer (the NRI plugin): the directory and
-/// its lock file stay open between claims, so a claim costs no path walk but one `stat` of the
-/// lock file's path, and no listing. The protocol is [`claim_gpus`]'s, file for file: the same
-/// lock file flocked (never unlinked, so the kept descriptor locks the inode every other
-/// claimer opens), the same claim files written the same way. After each lock the path is
-/// checked to still name the locked inode: a claims directory removed or replaced (an
-/// operator's `rm -r`) is opened afresh, and the claim made there, under its lock. Stale
-/// temporary files are removed when the directory is (re)opened, and by every [`release`].
-#[derive(Debug)]
-pub struct ClaimsDir {
-    /// The claims directory.
-    path: PathBuf,
-    /// Its lock file's path.
-    lock_path: PathBuf,
-    /// The directory and its lock file, open, and the lock file's device and inode.
-    kept: Option<(OwnedFd, File, (u64, u64))>,
-}
-
-impl ClaimsDir {
-    /// The claims directory `path`, opened at the first claim (made where missing).
-    pub fn new(path: &Path) -> ClaimsDir {
-        ClaimsDir {
-            path: path.to_path_buf(),
-            lock_path: path.join(LOCK_FILE),
-            kept: None,
-        }
-    }
-
-    /// [`claim_gpus`] in this directory, through the kept descriptors.
-    pub fn claim(
-        &mut self,
-        root: &Path,
-        holder: &Holder,
-        addresses: &[String],
-        wait: Duration,
-    ) -> Result<ClaimOutcome, ClaimError> {
-        let wanted = wanted(addresses)?;
-        let start = Instant::now();
-        // Twice at most: a kept directory found replaced is opened again once.
-        for _ in 0..2 {
-            let (fresh, (dirfd, file, id)) = match self.kept.take() {
-                Some(kept) => (false, kept),
-                None => (true, self.open()?),
-            };
-            let locked = lock_file(
-                file,
-                &self.lock_path,
-                FlockArg::LockExclusiveNonblock,
-                wait.saturating_sub(start.elapsed()),
-            )?;
-            let same =
-                std::fs::symlink_metadata(&self.lock_path).is_ok_and(|m| (m.dev(), m.ino()) == id);
-            if !same {
-                continue; // dropped, unlocked: open the directory now at the path
-            }
-            if fresh {
-                remove_stale_temps(&self.path);
-            }
-            let at = At {
-                dir: &self.path,
-                fd: Some(dirfd.as_raw_fd()),
-            };
-            let result = claim_locked(at, root, holder, &wanted);
-            if let Ok(file) = locked.unlock() {
-                self.kept = Some((dirfd, file, id));
-            }
-            return result;
-        }
-        Err(Error::Io {
-            path: self.lock_path.clone(),
-            source: std::io::Error::other("replaced while it was being locked, twice"),
-        }
-        .into())
-    }
-
-    /// Opens the directory (made where missing) and its lock file below it.
-    fn open(&self) -> Result<(OwnedFd, File, (u64, u64)), ClaimError> {
-        use nix::fcntl::{open, OFlag};
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let io = |source: std::io::Error| Error::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let fd = match open(&self.path, flags, nix::sys::stat::Mode::empty()) {
-            Err(nix::errno::Errno::ENOENT) => {
-                create_dir(&self.path)?;
-                open(&self.path, flags, nix::sys::stat::Mode::empty())
-            }
-            other => other,
-        }
-        .map_err(|e| io(e.into()))?;
-        // SAFETY: the descriptor was just opened and is owned by nobody else.
-        let dirfd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let lock = open_lock_at(dirfd.as_raw_fd(), &self.lock_path)?;
-        let meta = lock.metadata().map_err(io)?;
-        Ok((dirfd, lock, (meta.dev(), meta.ino())))
-    }
-}
-
 /// Remove a claim file (already gone is fine).
 fn remove(path: &Path) -> Result<(), Error> {
     match std::fs::remove_file(path) {
@@ -713,18 +503,7 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
 /// Open `<dir>/.lock` (created 0600 if missing, never unlinked) and flock it, trying until `wait` has passed.
 fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimError> {
     let path = dir.join(LOCK_FILE);
-    let file = open_lock(&path)?;
-    lock_file(file, &path, how, wait)
-}
-
-/// Flocks the lock `file` (at `path`), trying until `wait` has passed.
-fn lock_file(
-    mut file: File,
-    path: &Path,
-    how: FlockArg,
-    wait: Duration,
-) -> Result<Flock<File>, ClaimError> {
-    let path = path.to_path_buf();
+    let mut file = open_lock(&path)?;
     let start = Instant::now();
     loop {
         match Flock::lock(file, how) {
@@ -752,48 +531,6 @@ fn lock_file(
 /// The lock file opened for flock: read-write (created 0600), or read-only where that is all we
 /// may; never through a link, never blocking, and only a regular file.
 fn open_lock(path: &Path) -> Result<File, Error> {
-    open_lock_in(None, path)
-}
-
-/// [`open_lock`] of the lock file in the open directory `dirfd` (`path` names it in messages).
-fn open_lock_at(dirfd: RawFd, path: &Path) -> Result<File, Error> {
-    open_lock_in(Some(dirfd), path)
-}
-
-/// [`open_lock`] by path, or below `dirfd` by the lock file's name.
-fn open_lock_in(dirfd: Option<RawFd>, path: &Path) -> Result<File, Error> {
-    let Some(dirfd) = dirfd else {
-        return open_lock_by_path(path);
-    };
-    use nix::fcntl::{openat, OFlag};
-    let flags = OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let opened = match openat(
-        Some(dirfd),
-        LOCK_FILE,
-        flags | OFlag::O_RDWR | OFlag::O_CREAT,
-        nix::sys::stat::Mode::from_bits_truncate(0o600),
-    ) {
-        Err(nix::errno::Errno::EACCES) => openat(
-            Some(dirfd),
-            LOCK_FILE,
-            flags | OFlag::O_RDONLY,
-            nix::sys::stat::Mode::empty(),
-        ),
-        other => other,
-    };
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let fd = opened.map_err(|e| io(e.into()))?;
-    // SAFETY: the descriptor was just opened and is owned by nobody else.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    crate::fsutil::require_regular(&file).map_err(io)?;
-    Ok(file)
-}
-
-/// [`open_lock`] by path.
-fn open_lock_by_path(path: &Path) -> Result<File, Error> {
     let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC;
     let opened = OpenOptions::new()
         .read(true)

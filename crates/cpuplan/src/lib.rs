@@ -36,9 +36,7 @@ pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupMounts, CgroupVersion, Cgroups};
 pub use cgroup_path::{cgroups_path_names, lexical_components};
-pub use claims::{
-    claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, ClaimsDir, Holder,
-};
+pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
 pub use fsutil::{read_file, read_opened, require_regular, Process};

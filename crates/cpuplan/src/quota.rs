@@ -25,27 +25,6 @@ impl Cgroups {
     pub fn quota(&self) -> Result<Option<f64>> {
         quota_over(self.dirs())
     }
-
-    /// [`Cgroups::quota`] for a reader that knows each v1 `cpu` hierarchy's mount shows the
-    /// hierarchy's root cgroup (it runs in the initial cgroup namespace and the mount's root is
-    /// `/`): that root's `cpu.cfs_quota_us` is not read, since the kernel refuses a quota on a
-    /// root cgroup (`EINVAL`), so the file always says `-1`. Inside a cgroup namespace the
-    /// mount shows a cgroup that can hold one, and [`Cgroups::quota`] reads it.
-    pub fn quota_below_roots(&self) -> Result<Option<f64>> {
-        let v1_cpu = self.dirs().iter().any(|d| d.has_v1_controller("cpu"));
-        let mut tightest: Option<f64> = None;
-        for dir in self.dirs() {
-            if v1_cpu && dir.version == CgroupVersion::V2 {
-                continue;
-            }
-            let quota = match dir.has_v1_controller("cpu") {
-                true => levels_quota(dir, true)?,
-                false => hierarchy_quota(dir)?,
-            };
-            tightest = min_quota(tightest, quota);
-        }
-        Ok(tightest)
-    }
 }
 
 /// The tightest CPU quota over hierarchies already located (see [`cgroup_dirs`]), in CPUs.
@@ -67,11 +46,6 @@ pub fn quota_over(dirs: &[CgroupDir]) -> Result<Option<f64>> {
 
 /// The tightest quota over one hierarchy, leaf to mount point; `None` for one that holds no CPU limit (a v1 hierarchy without `cpu`).
 pub fn hierarchy_quota(dir: &CgroupDir) -> Result<Option<f64>> {
-    levels_quota(dir, false)
-}
-
-/// [`hierarchy_quota`], without the mount's own level where `below_mount`.
-fn levels_quota(dir: &CgroupDir, below_mount: bool) -> Result<Option<f64>> {
     let read_level = match dir.version {
         CgroupVersion::V2 => v2_level_quota,
         CgroupVersion::V1 if dir.has_v1_controller("cpu") => v1_level_quota,
@@ -79,9 +53,6 @@ fn levels_quota(dir: &CgroupDir, below_mount: bool) -> Result<Option<f64>> {
     };
     let mut tightest = None;
     for level in dir.levels() {
-        if below_mount && level == dir.mount {
-            break;
-        }
         tightest = min_quota(tightest, read_level(level)?);
     }
     Ok(tightest)
@@ -354,37 +325,5 @@ mod tests {
             ..v1
         };
         assert_eq!(hierarchy_quota(&v1cpu).unwrap(), Some(0.01));
-    }
-
-    #[test]
-    fn below_roots_the_v1_cpu_mount_level_is_not_read_and_the_rest_is() {
-        let t = tempfile::tempdir().unwrap();
-        let mount = t.path().join("cpu");
-        let leaf = mount.join("pod/ctr");
-        std::fs::create_dir_all(&leaf).unwrap();
-        // A root's file as no kernel writes it (the root refuses a quota): not read below roots.
-        std::fs::write(mount.join("cpu.cfs_quota_us"), "10000\n").unwrap();
-        std::fs::write(mount.join("cpu.cfs_period_us"), "100000\n").unwrap();
-        let d = CgroupDir {
-            version: CgroupVersion::V1,
-            controllers: vec!["cpu".into()],
-            mount: mount.clone(),
-            dir: leaf.clone(),
-        };
-        let c = Cgroups::from_dirs(vec![d.clone()]);
-        assert_eq!(c.quota().unwrap(), Some(0.1));
-        assert_eq!(c.quota_below_roots().unwrap(), None);
-        // Every level below the mount still counts.
-        std::fs::write(mount.join("pod/cpu.cfs_quota_us"), "300000\n").unwrap();
-        std::fs::write(mount.join("pod/cpu.cfs_period_us"), "100000\n").unwrap();
-        assert_eq!(c.quota_below_roots().unwrap(), Some(3.0));
-        // A cgroup at the mount itself has no level below it.
-        let at_root = CgroupDir { dir: mount, ..d };
-        assert_eq!(
-            Cgroups::from_dirs(vec![at_root])
-                .quota_below_roots()
-                .unwrap(),
-            None
-        );
     }
 }

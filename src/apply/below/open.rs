@@ -162,10 +162,7 @@ pub(super) fn walk_dirs(
                 *made = made_now;
                 let fd = openat(Some(parent), name, flags, Mode::empty())
                     .map_err(|errno| path_err(parent, name, &sofar, errno))?;
-                // A directory made here under a umask known to keep 0755 has its mode already.
-                if !made_now || super::temps::needs_chmod(0o755) {
-                    let _ = fchmod(fd, Mode::from_bits_truncate(0o755));
-                }
+                let _ = fchmod(fd, Mode::from_bits_truncate(0o755));
                 fd
             }
             Err(errno) => return Err(path_err(parent, name, &sofar, errno)),

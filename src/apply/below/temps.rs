@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag};
@@ -12,34 +11,13 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::{own, RootfsError};
 
-/// The umask [`set_umask`] set, or `u32::MAX` where it is not known (another process's choice).
-static UMASK: AtomicU32 = AtomicU32::new(u32::MAX);
-
-/// Sets the process's umask to `mask` and remembers it: a file or directory created with a
-/// mode the umask leaves whole then needs no `fchmod` after it (a long-running writer, the NRI
-/// plugin, sets 022 at its start). Without it every mode is set again by `fchmod`.
-pub fn set_umask(mask: u32) {
-    nix::sys::stat::umask(Mode::from_bits_truncate(mask));
-    UMASK.store(mask & 0o777, Ordering::Relaxed);
-}
-
-/// Whether a file created with `mode` may lack some of its bits (the umask is not known to keep them).
-pub(super) fn needs_chmod(mode: u32) -> bool {
-    strips(UMASK.load(Ordering::Relaxed), mode)
-}
-
-/// Whether the umask `mask` (`u32::MAX`: not known) may take bits off `mode`.
-pub(super) fn strips(mask: u32, mode: u32) -> bool {
-    mask == u32::MAX || mask & mode != 0
-}
-
 /// The prefix of this module's temporary files: `.<name>.<pid>.<nanos>.tmp`.
 pub(super) fn temp_name(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!(".{name}.{}.{nanos}.tmp", crate::logging::own_pid())
+    format!(".{name}.{}.{nanos}.tmp", std::process::id())
 }
 
 /// Writes `contents` to a fresh temporary file in `dirfd` (mode 0644); returns its name.
@@ -63,18 +41,16 @@ pub(super) fn write_temp(
     )
     .map_err(|e| err("cannot create a temporary file", e))?;
     let fd = own(fd);
-    let chmod = match needs_chmod(0o644) {
-        true => fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644)),
-        false => Ok(()),
-    };
-    let written = chmod.map_err(|e| err("cannot chmod", e)).and_then(|()| {
-        std::fs::File::from(fd)
-            .write_all(contents)
-            .map_err(|source| RootfsError::Write {
-                path: dir.join(name),
-                source,
-            })
-    });
+    let written = fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644))
+        .map_err(|e| err("cannot chmod", e))
+        .and_then(|()| {
+            std::fs::File::from(fd)
+                .write_all(contents)
+                .map_err(|source| RootfsError::Write {
+                    path: dir.join(name),
+                    source,
+                })
+        });
     match written {
         Ok(()) => Ok(tmp),
         Err(e) => {
@@ -147,7 +123,7 @@ pub(super) fn temp_of(file: &str) -> Option<(&str, u32)> {
 
 /// Whether `pid` is this process or another that runs (one beyond any pid's range runs not).
 pub(super) fn runs(pid: u32) -> bool {
-    if pid == crate::logging::own_pid() {
+    if pid == std::process::id() {
         return true;
     }
     match i32::try_from(pid) {

@@ -49,30 +49,6 @@ fn creates_dirs_and_files_with_modes() {
 }
 
 #[test]
-fn a_mode_is_set_again_unless_a_known_umask_keeps_it() {
-    use super::temps::strips;
-    // Not known (the hook: whatever umask its runtime gave it): always chmod.
-    assert!(strips(u32::MAX, 0o644) && strips(u32::MAX, 0o755));
-    // 022 (what the NRI plugin sets) keeps both modes whole.
-    assert!(!strips(0o022, 0o644) && !strips(0o022, 0o755));
-    // A stricter one takes bits off: chmod.
-    assert!(strips(0o027, 0o644) && strips(0o077, 0o755));
-    // With 022 set, files and directories made without an fchmod have their modes.
-    set_umask(0o022);
-    let t = tempfile::tempdir().unwrap();
-    write(t.path(), "/run/a/b").unwrap();
-    let mode = |p: &str| {
-        std::fs::metadata(t.path().join(p))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777
-    };
-    assert_eq!(mode("run/a/b/plan.env"), 0o644);
-    assert_eq!((mode("run/a"), mode("run/a/b")), (0o755, 0o755));
-}
-
-#[test]
 fn refuses_symlinked_components() {
     let host = tempfile::tempdir().unwrap();
     let t = tempfile::tempdir().unwrap();
