@@ -5,7 +5,8 @@
 //! cargo bench -p cpuplan-hook --bench nri_pod_start -- [--rounds N] [--containers M] [--passes P] [--logs DIR]
 //! ```
 //! (as root, with containerd 1.7, runc, busybox-static; defaults N = 30, M = 1000, P = 3; a
-//! few minutes after the release build; `--logs` copies the plugin's logs into DIR.)
+//! few minutes after the release build; `--logs` copies the plugin's logs into DIR; `--plugin
+//! PATH` runs another build's binary as the plugin, for an A/B of two builds in one session.)
 //!
 //! Two identical private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven
 //! through CRI, each with a runtime handler `hooked` that runs the OCI hook through
@@ -430,10 +431,18 @@ fn hooked_node() -> CriNode {
     node
 }
 
+/// The plugin's binary: `--plugin PATH`, else this build's.
+fn plugin_bin() -> PathBuf {
+    std::env::args()
+        .skip_while(|a| a != "--plugin")
+        .nth(1)
+        .map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
+
 /// The plugin (release build) connected to `node`, logging to `log`, synchronized.
 fn start_plugin(node: &CriNode, log: &Path) -> Plugin {
     let plugin = Plugin(
-        Command::new(BIN)
+        Command::new(plugin_bin())
             .arg("--config")
             .arg(node.path("etc/cpuplan/hook.json"))
             .arg("nri")
