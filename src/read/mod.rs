@@ -11,6 +11,7 @@ pub mod error;
 pub mod gpus;
 pub mod host;
 pub mod nodes;
+pub mod procroot;
 pub mod running;
 pub mod spec;
 pub mod state;

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 
 use cpuplan::{Cgroups, CpuSet, PlanFile, Process};
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::Mode;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use serde::Deserialize;
 
 use super::host::Host;
+use super::procroot::{open_proc_root, ProcRootError};
 
 /// The most bytes of a running container's `plan.json` read.
 pub const MAX_PLAN: usize = 1 << 20;
@@ -153,26 +153,15 @@ pub fn read_running(host: &Host, pid: u32, path: &Path) -> Result<Running, Runni
 
 /// The bytes of `path` (inside the container) below `<root>/proc/<pid>/root`, no link followed.
 fn read_plan_bytes(root: &Path, pid: u32, path: &Path) -> Result<Vec<u8>, RunningError> {
-    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let proc_dir = Process::Pid(pid).proc_dir(root);
-    let proc_err = |what, errno| RunningError::Process {
-        pid,
-        dir: proc_dir.clone(),
-        what,
-        errno,
-    };
-    let procfd = own(openat(None, &proc_dir, dir_flags, Mode::empty())
-        .map_err(|e| proc_err("cannot open it", e))?);
-    let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
-        .map_err(|e| proc_err("cannot read its mount namespace", e))?;
-    if cpuplan::own_mnt_ns(root).as_deref() == Some(theirs.as_os_str()) {
-        return Err(RunningError::SameNamespace(pid));
-    }
-    // The magic link `root` is followed on purpose: it is the way into the container's root.
-    let rootfd = own(
-        openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())
-            .map_err(|e| proc_err("cannot open its root", e))?,
-    );
+    let rootfd = open_proc_root(root, pid).map_err(|e| match e {
+        ProcRootError::Process { dir, what, errno } => RunningError::Process {
+            pid,
+            dir,
+            what,
+            errno,
+        },
+        ProcRootError::SameNamespace => RunningError::SameNamespace(pid),
+    })?;
     let rel = path.strip_prefix("/").unwrap_or(path);
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
@@ -289,7 +278,7 @@ mod tests {
         let host = fake(t.path(), "1", 100000);
         let plan = host.root.join("proc/42/root/run/cpuplan/plan.json");
         std::fs::remove_file(&plan).unwrap();
-        nix::unistd::mkfifo(&plan, Mode::from_bits_truncate(0o600)).unwrap();
+        nix::unistd::mkfifo(&plan, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let start = std::time::Instant::now();
         let e = read_running(&host, 42, dir()).unwrap_err();
         assert!(start.elapsed() < std::time::Duration::from_secs(2));

@@ -8,6 +8,7 @@ use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fchmod, mkdirat, Mode};
 
 use super::{own, RootfsError};
+use crate::read::procroot::{open_proc_root, ProcRootError};
 
 /// Opens the container's rootfs: through `<proc_root>/proc/<pid>/root` when `pid` is given, else the host path.
 pub fn open_rootfs(
@@ -25,24 +26,15 @@ pub fn open_rootfs(
             })?;
         return Ok(own(fd));
     };
-    let proc_dir = cpuplan::Process::Pid(pid).proc_dir(proc_root);
-    let proc_err = |what, errno| RootfsError::Process {
-        pid,
-        dir: proc_dir.clone(),
-        what,
-        errno,
-    };
-    let procfd = own(openat(None, &proc_dir, dir_flags, Mode::empty())
-        .map_err(|e| proc_err("cannot open it", e))?);
-    let theirs = nix::fcntl::readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
-        .map_err(|e| proc_err("cannot read its mount namespace", e))?;
-    if cpuplan::own_mnt_ns(proc_root).as_deref() == Some(theirs.as_os_str()) {
-        return Err(RootfsError::SameNamespace(pid));
-    }
-    let rootfd = own(
-        openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())
-            .map_err(|e| proc_err("cannot open its root", e))?,
-    );
+    let rootfd = open_proc_root(proc_root, pid).map_err(|e| match e {
+        ProcRootError::Process { dir, what, errno } => RootfsError::Process {
+            pid,
+            dir,
+            what,
+            errno,
+        },
+        ProcRootError::SameNamespace => RootfsError::SameNamespace(pid),
+    })?;
     let rel = rootfs.strip_prefix("/").unwrap_or(rootfs);
     let how = OpenHow::new()
         .flags(dir_flags)
