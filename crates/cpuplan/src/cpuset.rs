@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smallvec::SmallVec;
 
 /// The highest CPU id a [`CpuSet`] holds (the kernel's default `NR_CPUS` limit is 8192).
 pub const MAX_CPU: usize = 8191;
@@ -12,8 +13,12 @@ pub const MAX_CPU: usize = 8191;
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct CpuSet {
     /// Bit i of word w is CPU 64*w+i; trailing zero words are trimmed.
-    words: Vec<u64>,
+    words: Words,
 }
+
+/// A set's bit words: up to 256 CPUs held inline, so that a host's sets (a plan clones one per
+/// CPU it consults) are made, cloned and dropped without an allocation; more spill to the heap.
+type Words = SmallVec<[u64; 4]>;
 
 /// A cpu list that does not parse, with the text quoted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,10 +84,9 @@ impl CpuSet {
     }
 
     /// The set whose bit words are `words` (trailing zero words trimmed); `None` past [`MAX_CPU`].
-    pub(crate) fn from_words(mut words: Vec<u64>) -> Option<CpuSet> {
-        while words.last() == Some(&0) {
-            words.pop();
-        }
+    pub(crate) fn from_words(words: Vec<u64>) -> Option<CpuSet> {
+        let mut words = Words::from_vec(words);
+        trim_words(&mut words);
         (words.len() <= MAX_CPU / 64 + 1).then_some(CpuSet { words })
     }
 
@@ -139,7 +143,7 @@ impl CpuSet {
 
     /// The CPUs in both sets.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
-        let mut words: Vec<u64> = self
+        let mut words: Words = self
             .words
             .iter()
             .zip(&other.words)
@@ -201,7 +205,7 @@ impl CpuSet {
     }
 }
 
-fn trim_words(words: &mut Vec<u64>) {
+fn trim_words(words: &mut Words) {
     while words.last() == Some(&0) {
         words.pop();
     }
@@ -435,6 +439,40 @@ mod tests {
         let mut d = set(&[1, 300]);
         d.remove(300);
         assert_eq!(d, set(&[1]));
+    }
+
+    #[test]
+    fn sets_across_the_inline_words_behave_as_one_set() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |s: &CpuSet| {
+            let mut h = DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish()
+        };
+        // 255 is the last CPU held inline, 256 the first that spills to the heap.
+        for top in [63, 64, 255, 256, 1023, MAX_CPU] {
+            let mut s = set(&[0, 10, top]);
+            assert_eq!(s.last(), Some(top));
+            assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 10, top]);
+            let spilled = s.union(&set(&[MAX_CPU]));
+            assert_eq!(spilled.intersection(&s), s);
+            assert_eq!(
+                spilled.difference(&set(&[MAX_CPU])),
+                s.difference(&set(&[MAX_CPU]))
+            );
+            // Removing the highest CPU trims back to the same value, inline or not.
+            assert!(s.remove(top));
+            assert_eq!(s, set(&[0, 10]));
+            assert_eq!(hash(&s), hash(&set(&[0, 10])));
+            assert_eq!(s.to_string(), "0,10");
+            let mut grown = set(&[0]);
+            grown.extend_from(&set(&[10, top]));
+            grown.remove(top);
+            assert_eq!(grown, set(&[0, 10]));
+        }
+        let words: Vec<u64> = vec![1, 0, 0, 0, 0, 0, 0];
+        assert_eq!(CpuSet::from_words(words), Some(set(&[0])));
     }
 
     #[test]
