@@ -59,35 +59,33 @@ fn read_at_most(f: &mut std::fs::File, max: usize, size: u64) -> std::io::Result
     if size > max as u64 {
         return Err(over_limit(max));
     }
-    let size = size as usize;
-    // Not `read_to_end`: on a `File` it first asks for the size (statx) and the position
-    // (lseek), two syscalls more per file. A page fits every sysfs attribute and most procfs
-    // files (`/proc/<pid>/status`, `/proc/<pid>/cgroup`) in one read.
-    let mut buf = vec![0u8; if size > 0 { size } else { 4096.min(max + 1) }];
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            if len == size {
-                break; // all of a file of known size
-            }
-            if len > max {
-                return Err(over_limit(max));
-            }
-            buf.resize((buf.len() * 2).min(max + 1), 0);
-        }
-        match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
-        }
+    // Not `File::read_to_end`: on a `File` it first asks for the size (statx) and the position
+    // (lseek), two syscalls more per file. Through `Take` it is the generic loop, which reads
+    // into the vector's spare capacity as it is (never zeroed: a buffer's pages are touched
+    // only where the kernel writes) and stops at the limit without another `read`. A kernel
+    // file starts with a page, which fits every sysfs attribute and most procfs files
+    // (`/proc/<pid>/status`, `/proc/<pid>/cgroup`) in one read.
+    let (limit, first) = if size > 0 {
+        (size, size as usize)
+    } else {
+        (max as u64 + 1, 4096.min(max + 1))
+    };
+    let mut buf = Vec::with_capacity(first);
+    match f.by_ref().take(limit).read_to_end(&mut buf) {
+        Ok(_) => {}
+        // A non-blocking file with nothing more to give now (a FIFO): what came is its content.
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
     }
-    if len > max {
+    if buf.len() > max {
         return Err(over_limit(max));
     }
-    buf.truncate(len);
     Ok(buf)
+}
+
+/// `bytes` as text: moved where they are UTF-8 (no copy), else with each bad sequence replaced.
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The bytes of a small kernel file: one non-blocking `open` and plain `read`s into a buffer
@@ -149,7 +147,7 @@ fn regular_size(file: &std::fs::File) -> std::io::Result<u64> {
 /// The whole file as text (lossy UTF-8); any error, absence included, names the file.
 pub fn read(path: &Path) -> Result<String> {
     match read_small(path) {
-        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Ok(bytes) => Ok(into_text(bytes)),
         Err(source) => Err(Error::Io {
             path: path.to_path_buf(),
             source,
@@ -160,7 +158,7 @@ pub fn read(path: &Path) -> Result<String> {
 /// The whole file as text, or `None` where it (or a directory above it) does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
     match read_small(path) {
-        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(bytes) => Ok(Some(into_text(bytes))),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
         Err(source) => Err(Error::Io {
             path: path.to_path_buf(),
