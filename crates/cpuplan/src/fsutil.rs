@@ -80,6 +80,9 @@ fn read_at_most(f: &mut std::fs::File, max: usize, size: u64) -> std::io::Result
     if buf.len() > max {
         return Err(over_limit(max));
     }
+    // What a kernel file said is kept at its size: a page held by every quota or cpu-list
+    // string a long-running reader (the NRI plugin) keeps would add up.
+    buf.shrink_to_fit();
     Ok(buf)
 }
 
