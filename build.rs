@@ -1,7 +1,7 @@
 //! cpuplan-hook's build script: where `scripts/build-static.sh` names a symbol-ordering file
 //! (`CPUPLAN_TEXT_ORDER`), the `cpuplan-hook` binary is linked with it, so that the functions a
-//! container start runs sit together at the start of its text (docs/performance.md, "The text
-//! order"). Without it (every other build) it does nothing.
+//! container start runs sit together at the start of its text (docs/performance.md, "The start
+//! path, fifth pass"). Without it (every other build) it does nothing.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

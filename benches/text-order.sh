@@ -5,8 +5,8 @@
 # poststop, hottest first, as `nm -C` names them (no hashes, so the list survives a version
 # change), each with its size (which tells the instances of a generic function apart).
 # scripts/build-static.sh links the functions it lists at the start of the hook's text, so that
-# a container start faults in a few pages of code instead of one or two per 64 KiB window
-# across all of it (docs/performance.md, "The text order").
+# a container start takes a few read faults of code instead of one in nearly every fault-around
+# window of it (docs/performance.md, "The start path, fifth pass").
 #
 # How: `perf record` of user-space samples over RUNS createRuntime spawns (default 1500) on a
 # prepared runc container (benches/common.sh), then RUNS poststop spawns once it is stopped,
