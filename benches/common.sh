@@ -1,11 +1,29 @@
 # benches/common.sh: what the benchmarks that run the hook on real runc share (sourced).
 #
+# bench_needs TOOL[:PACKAGE]...: root and the tools, or one line and status 2.
 # bench_init PREFIX: a temp dir $T (removed on exit, with every container and cgroup made),
 # runc's state in it ($RUNC), a busybox rootfs $R shared by every container, a claims tmpfs and
 # the hook config $T/hook.json (topology_root examples/host, step_thread_core auto, a log file).
 # mkbundle NAME HOOKS_JSON: a bundle $T/NAME, the same config.json for every variant but its
 # hooks. build_spawner: $T/spawn N STDIN PATH ARGS... (posix_spawn + wait4, each run's wall ms
 # and ru_maxrss). median: of the numbers on stdin.
+
+# bench_needs TOOL[:PACKAGE]...: the calling script stops (status 2, one line naming it) unless
+# it runs as root (runc needs it) and every TOOL is on PATH (PACKAGE: what to apt-get install).
+bench_needs() {
+  local me p
+  me=$(basename "$0")
+  [ "$(id -u)" = 0 ] || { echo "$me: run as root (runc needs it)" >&2; exit 2; }
+  for p in "$@"; do
+    command -v "${p%%:*}" >/dev/null && continue
+    if [ "$p" = "${p%%:*}" ]; then
+      echo "$me: $p is missing" >&2
+    else
+      echo "$me: ${p%%:*} is missing: apt-get install -y ${p#*:}" >&2
+    fi
+    exit 2
+  done
+}
 
 bench_init() { # PREFIX
 T=$(mktemp -d "/tmp/$1.XXXXXX")

@@ -24,10 +24,8 @@ RUNS=${1:-50}
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "container-start.sh: RUNS must be a positive integer, got '$RUNS'" >&2; exit 2; }
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
-[ "$(id -u)" = 0 ] || { echo "container-start.sh: run as root (runc needs it)" >&2; exit 2; }
-for p in runc:runc busybox:busybox-static jq:jq cc:gcc nsenter:util-linux; do
-  command -v "${p%%:*}" >/dev/null || { echo "container-start.sh: ${p%%:*} is missing: apt-get install -y ${p#*:}" >&2; exit 2; }
-done
+. "$REPO/benches/common.sh"
+bench_needs runc:runc busybox:busybox-static jq:jq cc:gcc nsenter:util-linux
 BUSYBOX=$(command -v busybox)
 if command -v dpkg >/dev/null && ! dpkg -s busybox-static >/dev/null 2>&1; then
   echo "container-start.sh: busybox must be the static one (it is copied into the rootfs): apt-get install -y busybox-static" >&2; exit 2
@@ -42,7 +40,6 @@ HOOK=$(readlink -f "$HOOK")
 [ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }
 TRUE_BIN=$(readlink -f "$(type -P true)")
 
-. "$REPO/benches/common.sh"
 bench_init cpuplan-bench
 
 # One bundle per variant: runc spec, patched identically, then the hooks.

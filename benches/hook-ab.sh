@@ -19,12 +19,8 @@ NEW=$(readlink -f "${2:?usage: benches/hook-ab.sh BASE_HOOK NEW_HOOK [RUNS]}")
 RUNS=${3:-100}
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "hook-ab.sh: RUNS must be a positive integer, got '$RUNS'" >&2; exit 2; }
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-[ "$(id -u)" = 0 ] || { echo "hook-ab.sh: run as root (runc needs it)" >&2; exit 2; }
-for p in runc jq cc busybox nsenter; do
-  command -v "$p" >/dev/null || { echo "hook-ab.sh: $p is missing" >&2; exit 2; }
-done
-
 . "$REPO/benches/common.sh"
+bench_needs runc jq cc busybox nsenter
 bench_init cpuplan-ab
 prepare_bundle
 "${RUNC[@]}" create --bundle "$T/p" "$TAG-prepared" </dev/null >/dev/null

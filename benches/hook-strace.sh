@@ -9,11 +9,8 @@
 # it prints both, one after the other.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-[ "$(id -u)" = 0 ] || { echo "hook-strace.sh: run as root (runc needs it)" >&2; exit 2; }
-for p in runc jq busybox nsenter strace; do
-  command -v "$p" >/dev/null || { echo "hook-strace.sh: $p is missing" >&2; exit 2; }
-done
 . "$REPO/benches/common.sh"
+bench_needs runc jq busybox nsenter strace
 bench_init cpuplan-strace
 # Each build gets its own inventory directory (a build without one ignores the key).
 prepare_bundle

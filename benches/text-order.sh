@@ -16,13 +16,10 @@
 # a stale list only links fewer of the functions together.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-[ "$(id -u)" = 0 ] || { echo "text-order.sh: run as root (runc needs it)" >&2; exit 2; }
-for p in runc jq busybox perf nm; do
-  command -v "$p" >/dev/null || { echo "text-order.sh: $p is missing" >&2; exit 2; }
-done
+. "$REPO/benches/common.sh"
+bench_needs runc jq busybox perf nm
 HOOK=$(readlink -f "${1:?usage: text-order.sh HOOK [RUNS]}")
 RUNS=${2:-1500}
-. "$REPO/benches/common.sh"
 bench_init cpuplan-order
 prepare_bundle
 build_spawner
