@@ -13,7 +13,9 @@ use nix::fcntl::{Flock, FlockArg};
 
 #[path = "common/claimsfx.rs"]
 mod claimsfx;
-use claimsfx::{addrs, claims_dir, holder, names, proc_root, scoped, set_start, SCOPE, WAIT};
+use claimsfx::{
+    addrs, claim_as, claims_dir, holder, names, proc_root, scoped, set_start, SCOPE, WAIT,
+};
 
 #[test]
 fn claims_are_all_or_nothing_and_name_the_live_holder() {
@@ -206,22 +208,8 @@ fn listing_tells_live_from_stale_and_skips_other_files() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = claims_dir(&tmp);
     assert!(list_claims(&dir, root.path()).unwrap().is_empty());
-    claim_gpus(
-        &dir,
-        root.path(),
-        &holder("ctr-a", 100, 5000),
-        &addrs(&["0000:18:00.0"]),
-        WAIT,
-    )
-    .unwrap();
-    claim_gpus(
-        &dir,
-        root.path(),
-        &holder("ctr-b", 200, 6000),
-        &addrs(&["0000:2a:00.0"]),
-        WAIT,
-    )
-    .unwrap();
+    claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:18:00.0"]).unwrap();
+    claim_as(&dir, root.path(), ("ctr-b", 200, 6000), &["0000:2a:00.0"]).unwrap();
     std::fs::remove_dir_all(root.path().join("proc/200")).unwrap();
     std::fs::write(dir.join("README"), "not a claim").unwrap();
     std::fs::write(dir.join("junk.json"), "{}").unwrap();
@@ -245,14 +233,7 @@ fn the_dir_and_lock_file_are_created_with_their_modes() {
     let root = proc_root(&[(100, 5000)]);
     let tmp = tempfile::tempdir().unwrap();
     let dir = claims_dir(&tmp);
-    claim_gpus(
-        &dir,
-        root.path(),
-        &holder("ctr-a", 100, 5000),
-        &addrs(&["0000:2a:00.0"]),
-        WAIT,
-    )
-    .unwrap();
+    claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"]).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dir.join(".lock")), 0o600);
     // The umask may take bits away but never adds them.
@@ -275,12 +256,11 @@ fn addresses_that_are_not_pci_addresses_are_refused_before_any_file_is_touched()
         "",
         "0000:2a:00.0/x",
     ] {
-        let err = claim_gpus(
+        let err = claim_as(
             &dir,
             root.path(),
-            &holder("ctr-a", 100, 5000),
-            &addrs(&["0000:18:00.0", bad]),
-            WAIT,
+            ("ctr-a", 100, 5000),
+            &["0000:18:00.0", bad],
         )
         .unwrap_err();
         assert!(matches!(err, ClaimError::Address { .. }), "{err:?}");
@@ -303,14 +283,7 @@ fn a_torn_claim_file_is_taken_over_but_listing_names_it() {
         "{err}"
     );
     assert_eq!(
-        claim_gpus(
-            &dir,
-            root.path(),
-            &holder("ctr-a", 100, 5000),
-            &addrs(&["0000:2a:00.0"]),
-            WAIT
-        )
-        .unwrap(),
+        claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"]).unwrap(),
         ClaimOutcome::Claimed
     );
     assert_eq!(list_claims(&dir, root.path()).unwrap().len(), 1);
@@ -681,26 +654,12 @@ fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
         sorted(v)
     };
     // A claim does not list the directory: another GPU's claim leaves them all.
-    claim_gpus(
-        &dir,
-        root.path(),
-        &holder("ctr-a", 100, 5000),
-        &addrs(&["0000:3a:00.0"]),
-        WAIT,
-    )
-    .unwrap();
+    claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:3a:00.0"]).unwrap();
     let mut all = with(&[".lock", "0000:3a:00.0.json"]);
     all.extend(ours.iter().map(|s| s.to_string()));
     assert_eq!(names(&dir), sorted(all));
     // A claim of 2a writes over 2a's and renames it: the claim holds the holder, not the torn text.
-    claim_gpus(
-        &dir,
-        root.path(),
-        &holder("ctr-a", 100, 5000),
-        &addrs(&["0000:2a:00.0"]),
-        WAIT,
-    )
-    .unwrap();
+    claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"]).unwrap();
     let claim = std::fs::read_to_string(dir.join("0000:2a:00.0.json")).unwrap();
     assert!(claim.contains("ctr-a"), "{claim}");
     assert_eq!(
@@ -733,14 +692,7 @@ fn stale_temporary_files_of_its_own_naming_are_removed_and_nothing_else() {
             _ => std::fs::create_dir(&tmp_name).unwrap(),
         }
         let t = Instant::now();
-        claim_gpus(
-            &dir,
-            root.path(),
-            &holder("ctr-a", 100, 5000),
-            &addrs(&["0000:2a:00.0"]),
-            WAIT,
-        )
-        .unwrap();
+        claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"]).unwrap();
         assert!(t.elapsed() < Duration::from_secs(5));
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         assert!(std::fs::symlink_metadata(dir.join("0000:2a:00.0.json"))
@@ -766,14 +718,7 @@ fn a_fifo_claim_file_or_lock_does_not_block() {
     );
     // Taken over: the FIFO is replaced by the claim file.
     assert_eq!(
-        claim_gpus(
-            &dir,
-            root.path(),
-            &holder("ctr-a", 100, 5000),
-            &addrs(&["0000:2a:00.0"]),
-            WAIT
-        )
-        .unwrap(),
+        claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"]).unwrap(),
         ClaimOutcome::Claimed
     );
     assert!(std::fs::metadata(dir.join("0000:2a:00.0.json"))

@@ -58,6 +58,23 @@ pub fn addrs(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// `claim_gpus` in `dir` for `container` (`pid`, `start_time`, in [`SCOPE`]) over `gpus`,
+/// waiting at most [`WAIT`] for the lock.
+pub fn claim_as(
+    dir: &Path,
+    root: &Path,
+    (container, pid, start_time): (&str, u32, u64),
+    gpus: &[&str],
+) -> Result<cpuplan::ClaimOutcome, cpuplan::ClaimError> {
+    cpuplan::claim_gpus(
+        dir,
+        root,
+        &holder(container, pid, start_time),
+        &addrs(gpus),
+        WAIT,
+    )
+}
+
 /// The names in the claims dir, sorted.
 pub fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
