@@ -34,7 +34,7 @@ fi
 if [ -z "${HOOK:-}" ]; then
   echo "== building the static release hook (scripts/build-static.sh, as shipped)" >&2
   "$REPO/scripts/build-static.sh" -q >/dev/null
-  HOOK=${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-gnu/release/cpuplan-hook
+  HOOK=${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-musl/release/cpuplan-hook
 fi
 HOOK=$(readlink -f "$HOOK")
 [ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }

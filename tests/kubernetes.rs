@@ -412,8 +412,18 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
         .map(|(_, r)| r.clone())
         .expect("a WORKDIR");
     assert!(build.contains(&("COPY".into(), ". .".into())), "{build:?}");
-    assert!(
-        build.contains(&("RUN".into(), "scripts/build-static.sh".into())),
+    // The musl target's standard library, then the static build.
+    let runs: Vec<&str> = build
+        .iter()
+        .filter(|(k, _)| k == "RUN")
+        .map(|(_, r)| r.as_str())
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            "rustup target add x86_64-unknown-linux-musl",
+            "scripts/build-static.sh"
+        ],
         "{build:?}"
     );
     let patterns: Vec<String> = std::fs::read_to_string(root.join(".containerignore"))
@@ -467,7 +477,8 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
         );
     }
     let script = std::fs::read_to_string(root.join("scripts/build-static.sh")).unwrap();
-    assert!(script.contains("out=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/$profile"));
+    assert!(script.contains("triple=x86_64-unknown-linux-musl\n"));
+    assert!(script.contains("out=${CARGO_TARGET_DIR:-target}/$triple/$profile"));
 
     // The final stage: the release binaries, from the build stage, to /opt/cpuplan.
     let copies: Vec<&String> = last
@@ -483,7 +494,7 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
         let bin = Path::new(words[2]).file_name().unwrap().to_str().unwrap();
         assert_eq!(
             words[1],
-            format!("{workdir}/target/x86_64-unknown-linux-gnu/release/{bin}"),
+            format!("{workdir}/target/x86_64-unknown-linux-musl/release/{bin}"),
             "where scripts/build-static.sh leaves it"
         );
         assert!(["cpuplan-hook", "cpuplan-exec"].contains(&bin), "{bin}");

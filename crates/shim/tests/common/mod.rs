@@ -170,7 +170,7 @@ pub fn static_exec() -> PathBuf {
             // cargo replays a fresh crate's warnings, so this holds on every run: no "dropping
             // unsupported crate type `cdylib`" (the C libraries are cpuplan-shim-capi's).
             assert!(!err.contains("warning"), "`{STATIC_BUILD}` warned: {err}");
-            target_dir().join("x86_64-unknown-linux-gnu/debug/cpuplan-exec")
+            target_dir().join("x86_64-unknown-linux-musl/debug/cpuplan-exec")
         })
         .clone()
 }
