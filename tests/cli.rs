@@ -639,3 +639,28 @@ fn install_refuses_an_existing_config_that_fails_to_load_and_changes_nothing() {
         r#"{"step_thread_cor": "auto"}"#
     );
 }
+
+#[test]
+fn the_words_come_from_argv_and_one_that_is_not_utf8_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    // The words are main's argv (src/main.rs): a command that takes them works at all only
+    // because they arrive; an option's value in them is used.
+    let out = run(&["gpus", "--root", repo("examples/host").to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0000:18:00.0"));
+    // A word that is not UTF-8: one line naming its place and its bytes (escaped), status 2.
+    let out = bin()
+        .arg("plan")
+        .arg(std::ffi::OsStr::from_bytes(b"--root=/x\xff"))
+        .output()
+        .expect("run cpuplan-hook");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("argument 2 is not UTF-8: --root=/x"), "{err}");
+    assert!(out.stdout.is_empty());
+}
