@@ -387,22 +387,28 @@ fn scan(dir: &Path) -> Result<Scan, Error> {
         claims: Vec::new(),
         temps: Vec::new(),
     };
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
+    let listed = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(io)?;
+    // About 40 bytes a claim file: one read lists a directory of dozens of GPUs.
+    let mut buf = [0u8; 2048];
+    crate::dirents::each(&listed, &mut buf, |name, _| {
+        let Ok(name) = std::str::from_utf8(name) else {
+            return;
         };
         if let Some(address) = name.strip_suffix(".json").filter(|a| is_pci_address(a)) {
-            found.claims.push((address.to_string(), entry.path()));
+            found.claims.push((address.to_string(), dir.join(name)));
         } else if name
             .strip_prefix('.')
             .and_then(|n| n.strip_suffix(".json.tmp"))
             .is_some_and(is_pci_address)
         {
-            found.temps.push(entry.path());
+            found.temps.push(dir.join(name));
         }
-    }
+    })
+    .map_err(io)?;
     found.claims.sort();
     Ok(found)
 }

@@ -12,6 +12,7 @@ mod cgroup;
 mod cgroup_path;
 mod claims;
 mod cpuset;
+mod dirents;
 mod error;
 mod fsutil;
 pub mod gpu;

@@ -22,7 +22,6 @@
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read};
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -174,45 +173,6 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     fnv1a(FNV_OFFSET, bytes)
 }
 
-/// One `getdents64` into `buf`: the bytes of whole `linux_dirent64` records it wrote, 0 at
-/// the end of the directory.
-fn getdents(dir: &File, buf: &mut [u8]) -> std::io::Result<usize> {
-    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is ours and
-    // borrowed mutably for the call, and reads nothing else; `dir` stays open across it.
-    let n = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_getdents64,
-            dir.as_raw_fd(),
-            buf.as_mut_ptr(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(n as usize)
-}
-
-/// The header of a `linux_dirent64` record: inode (8), offset (8), length (2), type (1).
-const DIRENT_HEADER: usize = 19;
-
-/// Each entry (name, inode) of the `linux_dirent64` records in `recs`, `.` and `..` left out.
-fn dirents(recs: &[u8]) -> impl Iterator<Item = (&[u8], u64)> {
-    let mut at = 0;
-    std::iter::from_fn(move || loop {
-        let rec = recs.get(at..)?;
-        let len = usize::from(u16::from_ne_bytes([*rec.get(16)?, *rec.get(17)?]));
-        let name = rec.get(DIRENT_HEADER..len)?;
-        let mut ino = [0u8; 8];
-        ino.copy_from_slice(&rec[..8]);
-        at += len;
-        let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
-        if name != b"." && name != b".." {
-            return Some((name, u64::from_ne_bytes(ino)));
-        }
-    })
-}
-
 /// The stamp of `dir`: one open, a `statx` of the descriptor, and its listing read into `buf`
 /// (no name is copied: each is hashed where the kernel wrote it).
 fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
@@ -223,13 +183,12 @@ fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
         return DirStamp::default();
     };
     let (mut entries, mut names) = (0u32, 0u64);
-    while let Ok(n @ 1..) = getdents(&f, buf) {
-        for (name, ino) in dirents(&buf[..n]) {
-            entries += 1;
-            let h = fnv1a(fnv1a(FNV_OFFSET, name), &[0]);
-            names = names.wrapping_add(fnv1a(h, &ino.to_le_bytes()));
-        }
-    }
+    // A read that fails ends the listing: the stamp holds the entries read before it.
+    let _ = crate::dirents::each(&f, buf, |name, ino| {
+        entries += 1;
+        let h = fnv1a(fnv1a(FNV_OFFSET, name), &[0]);
+        names = names.wrapping_add(fnv1a(h, &ino.to_le_bytes()));
+    });
     DirStamp {
         present: true,
         ino: meta.ino(),
