@@ -40,8 +40,8 @@ const PLANNER_LAYERS: &[&[&str]] = &[
     // Text and errors.
     &["quote", "cpuset", "pci"],
     &["error"],
-    // Bounded, non-blocking reads under a root.
-    &["fsutil"],
+    // Bounded, non-blocking reads under a root; a directory's entries without opendir.
+    &["fsutil", "dirents"],
     // Parsers of kernel files.
     &["mountinfo", "proc_cgroup", "cgroup_path", "proc_stat"],
     // The process's cgroups, limits, mask, namespace; the host's cores and GPUs.
