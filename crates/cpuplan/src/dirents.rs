@@ -44,13 +44,13 @@ fn records(recs: &[u8]) -> impl Iterator<Item = (&[u8], u64)> {
     })
 }
 
-/// Calls `each` with every entry's name and inode of the open directory `dir` (not `.` and
+/// Calls `entry` with every entry's name and inode of the open directory `dir` (not `.` and
 /// `..`), reading its listing into `buf` as many times as it takes. A failed read ends the
 /// listing with its error, after the entries read before it.
 pub(crate) fn each(
     dir: &File,
     buf: &mut [u8],
-    mut each: impl FnMut(&[u8], u64),
+    mut entry: impl FnMut(&[u8], u64),
 ) -> std::io::Result<()> {
     loop {
         let n = getdents(dir, buf)?;
@@ -58,7 +58,7 @@ pub(crate) fn each(
             return Ok(());
         }
         for (name, ino) in records(&buf[..n]) {
-            each(name, ino);
+            entry(name, ino);
         }
     }
 }
