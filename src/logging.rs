@@ -4,9 +4,8 @@
 //! with milliseconds, the level, the process. Control characters in the message (a newline in a
 //! container-supplied string) are escaped, so one event stays one line.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -106,20 +105,16 @@ pub fn init(file: Option<&Path>) {
 /// The log file opened for appending: `O_NONBLOCK` (a FIFO with no reader fails at once instead
 /// of waiting for one), `O_NOFOLLOW`, and then refused unless it is a regular file.
 fn open_log(path: &Path) -> std::io::Result<File> {
-    let f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o640)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            // What a FIFO without a reader answers to a non-blocking open for writing.
-            Some(nix::libc::ENXIO) => std::io::Error::new(
-                e.kind(),
-                "a FIFO (or a device without a reader), not a regular file",
-            ),
-            _ => e,
-        })?;
+    use nix::libc::{O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY};
+    let flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK;
+    let f = cpuplan::open(path, flags, 0o640).map_err(|e| match e.raw_os_error() {
+        // What a FIFO without a reader answers to a non-blocking open for writing.
+        Some(nix::libc::ENXIO) => std::io::Error::new(
+            e.kind(),
+            "a FIFO (or a device without a reader), not a regular file",
+        ),
+        _ => e,
+    })?;
     cpuplan::require_regular(&f)?;
     Ok(f)
 }
@@ -127,6 +122,7 @@ fn open_log(path: &Path) -> std::io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn a_log_that_is_no_regular_file_is_refused_at_once() {

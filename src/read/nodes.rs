@@ -13,11 +13,11 @@
 //! on `/dev` (other than the tmpfs) or on the node makes it the tenant's too. A node that is not
 //! the runtime's is planned for but never claimed.
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ops::ControlFlow;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, major, minor, FileStat, Mode, SFlag};
 
 use super::spec::{CharDevice, SpecMount};
@@ -42,15 +42,14 @@ pub struct Node {
 /// are opened without following a link, each entry is `fstatat`ed without following one, and
 /// only char devices count. Nothing readable: none.
 pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let Ok(mut dir) = Dir::openat(Some(rootfs.as_raw_fd()), "dev", flags, Mode::empty()) else {
+    let Some(dir) = open_dir(rootfs.as_raw_fd(), "dev") else {
         return Vec::new();
     };
     let dirfd = dir.as_raw_fd();
-    let mut found: Vec<(CharDevice, FileStat)> = scan(&mut dir, "/dev", false);
+    let mut found: Vec<(CharDevice, FileStat)> = scan(&dir, "/dev", false);
     let mut dri_dir = None;
-    if let Ok(mut dri) = Dir::openat(Some(dirfd), "dri", flags, Mode::empty()) {
-        found.extend(scan(&mut dri, "/dev/dri", true));
+    if let Some(dri) = open_dir(dirfd, "dri") {
+        found.extend(scan(&dri, "/dev/dri", true));
         dri_dir = fstat(dri.as_raw_fd()).ok();
     }
     found.sort_by_key(|(a, _)| (a.major, a.minor));
@@ -74,20 +73,38 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
         .collect()
 }
 
+/// The directory `name` below `dirfd`, opened without following a link (none where it is not
+/// a directory or cannot be opened).
+fn open_dir(dirfd: RawFd, name: &str) -> Option<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(Some(dirfd), name, flags, Mode::empty()).ok()?;
+    // SAFETY: `fd` was just returned by a successful `openat` and is owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// The GPU char devices among the entries of `dir` (the container's `at`: `/dev`, or
-/// `/dev/dri` with `dri`), each with its `stat`.
-fn scan(dir: &mut Dir, at: &str, dri: bool) -> Vec<(CharDevice, FileStat)> {
+/// `/dev/dri` with `dri`), each with its `stat`; at most [`MAX_ENTRIES`] entries are looked at.
+/// The listing is read with [`cpuplan::dirents`] into a buffer on the stack (a runtime's `/dev`
+/// fits in one read).
+fn scan(dir: &OwnedFd, at: &str, dri: bool) -> Vec<(CharDevice, FileStat)> {
     let dirfd = dir.as_raw_fd();
     let mut found = Vec::new();
-    for entry in dir.iter().take(MAX_ENTRIES).flatten() {
-        let Ok(name) = entry.file_name().to_str() else {
-            continue;
+    let mut seen = 0;
+    let mut buf = [0u8; 2048];
+    // A read that fails ends the listing: the nodes found before it count.
+    let _ = cpuplan::dirents::each(dir, &mut buf, |name, _| {
+        seen += 1;
+        if seen > MAX_ENTRIES {
+            return ControlFlow::Break(());
+        }
+        let Ok(name) = std::str::from_utf8(name) else {
+            return ControlFlow::Continue(());
         };
         if !Inventory::is_gpu_node_name(name, dri) {
-            continue;
+            return ControlFlow::Continue(());
         }
         let Ok(st) = fstatat(Some(dirfd), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-            continue;
+            return ControlFlow::Continue(());
         };
         let is_char = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
         let dev_major = major(st.st_rdev) as i64;
@@ -99,7 +116,8 @@ fn scan(dir: &mut Dir, at: &str, dri: bool) -> Vec<(CharDevice, FileStat)> {
             };
             found.push((device, st));
         }
-    }
+        ControlFlow::Continue(())
+    });
     found
 }
 

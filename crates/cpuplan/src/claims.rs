@@ -32,9 +32,10 @@
 //! namespaces on a guess. Claim files written before namespaces were recorded have none (0):
 //! their pid is judged in the reader's namespace, as before.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, File};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::ops::ControlFlow;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -387,16 +388,13 @@ fn scan(dir: &Path) -> Result<Scan, Error> {
         claims: Vec::new(),
         temps: Vec::new(),
     };
-    let listed = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
-        .open(dir)
-        .map_err(io)?;
+    let listed =
+        crate::fsutil::open(dir, nix::libc::O_RDONLY | nix::libc::O_DIRECTORY, 0).map_err(io)?;
     // About 40 bytes a claim file: one read lists a directory of dozens of GPUs.
     let mut buf = [0u8; 2048];
     crate::dirents::each(&listed, &mut buf, |name, _| {
         let Ok(name) = std::str::from_utf8(name) else {
-            return;
+            return ControlFlow::Continue(());
         };
         if let Some(address) = name.strip_suffix(".json").filter(|a| is_pci_address(a)) {
             found.claims.push((address.to_string(), dir.join(name)));
@@ -407,6 +405,7 @@ fn scan(dir: &Path) -> Result<Scan, Error> {
         {
             found.temps.push(dir.join(name));
         }
+        ControlFlow::Continue(())
     })
     .map_err(io)?;
     found.claims.sort();
@@ -466,13 +465,12 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         move |source| Error::Io { path, source }
     };
     let open = || {
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .open(&tmp)
+        use nix::libc::{O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_WRONLY};
+        crate::fsutil::open(
+            &tmp,
+            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK,
+            0o644,
+        )
     };
     // What a killed claimer left under the name is written over; what cannot be (a symlink,
     // a FIFO, a directory left there by hand) is removed and the open tried once more.
@@ -541,22 +539,16 @@ fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimE
 /// The lock file opened for flock: read-write (created 0600), or read-only where that is all we
 /// may; never through a link, never blocking, and only a regular file.
 fn open_lock(path: &Path) -> Result<File, Error> {
-    let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC;
-    let opened = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(flags)
-        .open(path);
+    use nix::libc::{O_CREAT, O_RDONLY, O_RDWR};
+    let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+    let opened = crate::fsutil::open(path, O_RDWR | O_CREAT | flags, 0o600);
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
     let file = match opened {
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-            OpenOptions::new().read(true).custom_flags(flags).open(path)
+            crate::fsutil::open(path, O_RDONLY | flags, 0)
         }
         other => other,
     }

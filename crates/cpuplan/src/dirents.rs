@@ -2,21 +2,21 @@
 //! allocation by the C library (musl's `opendir` allocates with its own `calloc`, beside the
 //! Rust allocator, and unmaps it again at `closedir`) and no name copied.
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::ops::ControlFlow;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// The header of a `linux_dirent64` record: inode (8), offset (8), length (2), type (1).
 const HEADER: usize = 19;
 
 /// One `getdents64` into `buf`: the bytes of whole `linux_dirent64` records it wrote, 0 at
 /// the end of the directory.
-fn getdents(dir: &File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn getdents(dir: impl AsFd, buf: &mut [u8]) -> std::io::Result<usize> {
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is ours and
     // borrowed mutably for the call, and reads nothing else; `dir` stays open across it.
     let n = unsafe {
         nix::libc::syscall(
             nix::libc::SYS_getdents64,
-            dir.as_raw_fd(),
+            dir.as_fd().as_raw_fd(),
             buf.as_mut_ptr(),
             buf.len(),
         )
@@ -45,20 +45,24 @@ fn records(recs: &[u8]) -> impl Iterator<Item = (&[u8], u64)> {
 }
 
 /// Calls `entry` with every entry's name and inode of the open directory `dir` (not `.` and
-/// `..`), reading its listing into `buf` as many times as it takes. A failed read ends the
-/// listing with its error, after the entries read before it.
-pub(crate) fn each(
-    dir: &File,
+/// `..`) until it breaks, reading the listing into `buf` as many times as it takes. A failed
+/// read ends the listing with its error, after the entries read before it. `dir` is read from
+/// where its offset stands (a fresh descriptor: the start).
+pub fn each(
+    dir: impl AsFd,
     buf: &mut [u8],
-    mut entry: impl FnMut(&[u8], u64),
+    mut entry: impl FnMut(&[u8], u64) -> ControlFlow<()>,
 ) -> std::io::Result<()> {
+    let dir = dir.as_fd();
     loop {
         let n = getdents(dir, buf)?;
         if n == 0 {
             return Ok(());
         }
         for (name, ino) in records(&buf[..n]) {
-            entry(name, ino);
+            if entry(name, ino).is_break() {
+                return Ok(());
+            }
         }
     }
 }
@@ -66,6 +70,7 @@ pub(crate) fn each(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
 
     #[test]
     fn every_name_of_a_directory_once_without_the_dots_across_small_reads() {
@@ -83,6 +88,7 @@ mod tests {
         each(&f, &mut buf, |name, ino| {
             assert_ne!(ino, 0);
             got.push(String::from_utf8(name.to_vec()).unwrap());
+            ControlFlow::Continue(())
         })
         .unwrap();
         got.sort();
@@ -96,7 +102,28 @@ mod tests {
         std::fs::write(dir.path().join("a-name-longer-than-the-buffer"), "").unwrap();
         let f = File::open(dir.path()).unwrap();
         let mut buf = [0u8; 8];
-        let err = each(&f, &mut buf, |_, _| {}).unwrap_err();
+        let err = each(&f, &mut buf, |_, _| ControlFlow::Continue(())).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(nix::libc::EINVAL));
+    }
+
+    #[test]
+    fn a_break_ends_the_listing_there() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..30 {
+            std::fs::write(dir.path().join(format!("n{i}")), "").unwrap();
+        }
+        let f = File::open(dir.path()).unwrap();
+        let mut buf = [0u8; 128];
+        let mut seen = 0;
+        each(&f, &mut buf, |_, _| {
+            seen += 1;
+            if seen == 7 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        assert_eq!(seen, 7);
     }
 }

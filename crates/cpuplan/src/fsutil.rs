@@ -3,6 +3,8 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use nix::NixPath;
+
 use crate::cpuset::{parse_cpu_list, CpuSet};
 use crate::error::{Error, Result};
 
@@ -34,13 +36,28 @@ pub fn under(root: &Path, abs: impl AsRef<Path>) -> PathBuf {
 /// The most bytes read from one kernel file (`mountinfo` of a node with thousands of mounts fits).
 pub(crate) const MAX_KERNEL_FILE: usize = 4 << 20;
 
+/// Opens `path` as `open(2)` would with `flags` (`O_CLOEXEC` always added) and, where it
+/// creates the file, `mode`: the file `OpenOptions` gives, made with `openat(AT_FDCWD)`, for
+/// musl's `open` follows every `O_CLOEXEC` open with an `fcntl(F_SETFD)` that only kernels
+/// before 2.6.23 need.
+pub fn open(path: &Path, flags: nix::libc::c_int, mode: u32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let flags = flags | nix::libc::O_CLOEXEC;
+    let fd = path.with_nix_path(|p| {
+        // SAFETY: `p` is a NUL-terminated path that lives across the call; the kernel reads
+        // nothing else, and the descriptor it returns is taken by nobody but us.
+        unsafe { nix::libc::openat(nix::libc::AT_FDCWD, p.as_ptr(), flags, mode) }
+    })?;
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by a successful `openat` and is owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
 /// Opens `path` for reading without blocking: a FIFO opens at once, and reads never wait.
 fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
+    open(path, nix::libc::O_RDONLY | nix::libc::O_NONBLOCK, 0)
 }
 
 /// The error of a file over `max` bytes (the caller names the file).
@@ -283,5 +300,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("bad") && e.contains("\"x\""), "{e}");
+    }
+
+    #[test]
+    fn open_is_close_on_exec_and_keeps_the_flags_and_the_mode() {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let made = d.path().join("made");
+        let flags = nix::libc::O_WRONLY | nix::libc::O_CREAT | nix::libc::O_EXCL;
+        let f = open(&made, flags, 0o600).unwrap();
+        let fd_flags = FdFlag::from_bits_truncate(fcntl(f.as_raw_fd(), FcntlArg::F_GETFD).unwrap());
+        assert!(fd_flags.contains(FdFlag::FD_CLOEXEC));
+        let mode = std::fs::metadata(&made).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // O_EXCL holds: the file is there now.
+        let again = open(&made, flags, 0o600).unwrap_err();
+        assert_eq!(again.kind(), ErrorKind::AlreadyExists);
+        // O_NOFOLLOW holds: a link is the kernel's ELOOP, never followed.
+        std::os::unix::fs::symlink(&made, d.path().join("link")).unwrap();
+        let nofollow = nix::libc::O_RDONLY | nix::libc::O_NOFOLLOW;
+        let e = open(&d.path().join("link"), nofollow, 0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(nix::libc::ELOOP));
+        // A path with a NUL byte is an error, not a truncated path.
+        use std::os::unix::ffi::OsStrExt;
+        let nul = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/a\0b"));
+        assert!(open(nul, nix::libc::O_RDONLY, 0).is_err());
     }
 }

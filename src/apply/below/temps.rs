@@ -1,6 +1,7 @@
 //! Temporary names `.<name>.<pid>.<nanos>.tmp`, and removing those of a writer that is gone.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
@@ -78,17 +79,28 @@ pub(super) fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
 /// accepts whose writer's pid no longer runs; never any other file.
 pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str) -> bool) {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let Ok(mut d) = nix::dir::Dir::openat(Some(dirfd.as_raw_fd()), ".", flags, Mode::empty())
-    else {
+    // A descriptor of its own, so the listing starts at the directory's first entry.
+    let Ok(listed) = openat(Some(dirfd.as_raw_fd()), ".", flags, Mode::empty()) else {
         return;
     };
-    let stale: Vec<String> = d
-        .iter()
-        .take(MAX_SCAN)
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
-        .filter(|n| temp_of(n).is_some_and(|(name, pid)| is_name(name) && !runs(pid)))
-        .collect();
+    let listed = own(listed);
+    let mut stale: Vec<String> = Vec::new();
+    let mut seen = 0;
+    // The plan directory holds a few files: one read of a buffer on the stack lists it.
+    let mut buf = [0u8; 2048];
+    let _ = cpuplan::dirents::each(&listed, &mut buf, |name, _| {
+        seen += 1;
+        if seen > MAX_SCAN {
+            return ControlFlow::Break(());
+        }
+        if let Ok(n) = std::str::from_utf8(name) {
+            if temp_of(n).is_some_and(|(name, pid)| is_name(name) && !runs(pid)) {
+                stale.push(n.to_string());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    drop(listed);
     for name in stale {
         match unlinkat(
             Some(dirfd.as_raw_fd()),

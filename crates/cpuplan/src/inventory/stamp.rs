@@ -20,10 +20,11 @@
 //! same mount namespace: `cpuplan-hook inventory --refresh` reads the host again.
 
 use std::ffi::OsStr;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read};
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use serde::Serialize;
@@ -92,10 +93,7 @@ impl Under {
 
 /// Opens `path` for reading without blocking (`flags` added).
 fn open(path: &Path, flags: i32) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC | flags)
-        .open(path)
+    crate::fsutil::open(path, nix::libc::O_RDONLY | nix::libc::O_NONBLOCK | flags, 0)
 }
 
 /// The bytes of the small file at `path` in `buf`: `Ok(None)` where it (or a directory above
@@ -188,6 +186,7 @@ fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
         entries += 1;
         let h = fnv1a(fnv1a(FNV_OFFSET, name), &[0]);
         names = names.wrapping_add(fnv1a(h, &ino.to_le_bytes()));
+        ControlFlow::Continue(())
     });
     DirStamp {
         present: true,

@@ -85,19 +85,13 @@ pub fn check_dir(dir: &Path) -> Result<(), InventoryError> {
 /// The inventory in `path` (a file [`file_in`] names in a directory [`check_dir`] accepts),
 /// read bounded and without blocking, when it is a whole one that can be trusted.
 pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(
-            nix::libc::O_NOFOLLOW
-                | nix::libc::O_NONBLOCK
-                | nix::libc::O_CLOEXEC
-                | nix::libc::O_NOCTTY,
-        )
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
+    let flags = nix::libc::O_RDONLY | nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+    let mut f = crate::fsutil::open(path, flags | nix::libc::O_NOCTTY, 0).map_err(|e| {
+        match e.raw_os_error() {
             Some(nix::libc::ELOOP) => untrusted(path, "a symbolic link"),
             _ => io(path)(e),
-        })?;
+        }
+    })?;
     let meta = f.metadata().map_err(io(path))?;
     if !meta.is_file() {
         return Err(untrusted(path, "not a regular file"));
