@@ -9,7 +9,7 @@
 //! error, not a kill). A stack overflow is then a plain `SIGSEGV`, without Rust's message.
 #![no_main]
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use cpuplan_hook::{escape, main_with, CliError, Exit};
 
@@ -111,7 +111,9 @@ fn run(mut words: Vec<String>) -> u8 {
         words.push("nri".into()); // launched by an NRI runtime from its plugin directory
     }
     let mut out = std::io::stdout().lock();
-    let ran = main_with(words, &mut out, std::io::stdin().is_terminal());
+    // Not `std::io::stdin().is_terminal()`: `stdin()` allocates its 8 KiB buffer, which the
+    // runtime's stages (they read the state from fd 0 unbuffered) never use.
+    let ran = main_with(words, &mut out, nix::unistd::isatty(0).unwrap_or(false));
     let _ = out.flush();
     match ran {
         Ok(Exit::Ok) => 0,

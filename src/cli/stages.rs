@@ -54,13 +54,23 @@ fn hook(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError>
     }
     drop_capabilities();
     let stage = a.positional.first().map(String::as_str);
-    let ran = catching(|| crate::hook::run_hook(stage, std::io::stdin().lock(), ctx.config));
+    let ran = catching(|| crate::hook::run_hook(stage, RawStdin, ctx.config));
     match ran {
         Some(result) => {
             result?;
             Ok(Exit::Ok)
         }
         None => fail_open(ctx, "hook").map(|()| Exit::Ok),
+    }
+}
+
+/// Standard input read straight from fd 0: `std::io::stdin` would allocate (and touch) an
+/// 8 KiB buffer that a document read once to its end never needs.
+struct RawStdin;
+
+impl Read for RawStdin {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        Ok(nix::unistd::read(0, buf)?)
     }
 }
 
@@ -93,7 +103,7 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
         return Err(UsageError("precreate: takes no arguments".into()).into());
     }
     drop_capabilities();
-    let mut stdin = std::io::stdin().lock();
+    let mut stdin = RawStdin;
     let mut input = Vec::new();
     (&mut stdin)
         .take(MAX_CONFIG as u64 + 1)

@@ -87,7 +87,8 @@ impl HookState {
 
 /// The state read from `input` to EOF, at most [`MAX_STATE`] bytes.
 pub fn read_state(input: impl Read) -> Result<HookState, StateError> {
-    let mut buf = Vec::new();
+    // A state is a few hundred bytes (more with annotations): a page takes it in one read.
+    let mut buf = Vec::with_capacity(4096);
     input.take(MAX_STATE as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > MAX_STATE {
         return Err(StateError::TooLarge);

@@ -512,12 +512,13 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
 fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimError> {
     let path = dir.join(LOCK_FILE);
     let mut file = open_lock(&path)?;
-    let start = Instant::now();
+    // The clock is read once the lock is found taken: an uncontended lock never reads it.
+    let mut start = None;
     loop {
         match Flock::lock(file, how) {
             Ok(locked) => return Ok(locked),
             Err((f, Errno::EWOULDBLOCK)) => {
-                let waited = start.elapsed();
+                let waited = start.get_or_insert_with(Instant::now).elapsed();
                 if waited >= wait {
                     return Err(ClaimError::Busy { path, waited });
                 }
