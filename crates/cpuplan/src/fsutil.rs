@@ -43,14 +43,19 @@ pub(crate) const MAX_KERNEL_FILE: usize = 4 << 20;
 pub fn open(path: &Path, flags: nix::libc::c_int, mode: u32) -> std::io::Result<std::fs::File> {
     use std::os::fd::FromRawFd;
     let flags = flags | nix::libc::O_CLOEXEC;
-    let fd = path.with_nix_path(|p| {
+    let fd = path.with_nix_path(|p| loop {
         // SAFETY: `p` is a NUL-terminated path that lives across the call; the kernel reads
         // nothing else, and the descriptor it returns is taken by nobody but us.
-        unsafe { nix::libc::openat(nix::libc::AT_FDCWD, p.as_ptr(), flags, mode) }
-    })?;
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+        let fd = unsafe { nix::libc::openat(nix::libc::AT_FDCWD, p.as_ptr(), flags, mode) };
+        if fd >= 0 {
+            return Ok(fd);
+        }
+        // As `OpenOptions::open`, an open a signal interrupted is made again.
+        let e = std::io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    })??;
     // SAFETY: `fd` was just returned by a successful `openat` and is owned by nobody else.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
