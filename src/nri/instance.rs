@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -121,8 +121,7 @@ fn open(nri_dir: &Path) -> Result<File, std::io::Error> {
         flags,
         Mode::from_bits_truncate(0o600),
     )?;
-    // SAFETY: `fd` was just returned by a successful openat and is owned by nobody else.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let file = File::from(crate::read::own(fd));
     cpuplan::require_regular(&file)?;
     Ok(file)
 }

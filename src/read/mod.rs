@@ -19,6 +19,7 @@ pub mod state;
 pub mod testkit;
 
 use std::collections::BTreeMap;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use cpuplan::planenv::STEP_THREAD_CORE;
@@ -30,6 +31,13 @@ pub use error::ReadError;
 use gpus::Gpu;
 use host::Host;
 use spec::ContainerSpec;
+
+/// `fd`, just returned by a successful open call (`openat`, `openat2`: nix's return a bare
+/// `RawFd`) and owned by nobody else, as an `OwnedFd` that closes it.
+pub(crate) fn own(fd: RawFd) -> OwnedFd {
+    // SAFETY: the callers pass only a descriptor an open call has just returned to them.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
 
 /// The annotation that sets `step_thread_core` for one container.
 pub const SETTING_ANNOTATION: &str = "cpuplan.step-thread-core";

@@ -14,12 +14,13 @@
 //! the runtime's is planned for but never claimed.
 
 use std::ops::ControlFlow;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, major, minor, FileStat, Mode, SFlag};
 
+use super::own;
 use super::spec::{CharDevice, SpecMount};
 use cpuplan::gpu::Inventory;
 use cpuplan::quoted;
@@ -77,9 +78,9 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
 /// a directory or cannot be opened).
 fn open_dir(dirfd: RawFd, name: &str) -> Option<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = openat(Some(dirfd), name, flags, Mode::empty()).ok()?;
-    // SAFETY: `fd` was just returned by a successful `openat` and is owned by nobody else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    openat(Some(dirfd), name, flags, Mode::empty())
+        .ok()
+        .map(own)
 }
 
 /// The GPU char devices among the entries of `dir` (the container's `at`: `/dev`, or
@@ -226,9 +227,7 @@ fn resolve(rootfs: BorrowedFd<'_>, path: &str) -> Result<FileStat, Errno> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(rootfs.as_raw_fd(), rel, how)?;
-    // SAFETY: openat2 returned a new fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = own(openat2(rootfs.as_raw_fd(), rel, how)?);
     fstat(fd.as_raw_fd())
 }
 

@@ -5,7 +5,9 @@
 //! (`apply::below::open_rootfs`) and for reading a running container's plan
 //! (`read::running`).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use super::own;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -50,9 +52,4 @@ pub fn open_proc_root(proc_root: &Path, pid: u32) -> Result<OwnedFd, ProcRootErr
     let root = openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())
         .map_err(|e| err("cannot open its root", e))?;
     Ok(own(root))
-}
-
-fn own(fd: std::os::fd::RawFd) -> OwnedFd {
-    // SAFETY: `fd` was just returned by a successful open call and is owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
 }

@@ -9,7 +9,7 @@
 //! file over [`MAX_PLAN`] bytes is an error, never a wait).
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use cpuplan::{Cgroups, CpuSet, PlanFile, Process};
@@ -18,6 +18,7 @@ use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use serde::Deserialize;
 
 use super::host::Host;
+use super::own;
 use super::procroot::{open_proc_root, ProcRootError};
 
 /// The most bytes of a running container's `plan.json` read.
@@ -116,11 +117,6 @@ pub struct Running {
     pub plan: RecordedPlan,
     /// The plan file's JSON as it is.
     pub plan_json: serde_json::Value,
-}
-
-fn own(fd: std::os::fd::RawFd) -> OwnedFd {
-    // SAFETY: `fd` was just returned by a successful open call and is owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
 /// Reads running container `pid` on `host`: its cgroup now, and its plan, the `plan.json` at

@@ -14,7 +14,6 @@
 //! [`temps`] (temporary names, and removing a killed writer's), [`write`] (all-or-nothing
 //! writes), [`remove`] (a host-directory rootfs's plan files at poststop).
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use nix::errno::Errno;
@@ -67,10 +66,7 @@ pub enum RootfsError {
     },
 }
 
-fn own(fd: RawFd) -> OwnedFd {
-    // SAFETY: `fd` was just returned by a successful open call and is owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
+use crate::read::own;
 
 #[cfg(test)]
 mod tests;
