@@ -1,7 +1,6 @@
 //! Writing the container's own cgroup cpuset, and nothing else.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use cpuplan::{CgroupDir, Cgroups, CpuSet};
@@ -117,11 +116,8 @@ fn put(path: &Path, text: &str) -> Result<(), CpusetError> {
         path: path.to_path_buf(),
         source,
     };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .map_err(err)?;
+    use nix::libc::{O_NOFOLLOW, O_NONBLOCK, O_WRONLY};
+    let mut f = cpuplan::open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0).map_err(err)?;
     f.write_all(text.as_bytes()).map_err(err)
 }
 

@@ -16,7 +16,7 @@
 //! checks that `plan.json` names the container.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// The records' directory: `hostplans` beside the claims directory `claims_dir`.
@@ -40,14 +40,8 @@ fn record(claims_dir: &Path, scope: &str, id: &str) -> PathBuf {
 pub fn mark(claims_dir: &Path, scope: &str, id: &str) -> std::io::Result<()> {
     let path = record(claims_dir, scope, id);
     let create = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .open(&path)
-            .map(drop)
+        use nix::libc::{O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY};
+        cpuplan::open(&path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600).map(drop)
     };
     match create() {
         Err(e) if e.kind() == ErrorKind::NotFound => {

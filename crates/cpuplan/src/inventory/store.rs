@@ -10,7 +10,7 @@
 //! then renamed over the name (a planted link, FIFO or foreign file is replaced, never opened).
 
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::format::{decode, encode, MAX_FILE};
@@ -182,12 +182,8 @@ pub fn save(dir: &Path, path: &Path, inv: &HostInventory) -> Result<(), Inventor
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(&tmp)
+    use nix::libc::{O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY};
+    let mut f = crate::fsutil::open(&tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
         .map_err(io(&tmp))?;
     let written = std::io::Write::write_all(&mut f, &encode(inv))
         .map_err(io(&tmp))
