@@ -18,6 +18,7 @@ pub mod elf;
 mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod heap;
 pub mod hook;
 pub mod install;
 mod logging;

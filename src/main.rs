@@ -13,13 +13,13 @@ use std::io::Write;
 
 use cpuplan_hook::{escape, main_with, CliError, Exit};
 
-/// The allocator: dlmalloc, not the C library's. The shipped binary is linked statically against
-/// musl (scripts/build-static.sh), whose allocator returns memory to the kernel as it frees
-/// (`munmap`, `madvise`): with it a createRuntime took 1.13× the glibc build's time, with
-/// dlmalloc 0.87×, and the NRI plugin's CreateContainer p50 1.34× (docs/performance.md, "The
-/// start path, sixth pass").
+/// The allocator: dlmalloc behind a one-flag lock ([`cpuplan_hook::heap`]), not the C library's.
+/// The shipped binary is linked statically against musl (scripts/build-static.sh), whose
+/// allocator returns memory to the kernel as it frees (`munmap`, `madvise`): with it a
+/// createRuntime took 1.13× the glibc build's time, with dlmalloc 0.87×, and the NRI plugin's
+/// CreateContainer p50 1.34× (docs/performance.md, "The start path, sixth pass").
 #[global_allocator]
-static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOC: cpuplan_hook::heap::Heap = cpuplan_hook::heap::Heap::new();
 
 /// The process's entry point (see the module's comment).
 ///

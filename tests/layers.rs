@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 /// The binary crate's top-level modules, lowest layer first. A module may name modules of
 /// lower layers only.
 const SRC_LAYERS: &[&[&str]] = &[
-    // Foundations: the log, ELF headers, the process's privileges.
-    &["logging", "elf", "privileges"],
+    // Foundations: the log, ELF headers, the process's privileges, the allocator.
+    &["logging", "elf", "privileges", "heap"],
     // The operator's configuration.
     &["config"],
     // Read everything about a container once.
