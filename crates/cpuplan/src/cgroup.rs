@@ -324,13 +324,15 @@ fn components(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|c| !c.is_empty())
 }
 
-/// The file at `path` read and parsed line by line with `parse` (`Ok(None)` skips a line);
-/// a bad line is an error naming the file and the line number, and quoting the line.
+/// The file at `path`, read by `read` (one record or many), parsed line by line with `parse`
+/// (`Ok(None)` skips a line); a bad line is an error naming the file and the line number, and
+/// quoting the line.
 fn read_lines<T>(
     path: &Path,
+    read: fn(&Path) -> Result<String>,
     parse: impl Fn(&str) -> Result<Option<T>, &'static str>,
 ) -> Result<Vec<T>> {
-    let text = fsutil::read(path)?;
+    let text = read(path)?;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         match parse(line) {
@@ -350,12 +352,14 @@ fn read_lines<T>(
 
 /// `/proc/<pid>/cgroup` read and parsed.
 fn read_proc_cgroup(path: &Path) -> Result<Vec<CgroupLine>> {
-    read_lines(path, parse_proc_cgroup_line)
+    // One record: the kernel writes every hierarchy's line in one show.
+    read_lines(path, fsutil::read, parse_proc_cgroup_line)
 }
 
 /// mountinfo read and parsed.
 fn read_mountinfo(path: &Path) -> Result<Vec<MountInfo>> {
-    read_lines(path, parse_mountinfo_line)
+    // Many records: one per mount, a page of them per read.
+    read_lines(path, fsutil::read_all_records, parse_mountinfo_line)
 }
 
 #[cfg(test)]

@@ -113,11 +113,57 @@ fn into_text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// The bytes of a small kernel file: one non-blocking `open` and plain `read`s into a buffer
-/// that grows as needed (at most [`MAX_KERNEL_FILE`]), without the `statx` that
-/// `std::fs::read` makes to size its buffer (sysfs reports 4096 for every file).
-fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+/// The bytes of a small kernel file of many records (`mountinfo`): one non-blocking `open` and
+/// plain `read`s into a buffer that grows as needed (at most [`MAX_KERNEL_FILE`]), to the read
+/// that returns nothing, without the `statx` that `std::fs::read` makes to size its buffer
+/// (sysfs reports 4096 for every file). Such a file gives at most a page of records per read,
+/// however large the buffer, so a short read is not its end.
+fn read_records(path: &Path) -> std::io::Result<Vec<u8>> {
     read_at_most(&mut open_nonblocking(path)?, MAX_KERNEL_FILE, 0)
+}
+
+/// The bytes of a small file that the kernel shows as one record: a sysfs attribute, a cgroup
+/// control file (`cpu.max`, `cpu.cfs_quota_us`, `cpuset.effective_cpus`), a procfs file of one
+/// record (`/proc/<pid>/status`, `stat`, `cgroup`, the NVIDIA driver's `information`), or a
+/// regular file. The kernel writes such a record whole into the reader's buffer where it fits,
+/// so a read that returns less than a page is the end, and the read that would return 0 is not
+/// made (one syscall fewer per file: a start reads a dozen of them). A record of a page or
+/// more is read on to its end as [`read_records`] reads.
+fn read_record(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut f = open_nonblocking(path)?;
+    let page = 4096;
+    let mut buf: Vec<u8> = Vec::with_capacity(page);
+    let n = loop {
+        // SAFETY: the kernel writes at most `page` bytes into the vector's spare capacity,
+        // which is at least that long; only the bytes it says it wrote are then taken as set.
+        let n = unsafe {
+            nix::libc::read(
+                f.as_raw_fd(),
+                buf.spare_capacity_mut().as_mut_ptr().cast(),
+                page,
+            )
+        };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            ErrorKind::Interrupted => continue,
+            // Nothing to give now (a FIFO): what came, nothing, is its content.
+            ErrorKind::WouldBlock => break 0,
+            _ => return Err(e),
+        }
+    };
+    // SAFETY: the kernel wrote `n` <= `page` bytes from the start of the spare capacity.
+    unsafe { buf.set_len(n) };
+    if n < page {
+        buf.shrink_to_fit();
+        return Ok(buf);
+    }
+    let mut rest = read_at_most(&mut f, MAX_KERNEL_FILE - n, 0)?;
+    buf.append(&mut rest);
+    Ok(buf)
 }
 
 /// The bytes of the regular file at `path` (a link to one is followed), at most `max` of them,
@@ -169,9 +215,20 @@ fn regular_size(file: &std::fs::File) -> std::io::Result<u64> {
     ))
 }
 
-/// The whole file as text (lossy UTF-8); any error, absence included, names the file.
+/// The whole file as text (lossy UTF-8), read as one record ([`read_record`]: a sysfs, cgroupfs
+/// or procfs file of one record, or a regular file); any error, absence included, names the file.
 pub fn read(path: &Path) -> Result<String> {
-    match read_small(path) {
+    text_of(path, read_record(path))
+}
+
+/// The whole file as text (lossy UTF-8), read as many records ([`read_records`]: `mountinfo`);
+/// any error, absence included, names the file.
+pub fn read_all_records(path: &Path) -> Result<String> {
+    text_of(path, read_records(path))
+}
+
+fn text_of(path: &Path, read: std::io::Result<Vec<u8>>) -> Result<String> {
+    match read {
         Ok(bytes) => Ok(into_text(bytes)),
         Err(source) => Err(Error::Io {
             path: path.to_path_buf(),
@@ -180,9 +237,10 @@ pub fn read(path: &Path) -> Result<String> {
     }
 }
 
-/// The whole file as text, or `None` where it (or a directory above it) does not exist.
+/// The whole file as text, read as one record ([`read`]), or `None` where it (or a directory
+/// above it) does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
-    match read_small(path) {
+    match read_record(path) {
         Ok(bytes) => Ok(Some(into_text(bytes))),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
         Err(source) => Err(Error::Io {
@@ -269,13 +327,51 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        assert_eq!(
-            read_small(&fifo).unwrap(),
-            b"",
-            "no writer: nothing, at once"
+        for read in [read_record, read_records] {
+            assert_eq!(read(&fifo).unwrap(), b"", "no writer: nothing, at once");
+            let e = read(Path::new("/dev/zero")).unwrap_err();
+            assert!(e.to_string().contains("limit"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_record_is_read_whole_at_any_size() {
+        let d = tempfile::tempdir().unwrap();
+        for len in [0usize, 1, 10, 4095, 4096, 4097, 10_000] {
+            let f = d.path().join(format!("f{len}"));
+            let text: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            std::fs::write(&f, &text).unwrap();
+            assert_eq!(read_record(&f).unwrap(), text, "{len} bytes");
+        }
+        // procfs files of one record, as the kernel shows them.
+        let status =
+            String::from_utf8(read_record(Path::new("/proc/self/status")).unwrap()).unwrap();
+        assert!(
+            status.contains("Cpus_allowed_list:") && status.ends_with('\n'),
+            "{status}"
         );
-        let e = read_small(Path::new("/dev/zero")).unwrap_err();
-        assert!(e.to_string().contains("limit"), "{e}");
+        let cgroup =
+            String::from_utf8(read_record(Path::new("/proc/self/cgroup")).unwrap()).unwrap();
+        assert_eq!(
+            cgroup,
+            std::fs::read_to_string("/proc/self/cgroup").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_file_of_many_records_is_read_to_its_end() {
+        // /proc/crypto is a seq_file of one record per algorithm, over 11 KB here: each read
+        // gives at most a page of whole records (4021 bytes on this kernel), so the record
+        // rule would stop after the first, and the records' rule reads on to the end.
+        let path = Path::new("/proc/crypto");
+        let whole = std::fs::read(path).unwrap();
+        assert!(whole.len() > 4096, "{} bytes", whole.len());
+        assert_eq!(read_records(path).unwrap(), whole);
+        assert_eq!(read_all_records(path).unwrap().as_bytes(), &whole[..]);
+        assert!(
+            read_record(path).unwrap().len() < whole.len(),
+            "a short read is not its end"
+        );
     }
 
     #[test]
