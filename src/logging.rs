@@ -38,12 +38,7 @@ impl Log for HookLogger {
             return;
         }
         // One event, one line: format_line escapes a container-supplied newline.
-        let line = format_line(
-            SystemTime::now(),
-            r.level(),
-            std::process::id(),
-            &r.args().to_string(),
-        );
+        let line = format_line(SystemTime::now(), r.level(), pid(), &r.args().to_string());
         if let Ok(mut f) = self.file.lock() {
             if let Some(f) = f.as_mut() {
                 let _ = f.write_all(line.as_bytes());
@@ -55,6 +50,21 @@ impl Log for HookLogger {
     }
 
     fn flush(&self) {}
+}
+
+/// This process's pid, asked of the kernel once (each log line and each temporary file name
+/// carries it). The binary never forks a child that goes on running its code: `Command`
+/// spawns exec at once, so the cached pid is never another process's.
+pub fn pid() -> u32 {
+    static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    match PID.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            let pid = std::process::id();
+            PID.store(pid, std::sync::atomic::Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
 }
 
 /// `s` with every control character (a newline in a container id…) escaped, so one event stays one line.

@@ -6,7 +6,8 @@
 //! - `CAP_DAC_READ_SEARCH`: read `/proc/<pid>/{status,cgroup,stat}` and sysfs files whatever their modes.
 //! - `CAP_SYS_PTRACE`: open `/proc/<pid>/root` and `/proc/<pid>/ns/mnt` of the container's init,
 //!   which runc makes non-dumpable (the kernel then demands ptrace access).
-//! - `CAP_FOWNER`: `fchmod` the plan files and directory to 0644/0755 where the rootfs's owner differs.
+//! - `CAP_FOWNER`: replace or remove plan files in an image's sticky directory whose owner differs
+//!   (the kernel's sticky-bit rule asks for it where neither the file nor the directory is root's).
 //!
 //! Everything else (`CAP_SYS_ADMIN`, `CAP_NET_*`, `CAP_SETUID`, …) is dropped from the effective,
 //! permitted, inheritable and ambient sets, and `no_new_privs` is set, so nothing the hook could

@@ -5,7 +5,7 @@ use std::path::{Component, Path};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{fchmod, mkdirat, Mode};
+use nix::sys::stat::{mkdirat, Mode};
 
 use super::{own, RootfsError};
 use crate::read::procroot::{open_proc_root, ProcRootError};
@@ -88,6 +88,9 @@ pub(super) fn walk_dirs(
     create: bool,
     made: &mut bool,
 ) -> Result<Option<OwnedFd>, RootfsError> {
+    if create {
+        super::temps::exact_modes();
+    }
     let mut cur: Option<OwnedFd> = None;
     let mut sofar = root_path.to_path_buf();
     let last = dir
@@ -150,10 +153,8 @@ pub(super) fn walk_dirs(
                         }
                     };
                 *made = made_now;
-                let fd = openat(Some(parent), name, flags, Mode::empty())
-                    .map_err(|errno| path_err(parent, name, &sofar, errno))?;
-                let _ = fchmod(fd, Mode::from_bits_truncate(0o755));
-                fd
+                openat(Some(parent), name, flags, Mode::empty())
+                    .map_err(|errno| path_err(parent, name, &sofar, errno))?
             }
             Err(errno) => return Err(path_err(parent, name, &sofar, errno)),
         };

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::{fchmod, Mode};
+use nix::sys::stat::Mode;
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::{own, RootfsError};
@@ -18,7 +18,21 @@ pub(super) fn temp_name(name: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!(".{name}.{}.{nanos}.tmp", std::process::id())
+    format!(".{name}.{}.{nanos}.tmp", crate::logging::pid())
+}
+
+/// Sets this process's umask to 022, once: the plan directories (0755) and files (0644) are
+/// then made with exactly the modes asked for, without an `fchmod` of each (a runtime may run
+/// the hook under a stricter umask, which would leave the plan unreadable to the workload's
+/// user). Where the directory has a default ACL the kernel applies that instead of the umask,
+/// and the files keep the modes it gives: such an ACL is the image's own choice for its own
+/// container. Nothing else this process makes is more open for it: the hook's and the plugin's
+/// other files (claims, inventory, the log, the lock) are made with modes of their own.
+pub(super) fn exact_modes() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
+    });
 }
 
 /// Writes `contents` to a fresh temporary file in `dirfd` (mode 0644); returns its name.
@@ -28,6 +42,7 @@ pub(super) fn write_temp(
     name: &str,
     contents: &[u8],
 ) -> Result<String, RootfsError> {
+    exact_modes();
     let tmp = temp_name(name);
     let err = |what, errno| RootfsError::Path {
         path: dir.join(name),
@@ -41,16 +56,11 @@ pub(super) fn write_temp(
         Mode::from_bits_truncate(0o644),
     )
     .map_err(|e| err("cannot create a temporary file", e))?;
-    let fd = own(fd);
-    let written = fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o644))
-        .map_err(|e| err("cannot chmod", e))
-        .and_then(|()| {
-            std::fs::File::from(fd)
-                .write_all(contents)
-                .map_err(|source| RootfsError::Write {
-                    path: dir.join(name),
-                    source,
-                })
+    let written = std::fs::File::from(own(fd))
+        .write_all(contents)
+        .map_err(|source| RootfsError::Write {
+            path: dir.join(name),
+            source,
         });
     match written {
         Ok(()) => Ok(tmp),
@@ -135,7 +145,7 @@ pub(super) fn temp_of(file: &str) -> Option<(&str, u32)> {
 
 /// Whether `pid` is this process or another that runs (one beyond any pid's range runs not).
 pub(super) fn runs(pid: u32) -> bool {
-    if pid == std::process::id() {
+    if pid == crate::logging::pid() {
         return true;
     }
     match i32::try_from(pid) {

@@ -29,6 +29,50 @@ fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
 }
 
 #[test]
+fn a_strict_umask_still_gives_the_plan_its_modes() {
+    // The umask is the process's, and this one sets it once: the check runs in a child, this
+    // test binary again, started with umask 077 as a runtime might run the hook.
+    const CHILD: &str = "CPUPLAN_TEST_UMASK_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let t = tempfile::tempdir().unwrap();
+        write(t.path(), "/run/cpuplan").unwrap();
+        let mode = |p: &str| {
+            std::fs::metadata(t.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("run/cpuplan/plan.env"), 0o644);
+        assert_eq!(mode("run/cpuplan"), 0o755);
+        assert_eq!(mode("run"), 0o755);
+        return;
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            "apply::below::tests::a_strict_umask_still_gives_the_plan_its_modes",
+        ])
+        .env(CHILD, "1");
+    // SAFETY: umask(2) is async-signal-safe and allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut child, || {
+            nix::libc::umask(0o077);
+            Ok(())
+        });
+    }
+    let out = child.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1 passed"), "the child ran no test: {text}");
+}
+
+#[test]
 fn creates_dirs_and_files_with_modes() {
     let t = tempfile::tempdir().unwrap();
     write(t.path(), "/run/cpuplan").unwrap();
