@@ -11,10 +11,12 @@
 #       quota, step_thread_core auto: it reads the inputs, narrows the cpuset, claims the GPU,
 #       plans, writes plan.env/plan.json, and poststop releases the claim.
 # All three containers have the same config.json apart from the hooks.
-# It prints each one's median wall time of `runc run`, the ratios c/a and c/b, then the hook's
-# own cost: the static binary run alone (spawn to exit, from a small C posix_spawn + wait4) on a
-# prepared state and bundle (a container made by `runc create`, so it has a pid, a cgroup and a
-# /run tmpfs), with its peak RSS from wait4's rusage, next to /bin/true measured the same way.
+# It prints each one's median wall time of `runc run`, the ratios c/a and c/b of the medians, the
+# median of the rounds' own c/b (the target's measure: each round runs the three side by side, so
+# the machine's drift cancels), then the hook's own cost: the static binary run alone (spawn to
+# exit, from a small C posix_spawn + wait4) on a prepared state and bundle (a container made by
+# `runc create`, so it has a pid, a cgroup and a /run tmpfs), with its peak RSS from wait4's
+# rusage, next to /bin/true measured the same way.
 #
 # Environment: HOOK=path uses that hook binary instead of building the static release one.
 # Everything it starts (containers, cgroups, temp dir) is removed on exit, also on failure.
@@ -115,25 +117,32 @@ if [ "$planned" -lt "$N" ] || [ "$released" -lt "$N" ]; then
 fi
 
 ma=$(median <"$T/times.a"); mb=$(median <"$T/times.b"); mc=$(median <"$T/times.c")
+# Each round ran a, b and c side by side (line i of each file): the median of the rounds' own
+# c/b cancels the machine's drift over the run, which the ratio of the medians keeps (the NRI
+# bench judges its b/a the same way). It is the target's measure; both are printed.
+read -r pcb pq1 pq3 < <(paste -d' ' "$T/times.b" "$T/times.c" | awk '{print $2 / $1}' | sort -g |
+  awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%s %s %s\n", m, v[int((NR + 3) / 4)], v[int((3 * NR + 3) / 4)]}')
 hc=$(cut -d' ' -f1 "$T/hook.create" | median)
 hp=$(cut -d' ' -f1 "$T/hook.poststop" | median)
 ht=$(cut -d' ' -f1 "$T/true.spawn" | median)
 rss=$(cat "$T/hook.create" "$T/hook.poststop" | cut -d' ' -f2 | sort -n | tail -1)
 rss_true=$(cut -d' ' -f2 "$T/true.spawn" | sort -n | tail -1)
 line=$(grep -- "-prepared: pid" "$T/hook.log" | tail -1 | cut -d' ' -f4- | cut -c1-240)
-awk -v a="$ma" -v b="$mb" -v c="$mc" -v hc="$hc" -v hp="$hp" -v ht="$ht" -v rss="$rss" -v rt="$rss_true" \
+awk -v a="$ma" -v b="$mb" -v c="$mc" -v pcb="$pcb" -v pq1="$pq1" -v pq3="$pq3" -v hc="$hc" -v hp="$hp" -v ht="$ht" -v rss="$rss" -v rt="$rss_true" \
     -v runs="$RUNS" -v n="$N" -v line="$line" 'BEGIN {
   printf "container start, median of %d interleaved `runc run` (workload `true`):\n", runs
   printf "  (a) no hook                      %8.2f ms\n", a / 1000
   printf "  (b) /bin/true as both hooks      %8.2f ms\n", b / 1000
   printf "  (c) cpuplan-hook as both hooks   %8.2f ms\n", c / 1000
-  printf "  c/a = %.3f   c/b = %.3f   (target c/b <= 1.02)\n", c / a, c / b
+  printf "  c/a = %.3f   c/b = %.3f (ratio of the medians)\n", c / a, c / b
+  printf "  the rounds\047 own c/b (paired, the target\047s measure): median %.3f (IQR %.3f-%.3f) (target <= 1.02)\n", pcb, pq1, pq3
   printf "the hook alone, median of %d spawns of each on a created container (spawn to exit):\n", n
   printf "  createRuntime %.3f ms   poststop %.3f ms   /bin/true %.3f ms   (targets <= 1.0 and <= 0.8 ms)\n", hc, hp, ht
   printf "  peak RSS %.2f MiB (max ru_maxrss of %d runs; /bin/true %.2f MiB; target <= 4 MiB)\n", rss / 1024, 2 * n, rt / 1024
   printf "  its log: %s\n", line
   missed = ""
-  if (c / b > 1.02) missed = missed " c/b"
+  if (pcb > 1.02) missed = missed " c/b"
   if (hc > 1.0) missed = missed " createRuntime-time"
   if (hp > 0.8) missed = missed " poststop-time"
   if (rss / 1024 > 4) missed = missed " peak-RSS"
