@@ -130,31 +130,12 @@ fn read_records(path: &Path) -> std::io::Result<Vec<u8>> {
 /// made (one syscall fewer per file: a start reads a dozen of them). A record of a page or
 /// more is read on to its end as [`read_records`] reads.
 fn read_record(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::os::fd::AsRawFd;
     let mut f = open_nonblocking(path)?;
     let page = 4096;
     let mut buf: Vec<u8> = Vec::with_capacity(page);
-    let n = loop {
-        // SAFETY: the kernel writes at most `page` bytes into the vector's spare capacity,
-        // which is at least that long; only the bytes it says it wrote are then taken as set.
-        let n = unsafe {
-            nix::libc::read(
-                f.as_raw_fd(),
-                buf.spare_capacity_mut().as_mut_ptr().cast(),
-                page,
-            )
-        };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = std::io::Error::last_os_error();
-        match e.kind() {
-            ErrorKind::Interrupted => continue,
-            // Nothing to give now (a FIFO): what came, nothing, is its content.
-            ErrorKind::WouldBlock => break 0,
-            _ => return Err(e),
-        }
-    };
+    // SAFETY: the kernel writes at most `page` bytes into the vector's spare capacity, which is
+    // at least that long (never zeroed: only the bytes it writes are touched).
+    let n = unsafe { read_raw(&f, buf.spare_capacity_mut().as_mut_ptr().cast(), page)? };
     // SAFETY: the kernel wrote `n` <= `page` bytes from the start of the spare capacity.
     unsafe { buf.set_len(n) };
     if n < page {
@@ -164,6 +145,60 @@ fn read_record(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut rest = read_at_most(&mut f, MAX_KERNEL_FILE - n, 0)?;
     buf.append(&mut rest);
     Ok(buf)
+}
+
+/// One `read(2)` of `f` into the `len` bytes at `buf`: the byte count, an interrupted read made
+/// again, and 0 where a non-blocking file has nothing to give now (a FIFO: nothing is its
+/// content). The one read of the one-record rule ([`read_record`]).
+///
+/// # Safety
+/// `buf` must be valid for writes of `len` bytes.
+unsafe fn read_raw(f: &std::fs::File, buf: *mut u8, len: usize) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: the caller's contract: `buf` takes `len` bytes.
+        let n = unsafe { nix::libc::read(f.as_raw_fd(), buf.cast(), len) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            ErrorKind::Interrupted => continue,
+            ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// One `read(2)` of `f` into `buf` ([`read_raw`]): for a file of one record, or a regular file
+/// written whole before it was renamed into place, a count under `buf.len()` is all of it.
+pub(crate) fn read_once(f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: `buf` is ours, borrowed mutably for the call, `buf.len()` bytes long.
+    unsafe { read_raw(f, buf.as_mut_ptr(), buf.len()) }
+}
+
+/// The small one-record file at `path` read into `buf` by the one-record rule, with no
+/// allocation: `Ok(None)` where it (or a directory above it) is not there, an `InvalidData`
+/// error where it fills `buf` (more may follow).
+pub(crate) fn read_record_into<'b>(
+    path: &Path,
+    buf: &'b mut [u8],
+) -> std::io::Result<Option<&'b [u8]>> {
+    let f = match open_nonblocking(path) {
+        Ok(f) => f,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let n = read_once(&f, buf)?;
+    if n == buf.len() {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            format!("over {} bytes", buf.len()),
+        ));
+    }
+    Ok(Some(&buf[..n]))
 }
 
 /// The bytes of the regular file at `path` (a link to one is followed), at most `max` of them,
@@ -355,6 +390,36 @@ mod tests {
         assert_eq!(
             cgroup,
             std::fs::read_to_string("/proc/self/cgroup").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_record_read_into_a_buffer_is_absent_whole_or_too_long() {
+        let d = tempfile::tempdir().unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            read_record_into(&d.path().join("nope"), &mut buf).unwrap(),
+            None
+        );
+        assert_eq!(
+            read_record_into(&d.path().join("nope/deeper"), &mut buf).unwrap(),
+            None
+        );
+        let f = d.path().join("f");
+        std::fs::write(&f, b"0-223\n").unwrap();
+        assert_eq!(
+            read_record_into(&f, &mut buf).unwrap(),
+            Some(&b"0-223\n"[..])
+        );
+        std::fs::write(&f, [b'x'; 16]).unwrap();
+        let e = read_record_into(&f, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        let online = Path::new("/sys/devices/system/cpu/online");
+        let text = read_record_into(online, &mut buf).unwrap().unwrap();
+        assert_eq!(
+            text,
+            std::fs::read(online).unwrap(),
+            "a sysfs attribute, whole"
         );
     }
 

@@ -21,7 +21,6 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{ErrorKind, Read};
 use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -29,7 +28,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::fsutil::under;
+use crate::fsutil::{read_record_into, under};
 
 /// What the stamp saw of one directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -96,46 +95,10 @@ fn open(path: &Path, flags: i32) -> std::io::Result<File> {
     crate::fsutil::open(path, nix::libc::O_RDONLY | nix::libc::O_NONBLOCK | flags, 0)
 }
 
-/// The bytes of the small file at `path` in `buf`: `Ok(None)` where it (or a directory above
-/// it) is not there, an `InvalidData` error where it fills `buf`. A read that returns less
-/// than it was asked for is taken as the end: sysfs and procfs return an attribute (at most a
-/// page) whole in one read, and a regular file all that is there.
-fn read_into<'b>(path: &Path, buf: &'b mut [u8]) -> std::io::Result<Option<&'b [u8]>> {
-    let mut f = match open(path, 0) {
-        Ok(f) => f,
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(None)
-        }
-        Err(e) => return Err(e),
-    };
-    let mut len = 0;
-    while len < buf.len() {
-        match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                len += n;
-                if len < buf.len() {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
-        }
-    }
-    if len == buf.len() {
-        return Err(std::io::Error::new(
-            ErrorKind::InvalidData,
-            format!("over {} bytes", buf.len()),
-        ));
-    }
-    Ok(Some(&buf[..len]))
-}
-
 /// The online CPUs file under the root, trimmed, or `-` where there is none.
 fn online_text(root: &mut Under, buf: &mut [u8]) -> String {
     let path = root.path("sys/devices/system/cpu/online");
-    match read_into(path, buf) {
+    match read_record_into(path, buf) {
         Ok(Some(t)) => String::from_utf8_lossy(t)
             .trim_end_matches('\0')
             .trim()
@@ -148,7 +111,7 @@ fn online_text(root: &mut Under, buf: &mut [u8]) -> String {
 /// The boot id under `root` (`/proc/sys/kernel/random/boot_id`), empty where there is none.
 pub fn boot_id(root: &Path) -> String {
     let mut buf = [0u8; 128];
-    match read_into(&under(root, "/proc/sys/kernel/random/boot_id"), &mut buf) {
+    match read_record_into(&under(root, "/proc/sys/kernel/random/boot_id"), &mut buf) {
         Ok(Some(t)) => String::from_utf8_lossy(t).trim().chars().take(64).collect(),
         _ => String::new(),
     }

@@ -9,7 +9,6 @@
 //! Written atomically: a temporary file made with `O_EXCL`/`O_NOFOLLOW` in the directory,
 //! then renamed over the name (a planted link, FIFO or foreign file is replaced, never opened).
 
-use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -86,7 +85,7 @@ pub fn check_dir(dir: &Path) -> Result<(), InventoryError> {
 /// read bounded and without blocking, when it is a whole one that can be trusted.
 pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
     let flags = nix::libc::O_RDONLY | nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
-    let mut f = crate::fsutil::open(path, flags | nix::libc::O_NOCTTY, 0).map_err(|e| {
+    let f = crate::fsutil::open(path, flags | nix::libc::O_NOCTTY, 0).map_err(|e| {
         match e.raw_os_error() {
             Some(nix::libc::ELOOP) => untrusted(path, "a symbolic link"),
             _ => io(path)(e),
@@ -131,19 +130,7 @@ pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
         heap.resize(want, 0);
         &mut heap[..]
     };
-    let mut len = 0;
-    while len < buf.len() {
-        match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) if len + n < buf.len() => {
-                len += n;
-                break;
-            }
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(path)(e)),
-        }
-    }
+    let len = crate::fsutil::read_once(&f, buf).map_err(io(path))?;
     if len == buf.len() {
         return Err(InventoryError::Corrupt {
             path: path.to_path_buf(),
