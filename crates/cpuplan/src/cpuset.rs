@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 pub const MAX_CPU: usize = 8191;
 
 /// A set of CPU ids, 0 to [`MAX_CPU`], iterated in ascending order.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(PartialEq, Eq, Hash, Default)]
 pub struct CpuSet {
     /// Bit i of word w is CPU 64*w+i; trailing zero words are trimmed.
     words: Words,
@@ -18,7 +18,17 @@ pub struct CpuSet {
 
 /// A set's bit words: up to 256 CPUs held inline, so that a host's sets (a plan clones one per
 /// CPU it consults) are made, cloned and dropped without an allocation; more spill to the heap.
-type Words = SmallVec<[u64; 4]>;
+pub(crate) type Words = SmallVec<[u64; 4]>;
+
+/// A copy of the words (`SmallVec`'s own `Clone` collects them one by one; a set's words are
+/// `Copy`, so this is one `memcpy`: a plan clones a set for each CPU it consults).
+impl Clone for CpuSet {
+    fn clone(&self) -> Self {
+        CpuSet {
+            words: Words::from_slice(&self.words),
+        }
+    }
+}
 
 /// A cpu list that does not parse, with the text quoted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,8 +94,7 @@ impl CpuSet {
     }
 
     /// The set whose bit words are `words` (trailing zero words trimmed); `None` past [`MAX_CPU`].
-    pub(crate) fn from_words(words: Vec<u64>) -> Option<CpuSet> {
-        let mut words = Words::from_vec(words);
+    pub(crate) fn from_words(mut words: Words) -> Option<CpuSet> {
         trim_words(&mut words);
         (words.len() <= MAX_CPU / 64 + 1).then_some(CpuSet { words })
     }
@@ -456,6 +465,14 @@ mod tests {
             assert_eq!(s.last(), Some(top));
             assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 10, top]);
             let spilled = s.union(&set(&[MAX_CPU]));
+            // A clone is equal and its own: changing it leaves the original as it was.
+            for original in [&s, &spilled] {
+                let mut copy = original.clone();
+                assert_eq!(&copy, original);
+                copy.insert(1);
+                assert_ne!(&copy, original);
+                assert!(!original.contains(1));
+            }
             assert_eq!(spilled.intersection(&s), s);
             assert_eq!(
                 spilled.difference(&set(&[MAX_CPU])),
@@ -471,8 +488,10 @@ mod tests {
             grown.remove(top);
             assert_eq!(grown, set(&[0, 10]));
         }
-        let words: Vec<u64> = vec![1, 0, 0, 0, 0, 0, 0];
+        let words = Words::from_vec(vec![1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(CpuSet::from_words(words), Some(set(&[0])));
+        let past = Words::from_elem(1, MAX_CPU / 64 + 2);
+        assert_eq!(CpuSet::from_words(past), None);
     }
 
     #[test]

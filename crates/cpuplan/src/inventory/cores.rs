@@ -3,7 +3,7 @@
 
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
-use crate::cpuset::{format_cpu_list, CpuSet, MAX_CPU};
+use crate::cpuset::{format_cpu_list, CpuSet, Words, MAX_CPU};
 
 /// The distinct SMT sibling sets of the online CPUs: each set's CPU ids, ascending, one set
 /// after another, and where each set ends.
@@ -36,13 +36,13 @@ impl Cores {
         self.cpus.get(start..end)
     }
 
-    /// Set `i` (one allocation: its bit words).
+    /// Set `i` (its bit words, inline up to CPU 255).
     pub fn get(&self, i: usize) -> Option<CpuSet> {
         let ids = self.ids(i)?;
         let Some(top) = ids.last() else {
             return Some(CpuSet::new());
         };
-        let mut words = vec![0u64; usize::from(*top) / 64 + 1];
+        let mut words = Words::from_elem(0, usize::from(*top) / 64 + 1);
         for id in ids.iter().map(|c| usize::from(*c)) {
             words[id / 64] |= 1 << (id % 64);
         }

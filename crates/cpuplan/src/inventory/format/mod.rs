@@ -2,14 +2,15 @@
 //! length and checksum, and the body (the inventory in a compact little-endian binary layout).
 //!
 //! ```text
-//! cpuplan-inventory 3
+//! cpuplan-inventory 4
 //! 2311 9f1c0b2a77e4d1c3
 //! <2311 bytes>
 //! ```
 //!
-//! The length is the body's in bytes and the checksum its FNV-1a 64 in hex: a truncated,
-//! padded or altered file, or one of another version (a version 2 file's body is JSON), is
-//! refused whole ([`decode`]), never half-used.
+//! The length is the body's in bytes and the checksum ([`checksum`]) in hex: a truncated,
+//! padded or altered file, or one of another version (a version 2 file's body is JSON, a
+//! version 3 file's checksum is byte-wise FNV-1a 64), is refused whole ([`decode`]), never
+//! half-used.
 //!
 //! The body, every integer little-endian, in this order (`str` is a `u32` byte length and the
 //! bytes; `set` a CPU set: a `u16` count of ranges, then each range's first and last CPU as
@@ -39,9 +40,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
-use super::stamp::{fnv1a64, DirStamp, Stamp};
+use super::stamp::{DirStamp, Stamp};
 use super::{Cores, HostInventory, PciFunction};
-use crate::cpuset::{CpuSet, MAX_CPU};
+use crate::cpuset::{CpuSet, Words, MAX_CPU};
 use crate::gpu::nvidia::NvidiaGpu;
 use crate::mountinfo::MountInfo;
 use crate::topology::NumaNode;
@@ -50,7 +51,7 @@ use crate::topology::NumaNode;
 pub const MAGIC: &str = "cpuplan-inventory";
 
 /// The format's version: a file of another version is read afresh and written again.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The most bytes an inventory file may have (a host with 8192 CPUs and 1000 PCI functions fits).
 pub const MAX_FILE: usize = 1 << 20;
@@ -125,11 +126,38 @@ pub fn encode(inv: &HostInventory) -> Vec<u8> {
     let mut out = format!(
         "{MAGIC} {FORMAT_VERSION}\n{} {:016x}\n",
         body.len(),
-        fnv1a64(&body)
+        checksum(&body)
     )
     .into_bytes();
     out.extend_from_slice(&body);
     out
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// The body's checksum: FNV-1a 64 over its 8-byte little-endian words (the last one padded
+/// with zeros) and then its length, each product folded (`h ^= h >> 32`) so that a word's
+/// high bits reach the low ones. Every step is a bijection of the sum so far, so a change to
+/// any one word always changes the result; it takes one multiply per eight bytes where
+/// byte-wise FNV-1a takes eight (a start checks a file of a few KB).
+pub fn checksum(body: &[u8]) -> u64 {
+    let step = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(FNV_PRIME);
+        h ^ (h >> 32)
+    };
+    let mut words = body.chunks_exact(8);
+    let mut h = FNV_OFFSET;
+    for w in &mut words {
+        h = step(h, u64::from_le_bytes(w.try_into().unwrap_or_default()));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        h = step(h, u64::from_le_bytes(last));
+    }
+    step(h, body.len() as u64)
 }
 
 /// The inventory a file's bytes hold, or why they hold none (in words).
@@ -149,7 +177,7 @@ pub fn decode(bytes: &[u8]) -> Result<HostInventory, String> {
             body.len()
         ));
     }
-    if fnv1a64(body) != sum {
+    if checksum(body) != sum {
         return Err("the body's checksum does not match".into());
     }
     let mut r = Reader { b: body, at: 0 };
@@ -365,7 +393,8 @@ impl<'a> Reader<'a> {
         self.array().map(u16::from_le_bytes)
     }
 
-    /// A set's ranges, as [`Writer::set`] writes them, into its bit words (one allocation).
+    /// A set's ranges, as [`Writer::set`] writes them, into its bit words (inline up to CPU
+    /// 255).
     fn set(&mut self) -> Result<CpuSet, Bad> {
         let n = usize::from(self.u16()?);
         let raw = self.take(n * 4)?;
@@ -376,7 +405,7 @@ impl<'a> Reader<'a> {
         if top > MAX_CPU {
             return Err("a CPU set past the highest CPU");
         }
-        let mut words = vec![0u64; top / 64 + 1];
+        let mut words = Words::from_elem(0, top / 64 + 1);
         let mut next = 0;
         for r in 0..n {
             let (lo, hi) = (at(4 * r), at(4 * r + 2));

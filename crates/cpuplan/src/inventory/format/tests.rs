@@ -7,7 +7,7 @@ fn framed(body: &[u8]) -> Vec<u8> {
     let mut out = format!(
         "{MAGIC} {FORMAT_VERSION}\n{} {:016x}\n",
         body.len(),
-        fnv1a64(body)
+        checksum(body)
     )
     .into_bytes();
     out.extend_from_slice(body);
@@ -191,22 +191,56 @@ fn the_frame_lines_are_strict() {
     let good = framed(&body);
     assert!(decode(&good).is_ok());
     let text = |head: &str| [head.as_bytes(), &body].concat();
-    let sum = fnv1a64(&body);
+    let sum = checksum(&body);
     let hex = format!("{sum:016x}");
     assert!(
         hex.bytes().any(|b| b.is_ascii_lowercase()),
         "the upper case is another spelling"
     );
     for head in [
-        format!("cpuplan-inventory 03\n{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 3 \n{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 3\n{} {sum:016X}\n", body.len()),
-        format!("cpuplan-inventory 3\n{} {}\n", body.len(), &hex[1..]),
-        format!("cpuplan-inventory 3\n0{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 3\n+{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 3\n{}  {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 3\n{} {sum:016x}\n", body.len() + 1),
+        format!("cpuplan-inventory 04\n{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 4 \n{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 4\n{} {sum:016X}\n", body.len()),
+        format!("cpuplan-inventory 4\n{} {}\n", body.len(), &hex[1..]),
+        format!("cpuplan-inventory 4\n0{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 4\n+{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 4\n{}  {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 4\n{} {sum:016x}\n", body.len() + 1),
     ] {
         assert!(decode(&text(&head)).is_err(), "{head:?}");
     }
+}
+
+#[test]
+fn the_checksum_sees_every_bit_and_the_length() {
+    // Zero bytes of each length up to two words and a bit: the padding alone would make the
+    // first eight the same.
+    let sums: std::collections::HashSet<u64> = (0..=17).map(|n| checksum(&vec![0u8; n])).collect();
+    assert_eq!(sums.len(), 18);
+    let body: Vec<u8> = (0..29u8).collect();
+    let sum = checksum(&body);
+    for i in 0..body.len() {
+        for bit in 0..8 {
+            let mut flipped = body.clone();
+            flipped[i] ^= 1 << bit;
+            assert_ne!(checksum(&flipped), sum, "byte {i} bit {bit}");
+        }
+    }
+    // The same body framed as version 3 (byte-wise FNV-1a 64) is another version's file.
+    let mut w = start();
+    w.count(0);
+    let body = finish(w);
+    let v3 = [
+        format!(
+            "cpuplan-inventory 3\n{} {:016x}\n",
+            body.len(),
+            crate::inventory::stamp::fnv1a64(&body)
+        )
+        .as_bytes(),
+        &body,
+    ]
+    .concat();
+    assert!(decode(&framed(&body)).is_ok());
+    let e = decode(&v3).unwrap_err();
+    assert!(e.contains("not a version 4 inventory"), "{e}");
 }
