@@ -117,8 +117,10 @@ pub fn boot_id(root: &Path) -> String {
     }
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+/// FNV-1a 64's offset basis.
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a 64's prime.
+pub(crate) const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// FNV-1a of `bytes`, continuing from `h`.
 pub(crate) fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {

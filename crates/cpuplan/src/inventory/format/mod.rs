@@ -40,7 +40,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
-use super::stamp::{DirStamp, Stamp};
+use super::stamp::{DirStamp, Stamp, FNV_OFFSET, FNV_PRIME};
 use super::{Cores, HostInventory, PciFunction};
 use crate::cpuset::{CpuSet, Words, MAX_CPU};
 use crate::gpu::nvidia::NvidiaGpu;
@@ -132,9 +132,6 @@ pub fn encode(inv: &HostInventory) -> Vec<u8> {
     out.extend_from_slice(&body);
     out
 }
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// The body's checksum: FNV-1a 64 over its 8-byte little-endian words (the last one padded
 /// with zeros) and then its length, each product folded (`h ^= h >> 32`) so that a word's
