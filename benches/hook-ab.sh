@@ -22,10 +22,10 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 . "$REPO/benches/common.sh"
 bench_needs runc jq cc busybox nsenter
 bench_init cpuplan-ab
-# Both builds are copied here first, so that both are files just written: a binary's pages in
-# the page cache fault in differently once they have been evicted and read back (on this VM's
-# ext4, 10 text faults per run against 6 for a fresh copy: 6-7 % of a createRuntime), and
-# a base built days before the new build would otherwise carry that difference into the ratio.
+# Both builds are copied here first, so that both are files just written: a binary file
+# written hours before faults in more text pages than a copy just written (on this VM's ext4,
+# 10 per run against 6: 6-7 % of a createRuntime), and a base built long before the new build
+# would otherwise carry that difference into the ratio.
 cp "$BASE" "$T/hook.base"
 cp "$NEW" "$T/hook.new"
 BASE=$T/hook.base NEW=$T/hook.new
