@@ -1,6 +1,7 @@
 # benches/common.sh: what the benchmarks that run the hook on real runc share (sourced).
 #
 # bench_needs TOOL[:PACKAGE]...: root and the tools, or one line and status 2.
+# bench_hook: $HOOK (or the static release build) checked, and $TRUE_BIN.
 # bench_init PREFIX: a temp dir $T (removed on exit, with every container and cgroup made),
 # runc's state in it ($RUNC), a busybox rootfs $R shared by every container, a claims tmpfs and
 # the hook config $T/hook.json (topology_root examples/host, step_thread_core auto, a log file).
@@ -23,6 +24,19 @@ bench_needs() {
     fi
     exit 2
   done
+}
+
+# bench_hook: HOOK (the caller's, or else the static release build scripts/build-static.sh
+# makes, as shipped) made absolute and checked; TRUE_BIN, the real path of `true`.
+bench_hook() {
+  if [ -z "${HOOK:-}" ]; then
+    echo "== building the static release hook (scripts/build-static.sh, as shipped)" >&2
+    "$REPO/scripts/build-static.sh" -q >/dev/null
+    HOOK=${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-musl/release/cpuplan-hook
+  fi
+  HOOK=$(readlink -f "$HOOK")
+  [ -x "$HOOK" ] || { echo "$(basename "$0"): hook $HOOK is not executable" >&2; exit 2; }
+  TRUE_BIN=$(readlink -f "$(type -P true)")
 }
 
 bench_init() { # PREFIX

@@ -33,14 +33,7 @@ if command -v dpkg >/dev/null && ! dpkg -s busybox-static >/dev/null 2>&1; then
   echo "container-start.sh: busybox must be the static one (it is copied into the rootfs): apt-get install -y busybox-static" >&2; exit 2
 fi
 
-if [ -z "${HOOK:-}" ]; then
-  echo "== building the static release hook (scripts/build-static.sh, as shipped)" >&2
-  "$REPO/scripts/build-static.sh" -q >/dev/null
-  HOOK=${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-musl/release/cpuplan-hook
-fi
-HOOK=$(readlink -f "$HOOK")
-[ -x "$HOOK" ] || { echo "container-start.sh: hook $HOOK is not executable" >&2; exit 2; }
-TRUE_BIN=$(readlink -f "$(type -P true)")
+bench_hook
 
 bench_init cpuplan-bench
 

@@ -32,14 +32,7 @@ bench_needs runc:runc busybox:busybox-static jq:jq cc:gcc nsenter:util-linux
   echo "io-floor.sh: io-floor.c reads cgroup v1's cpu controller (/sys/fs/cgroup/cpu), which this host does not mount" >&2
   exit 2
 }
-if [ -z "$HOOK" ]; then
-  echo "== building the static release hook (scripts/build-static.sh, as shipped)" >&2
-  "$REPO/scripts/build-static.sh" -q >/dev/null
-  HOOK=${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-musl/release/cpuplan-hook
-fi
-HOOK=$(readlink -f "$HOOK")
-[ -x "$HOOK" ] || { echo "io-floor.sh: hook $HOOK is not executable" >&2; exit 2; }
-TRUE_BIN=$(readlink -f "$(type -P true)")
+bench_hook
 bench_init cpuplan-iofloor
 # The hook as a file just written, as io-floor is (a file written hours before faults in more
 # of its text: docs/performance.md, ninth pass).
