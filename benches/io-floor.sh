@@ -45,7 +45,7 @@ prepare_bundle
 build_spawner
 mkdir -m 700 "$T/inv"
 jq --arg d "$T/inv/hook" '. + {inventory_dir: $d}' "$T/hook.json" >"$T/hook.inv.json"
-mkdir "$T/iof-claims" "$T/hostplans"
+mkdir "$T/iof-claims"
 mount -t tmpfs -o mode=700 tmpfs "$T/iof-claims"
 cleanup_iof() { mountpoint -q "$T/iof-claims" && umount "$T/iof-claims"; cleanup; }
 trap cleanup_iof EXIT
