@@ -7,7 +7,7 @@ use cpuplan::planenv::shell::is_name;
 use cpuplan::planenv::{is_plan_var, CUDA_DEVICE_ORDER, GOMAXPROCS, PLAN_PATH, POOL_VARS, PREFIX};
 
 use crate::error::{Result, ShimError};
-use crate::plan::{Plan, DEFAULT_PLAN, ENV_FILE};
+use crate::plan::{Plan, DEFAULT_PLAN, ENV_FILE, MAX_PLAN};
 
 /// Exit status for a command line `cpuplan-exec` does not understand.
 pub const EXIT_USAGE: i32 = 2;
@@ -175,23 +175,25 @@ pub struct Import {
     pub ignored: Vec<String>,
 }
 
-fn push_once(list: &mut Vec<String>, key: &str) {
-    if !list.iter().any(|k| k == key) {
-        list.push(key.to_string());
-    }
-}
-
 /// Sorts the variables of the env file at `path` into [`Import`]; `is_set` says whether a key is already set.
 ///
 /// Only the plan's variables ([`is_plan_var`]: its `CPUPLAN_*` ones and the thread variables)
 /// are imported. A key that is not a variable name or a value holding a NUL, which no
-/// environment can hold, is an error naming the file and the key.
+/// environment can hold, is an error naming the file and the key. Linear in the number of
+/// variables: each key is looked up once in a hash of those already sorted.
 pub fn import_vars(
     file_vars: &[(String, String)],
     path: &Path,
     is_set: impl Fn(&str) -> bool,
 ) -> Result<Import> {
+    use std::collections::hash_map::{Entry, HashMap};
+    /// Which list of [`Import`] a key went to, and where in it.
+    enum Slot {
+        Set(usize),
+        Other,
+    }
     let mut out = Import::default();
+    let mut seen: HashMap<&str, Slot> = HashMap::new();
     for (k, v) in file_vars {
         let bad = |what| ShimError::EnvVar {
             path: path.to_path_buf(),
@@ -204,14 +206,23 @@ pub fn import_vars(
         if v.contains('\0') {
             return Err(bad("a NUL byte in the value"));
         }
-        if !is_plan_var(k) {
-            push_once(&mut out.ignored, k);
-        } else if is_set(k) {
-            push_once(&mut out.kept, k);
-        } else {
-            match out.set.iter_mut().find(|(n, _)| n == k) {
-                Some(slot) => slot.1 = v.clone(),
-                None => out.set.push((k.clone(), v.clone())),
+        match seen.entry(k.as_str()) {
+            Entry::Occupied(e) => {
+                if let Slot::Set(i) = e.get() {
+                    out.set[*i].1 = v.clone();
+                }
+            }
+            Entry::Vacant(e) => {
+                if !is_plan_var(k) {
+                    out.ignored.push(k.clone());
+                    e.insert(Slot::Other);
+                } else if is_set(k) {
+                    out.kept.push(k.clone());
+                    e.insert(Slot::Other);
+                } else {
+                    out.set.push((k.clone(), v.clone()));
+                    e.insert(Slot::Set(out.set.len() - 1));
+                }
             }
         }
     }
@@ -231,12 +242,21 @@ pub struct Found {
     pub plan: Option<Plan>,
 }
 
+/// The text of the regular file at `path`, read as every plan file is read
+/// ([`cpuplan::read_file`]: without ever blocking, at most [`MAX_PLAN`] bytes): a FIFO, a
+/// device, a directory or a larger file is an error saying so, as is text that is not UTF-8.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let bytes = cpuplan::read_file(path, MAX_PLAN)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Reads the plan at `plan_path` and `plan.env` beside it; an error if either exists but is malformed.
 ///
 /// With neither file: `Ok` with no plan and no variables (the caller decides).
 pub fn find_plan(plan_path: &Path) -> Result<Found> {
     let env_path = env_file_for(plan_path);
-    let env_vars = match std::fs::read_to_string(&env_path) {
+    let env_vars = match read_text(&env_path) {
         Ok(text) => {
             Some(
                 cpuplan::planenv::shell::parse(&text).map_err(|e| ShimError::EnvLine {

@@ -16,6 +16,11 @@ fn main() {
     std::process::exit(run(std::env::args_os().skip(1).collect()));
 }
 
+/// `KEY=VALUE` as exec takes an environment entry; `None` where either holds a NUL.
+fn entry(key: &[u8], value: &[u8]) -> Option<CString> {
+    CString::new([key, b"=", value].concat()).ok()
+}
+
 fn run(args: Vec<OsString>) -> i32 {
     let inv = match parse_args(args) {
         Ok(Args::Run(inv)) => inv,
@@ -50,7 +55,7 @@ fn run(args: Vec<OsString>) -> i32 {
     }
 
     // Only the plan's variables, each a name with a value free of NUL (checked here, so that
-    // set_var cannot panic whatever the file holds).
+    // the environment built below holds whatever the file holds).
     let import = match import_vars(
         found.env_vars.as_deref().unwrap_or(&[]),
         &found.env_path,
@@ -62,15 +67,23 @@ fn run(args: Vec<OsString>) -> i32 {
             return EXIT_PLAN;
         }
     };
+    // CMD's environment: this one, then the imported variables (none of them set here) and
+    // the plan path, built once and handed to exec. setenv(3) per variable would scan the
+    // whole environment each time: quadratic in the plan's variables.
+    let mut env: Vec<CString> = std::env::vars_os()
+        .filter_map(|(k, v)| entry(k.as_bytes(), v.as_bytes()))
+        .collect();
     let mut set: Vec<&str> = Vec::new();
     for (k, v) in &import.set {
-        // The launcher is single-threaded: nothing else reads the environment meanwhile.
-        std::env::set_var(k, v);
+        env.extend(entry(k.as_bytes(), v.as_bytes()));
         set.push(k);
     }
     // The plan path came from argv or the environment, so it holds no NUL.
     if found.plan_path.exists() && std::env::var_os(PLAN_VAR).is_none() {
-        std::env::set_var(PLAN_VAR, found.plan_path.as_os_str());
+        env.extend(entry(
+            PLAN_VAR.as_bytes(),
+            found.plan_path.as_os_str().as_bytes(),
+        ));
         set.push(PLAN_VAR);
     }
     if inv.verbose {
@@ -112,7 +125,7 @@ fn run(args: Vec<OsString>) -> i32 {
         .iter()
         .map(|a| CString::new(a.as_bytes()).unwrap_or_default())
         .collect();
-    let err = match nix::unistd::execvp(&argv[0], &argv) {
+    let err = match nix::unistd::execvpe(&argv[0], &argv, &env) {
         Err(e) => e,
         Ok(never) => match never {},
     };
