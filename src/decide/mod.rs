@@ -171,10 +171,20 @@ impl Decision {
             self.plan.mask,
             self.plan.usable,
             self.plan.setting,
-            inputs.setting_from,
+            self.setting_from(inputs),
             self.plan.why,
             self.cpuset_why
         )
+    }
+
+    /// Where the plan's setting came from: the input that gave it, or, after a planning problem
+    /// (which may come before any input gave one), the problem.
+    pub fn setting_from(&self, inputs: &Inputs) -> String {
+        if self.problem.is_some() {
+            "off after a planning problem".into()
+        } else {
+            inputs.setting_from.clone()
+        }
     }
 
     /// The `off` plan over the container's mask, carrying `cause`: nothing narrowed, claimed or pinned.

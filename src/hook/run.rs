@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
-use crate::apply::claim::{claim_for_init, release, scope};
+use crate::apply::claim::{claim_for_init, release, scope, Deadline};
 use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
 use crate::apply::hostplan;
 use crate::apply::identity::check_pid;
@@ -97,6 +97,7 @@ pub fn run_hook(
     if std::env::var_os("HOOK_TEST_PANIC").is_some() {
         panic!("HOOK_TEST_PANIC is set");
     }
+    let started = std::time::Instant::now();
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
@@ -123,7 +124,7 @@ pub fn run_hook(
         // createRuntime still writes the off plan carrying the cause (or, under deny, refuses
         // the container): the containers see why they are not planned, not just the host log.
         if stage == Stage::CreateRuntime {
-            return create_runtime(&config, &state, Some(ReadError::Config(e)));
+            return create_runtime(&config, &state, started, Some(ReadError::Config(e)));
         }
         return refuse(&config, &state, &e.to_string()).map(|()| None);
     }
@@ -133,7 +134,8 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id(), state.bundle(), None) {
+            let deadline = Deadline::new(started, None);
+            match release(&config, state.id(), state.bundle(), None, &deadline) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
@@ -145,7 +147,7 @@ pub fn run_hook(
             }
             Ok(None)
         }
-        Stage::CreateRuntime => create_runtime(&config, &state, None),
+        Stage::CreateRuntime => create_runtime(&config, &state, started, None),
     }
 }
 
@@ -204,11 +206,13 @@ fn fail(state: &HookState, course: &mut Course, cause: String) -> Result<(), Hoo
 }
 
 /// Reads, decides, claims, narrows the cpuset and writes the plan files of the container in
-/// `state`; `unusable` is why the hook config failed to load, if it did (`config` is then what
-/// [`HookConfig::of_unusable`] keeps): it is the inputs' problem, so the decision is `off`.
+/// `state`, for a hook that started at `started`; `unusable` is why the hook config failed to
+/// load, if it did (`config` is then what [`HookConfig::of_unusable`] keeps): it is the inputs'
+/// problem, so the decision is `off`.
 fn create_runtime(
     config: &HookConfig,
     state: &HookState,
+    started: std::time::Instant,
     unusable: Option<ReadError>,
 ) -> Result<Option<Report>, HookError> {
     // The hook is a one-shot process: what it read goes with it at exit. Neither the host's
@@ -276,13 +280,16 @@ fn create_runtime(
             .as_ref()
             .map_or_else(|| "unchanged".to_string(), |c| c.to_string())
     );
+    // The claims lock is waited on no longer than the hook's registration lets it run.
+    let deadline = Deadline::new(started, own_timeout(&inputs.spec.hooks));
     course.claimed(claim_for_init(
         &host,
         config,
         &inputs.container,
         &course.decision().claims,
+        &deadline,
     ));
-    let cpuset_file = narrow(config, &host, state, &inputs, &mut course)?;
+    let cpuset_file = narrow(config, &host, state, &inputs, &mut course, &deadline)?;
     let written = write_files(
         config,
         state,
@@ -299,7 +306,7 @@ fn create_runtime(
             cpuset_file.map(|(path, _)| path)
         }
         Err(e) => {
-            release_logged(config, &host, &inputs);
+            release_logged(config, &host, &inputs, &deadline);
             if let Some((path, was)) = cpuset_file {
                 put_back(state, &path, &was);
             }
@@ -334,6 +341,7 @@ fn narrow(
     state: &HookState,
     inputs: &Inputs,
     course: &mut Course,
+    deadline: &Deadline,
 ) -> Result<Option<(PathBuf, String)>, HookError> {
     let (Some(set), Some(pid)) = (course.decision().cpuset.clone(), state.pid()) else {
         return Ok(None);
@@ -368,7 +376,7 @@ fn narrow(
             Ok(None)
         }
         Err(e) => {
-            release_logged(config, host, inputs);
+            release_logged(config, host, inputs, deadline);
             fail(state, course, e.to_string())?;
             Ok(None)
         }
@@ -397,7 +405,7 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
 }
 
 /// Releases what this createRuntime claimed for the container (its init, live, holds it).
-fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
+fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs, deadline: &Deadline) {
     let Some(bundle) = &inputs.container.bundle else {
         return;
     };
@@ -406,12 +414,28 @@ fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
         .container
         .pid
         .and_then(|pid| host.holder(id, &scope(bundle), pid).ok().flatten());
-    if let Err(e) = release(config, id, bundle, by.as_ref()) {
+    if let Err(e) = release(config, id, bundle, by.as_ref(), deadline) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id
         );
     }
+}
+
+/// The timeout, in seconds, of this hook's own registration in the spec (the `createRuntime`
+/// or `prestart` hooks whose program is this executable; the shortest where several are):
+/// what the runtime kills it after. `None` where none is found (a wrapper script, no
+/// timeout): the shipped registrations' bound holds.
+fn own_timeout(hooks: &[crate::read::spec::SpecHook]) -> Option<i64> {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::fs::metadata("/proc/self/exe").ok()?;
+    hooks
+        .iter()
+        .filter(|h| {
+            std::fs::metadata(&h.path).is_ok_and(|m| m.dev() == me.dev() && m.ino() == me.ino())
+        })
+        .filter_map(|h| h.timeout)
+        .min()
 }
 
 /// Writes the edit's files; where they sit in the rootfs's own filesystem, records it for
