@@ -249,8 +249,7 @@ fn the_records_of_a_container_killed_without_poststop_go_at_the_next_start() {
     }
     assert_eq!(planned_for(&a.rootfs()).as_deref(), Some(a.id.as_str()));
     assert_eq!(node.records().len(), 2, "{:?}", node.records());
-    // The init SIGKILLed first, then runc before it can run poststop... runc reaps its init
-    // at once, so runc goes first here and the init after it: neither stage runs again.
+    // runc SIGKILLed first (so nothing runs poststop when the init dies), then the init.
     let init = init_pid(&a);
     let sigkill = nix::sys::signal::Signal::SIGKILL;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(runc.id() as i32), sigkill).unwrap();

@@ -42,7 +42,7 @@ use cpuplan::{ClaimError, Holder};
 use serde::{Deserialize, Serialize};
 
 /// The most records looked at for staleness by one [`hold`].
-pub const COLLECT: usize = 16;
+pub const COLLECT: usize = 8;
 
 /// The most entries of the records' directory listed by one [`hold`].
 const MAX_LIST: usize = 4096;

@@ -135,7 +135,7 @@ fn collection_is_bounded_and_leaves_live_and_unreadable_records() {
     // 80 stale + 2 kept + live's 2, less at most COLLECT collected.
     assert!((84 - COLLECT..84).contains(&after), "{after}");
     // Later holds collect the rest; the kept two and the live one's two stay.
-    for _ in 0..20 {
+    for _ in 0..40 {
         hold(&claims, root, "1-1", &live, WAIT).unwrap();
     }
     let left = names(&records);
