@@ -8,17 +8,20 @@
 
 use std::io::Read;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
+use cpuplan::Holder;
+
+use crate::apply::below::{open_rootfs, remove_plan_files_of, PlanDir};
 use crate::apply::claim::{claim_for_init, release, scope, Deadline};
 use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
-use crate::apply::hostplan;
+use crate::apply::hostplan::{self, Hold};
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
 use crate::decide::{verdict, Course, Decision, Refusal};
 use crate::edit::{PlanDoc, SpecEdit};
+use crate::logging::escape;
 use crate::read::bundle::{load_bundle, load_rootfs};
 use crate::read::host::Host;
 use crate::read::nodes::gpu_nodes;
@@ -142,8 +145,16 @@ pub fn run_hook(
                 ),
                 Err(e) => log::warn!("container {}: cannot release GPU claims: {e}", state.id()),
             }
-            if hostplan::take(&config.claims_dir, &scope(state.bundle()), state.id()) {
-                remove_host_plan_files(&config, &state);
+            let (wait, _) = deadline.wait(config.claim_wait_ms);
+            let bundle_scope = scope(state.bundle());
+            if hostplan::take(
+                &config.claims_dir,
+                &config.root,
+                &bundle_scope,
+                state.id(),
+                wait,
+            ) {
+                remove_host_plan_files(&config, state.bundle(), state.id());
             }
             Ok(None)
         }
@@ -151,27 +162,23 @@ pub fn run_hook(
     }
 }
 
-/// At poststop, where createRuntime recorded that it wrote the plan files into the rootfs's own
-/// filesystem ([`hostplan`]): those in a rootfs that is a host directory (no tmpfs on the plan
-/// directory's path inside the container) are removed, so that the next container on that
-/// directory never reads this one's plan.
-fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
+/// At poststop (or where a later createRuntime collects the record of a container whose
+/// poststop never ran), where createRuntime recorded that it wrote the plan files of container
+/// `id` of `bundle` into the rootfs's own filesystem ([`hostplan`]): those in a rootfs that is a
+/// host directory (no tmpfs on the plan directory's path inside the container) are removed
+/// where `plan.json` still names the container, so that the next container on that directory
+/// never reads this one's plan.
+fn remove_host_plan_files(config: &HookConfig, bundle: &Path, id: &str) {
     // Only the rootfs: poststop has no use for the rest of the spec.
-    let Ok(rootfs) = load_rootfs(state.bundle()) else {
+    let Ok(rootfs) = load_rootfs(bundle) else {
         return;
     };
     let rootfs = rootfs.as_path();
     let names = [crate::edit::PLAN_ENV, crate::edit::PLAN_JSON];
-    match remove_plan_files_of(
-        rootfs,
-        &config.dir,
-        &names,
-        crate::edit::PLAN_JSON,
-        state.id(),
-    ) {
+    match remove_plan_files_of(rootfs, &config.dir, &names, crate::edit::PLAN_JSON, id) {
         Ok(true) => log::info!(
             "container {}: removed its plan files from {} (the rootfs is a host directory)",
-            state.id(),
+            escape(id),
             rootfs
                 .join(config.dir.strip_prefix("/").unwrap_or(&config.dir))
                 .display()
@@ -179,7 +186,7 @@ fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
         Ok(false) => {}
         Err(e) => log::warn!(
             "container {}: cannot remove its plan files from the rootfs {}: {e}",
-            state.id(),
+            escape(id),
             rootfs.display()
         ),
     }
@@ -237,11 +244,17 @@ fn create_runtime(
     // rootfs opened here is the one the GPU device nodes are read from and the plan files are
     // written into.
     let rootfs = open_rootfs(&config.root, state.pid(), &rootfs_path);
+    // The init's mount table: what the runtime really mounted at the container's /dev.
+    let table = state.pid().map(|pid| {
+        cpuplan::Process::Pid(pid)
+            .proc_dir(&config.root)
+            .join("mountinfo")
+    });
     let live = Live {
         annotations: state.annotations().clone(),
         nodes: rootfs
             .as_ref()
-            .map(|fd| gpu_nodes(fd.as_fd(), &spec.mounts))
+            .map(|fd| gpu_nodes(fd.as_fd(), &spec.mounts, table.as_deref()))
             .unwrap_or_default(),
     };
     let mut inputs = ManuallyDrop::new(read(&host, config, container, spec, &live));
@@ -270,6 +283,32 @@ fn create_runtime(
             return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     }
+    // The locks (the host-plan records', the claims') are waited on no longer than the hook's
+    // registration lets it run.
+    let deadline = Deadline::new(started, own_timeout(&inputs.spec.hooks));
+    // The plan directory, opened (made) before anything is claimed: where it is on the rootfs's
+    // own filesystem, another live container on the same rootfs directory may plan there.
+    let names = [crate::edit::PLAN_ENV, crate::edit::PLAN_JSON];
+    let plan_dir = match PlanDir::open(&rootfs, &config.dir, &names) {
+        Ok(d) => d,
+        Err(e) => {
+            fail(state, &mut course, e.to_string())?;
+            return Ok(Some(report(&inputs, course.into_decision(), None)));
+        }
+    };
+    if plan_dir.on_rootfs() {
+        if let Some((cause, holder)) = hold_plan_dir(config, &host, &inputs, &plan_dir, &deadline) {
+            log::warn!(
+                "container {}: planning problem: {cause} (held by live container {}, pid {}, bundle {})",
+                state.id(),
+                escape(&holder.container),
+                holder.pid,
+                escape(&holder.scope)
+            );
+            course.fail(cause).map_err(|r| denied(state, r))?;
+            return Ok(Some(report(&inputs, course.into_decision(), None)));
+        }
+    }
     log::debug!(
         "container {}: rootfs {} opened; cpuset {} planned",
         state.id(),
@@ -280,8 +319,6 @@ fn create_runtime(
             .as_ref()
             .map_or_else(|| "unchanged".to_string(), |c| c.to_string())
     );
-    // The claims lock is waited on no longer than the hook's registration lets it run.
-    let deadline = Deadline::new(started, own_timeout(&inputs.spec.hooks));
     course.claimed(claim_for_init(
         &host,
         config,
@@ -290,12 +327,7 @@ fn create_runtime(
         &deadline,
     ));
     let cpuset_file = narrow(config, &host, state, &inputs, &mut course, &deadline)?;
-    let written = write_files(
-        config,
-        state,
-        &rootfs,
-        &SpecEdit::new(&inputs, course.decision(), config),
-    );
+    let written = plan_dir.write_placed(&SpecEdit::new(&inputs, course.decision(), config).files);
     let cpuset_file = match written {
         Ok(()) => {
             log::debug!(
@@ -317,7 +349,7 @@ fn create_runtime(
             } else {
                 fail(state, &mut course, cause)?;
                 let off = SpecEdit::new(&inputs, course.decision(), config);
-                if let Err(e) = write_files(config, state, &rootfs, &off) {
+                if let Err(e) = plan_dir.write_placed(&off.files) {
                     log::warn!(
                         "container {}: cannot write the off plan either: {e}",
                         state.id()
@@ -438,24 +470,67 @@ fn own_timeout(hooks: &[crate::read::spec::SpecHook]) -> Option<i64> {
         .min()
 }
 
-/// Writes the edit's files; where they sit in the rootfs's own filesystem, records it for
-/// poststop ([`hostplan`]: without the record poststop does not look for them).
-fn write_files(
+/// Where the plan directory is on the rootfs's own filesystem: takes it for the container
+/// ([`hostplan::hold`]), which also records it for poststop and collects the records of gone
+/// containers (their plan files removed here). Returns why the container gets no plan files,
+/// and who holds the directory, where another live container plans for it; a record that
+/// cannot be made is a warning, and the files are written as before.
+fn hold_plan_dir(
     config: &HookConfig,
-    state: &HookState,
-    rootfs: &OwnedFd,
-    edit: &SpecEdit,
-) -> Result<(), RootfsError> {
-    if write_placed_in(rootfs, &edit.dir, &edit.files)? {
-        if let Err(e) = hostplan::mark(&config.claims_dir, &scope(state.bundle()), state.id()) {
-            log::warn!(
-                "container {}: its plan files are in the rootfs, and poststop will not remove them: cannot record them in {}: {e}",
-                state.id(),
-                hostplan::records_dir(&config.claims_dir).display()
-            );
+    host: &Host,
+    inputs: &Inputs,
+    plan_dir: &PlanDir,
+    deadline: &Deadline,
+) -> Option<(String, Holder)> {
+    let container = &inputs.container;
+    let (Some(pid), Some(bundle)) = (container.pid, &container.bundle) else {
+        return None;
+    };
+    let id = escape(&container.id);
+    let unrecorded = |why: String| {
+        log::warn!(
+            "container {id}: its plan files are in the rootfs, and neither poststop nor another container on it knows: cannot record them in {}: {why}",
+            hostplan::records_dir(&config.claims_dir).display()
+        );
+    };
+    let holder = match host.holder(&container.id, &scope(bundle), pid) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            unrecorded(format!("pid {pid} is gone or a zombie"));
+            return None;
         }
+        Err(e) => {
+            unrecorded(e.to_string());
+            return None;
+        }
+    };
+    let dir = match plan_dir.identity() {
+        Ok(key) => hostplan::dir_id(key),
+        Err(e) => {
+            unrecorded(format!("cannot stat {}: {e}", config.dir.display()));
+            return None;
+        }
+    };
+    let (wait, _) = deadline.wait(config.claim_wait_ms);
+    let (held, collected) =
+        match hostplan::hold(&config.claims_dir, &host.root, &dir, &holder, wait) {
+            Ok(Hold::Taken { collected }) => (None, collected),
+            Ok(Hold::Held { by, collected }) => (Some(by), collected),
+            Err(e) => {
+                unrecorded(e.to_string());
+                return None;
+            }
+        };
+    for gone in collected {
+        remove_host_plan_files(config, Path::new(&gone.scope), &gone.container);
     }
-    Ok(())
+    held.map(|by| {
+        let cause = format!(
+            "its plan directory {} is on its rootfs's own filesystem, shared with another live container that plans for it: a rootfs directory is planned for by one container at a time, so this one gets no plan files",
+            config.dir.display()
+        );
+        (cause, by)
+    })
 }
 
 /// One line per container (and one per note of the read).

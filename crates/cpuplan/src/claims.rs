@@ -537,6 +537,13 @@ fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimE
     }
 }
 
+/// An exclusive flock of `dir`'s lock file (`.lock`, made 0600 where missing), tried until
+/// `wait` has passed, as claims are changed under: for another directory of records that a
+/// claimer keeps (the hook's host-plan records). Dropping it unlocks.
+pub fn lock_exclusive(dir: &Path, wait: Duration) -> Result<Flock<File>, ClaimError> {
+    lock(dir, FlockArg::LockExclusiveNonblock, wait)
+}
+
 /// The lock file opened for flock: read-write (created 0600), or read-only where that is all we
 /// may; never through a link, never blocking, and only a regular file.
 fn open_lock(path: &Path) -> Result<File, Error> {

@@ -38,7 +38,9 @@ pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupMounts, CgroupVersion, Cgroups};
 pub use cgroup_path::{cgroups_path_names, lexical_components};
-pub use claims::{claim_gpus, list_claims, release, Claim, ClaimError, ClaimOutcome, Holder};
+pub use claims::{
+    claim_gpus, list_claims, lock_exclusive, release, Claim, ClaimError, ClaimOutcome, Holder,
+};
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
 pub use fsutil::{open, read_file, read_opened, require_regular, Process};
@@ -47,6 +49,7 @@ pub use gpus::{host_gpus, host_gpus_in, HostGpu};
 pub use json::{PlanFile, PLAN_VERSION};
 pub use mask::{process_mask, usable_cpus};
 pub use mntns::own_mnt_ns;
+pub use mountinfo::{mounts_of_device, MountInfo};
 pub use pci::PciAddress;
 pub use pidns::own_pid_ns;
 pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
