@@ -272,6 +272,7 @@ mod tests {
                 address: "0000:01:00.0".into(),
                 node: Some(0),
                 local: None,
+                cpu_node: None,
             }],
         };
         assert_eq!(t.smt_siblings(0).unwrap(), parse_cpu_list("0,2").unwrap());
