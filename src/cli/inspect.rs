@@ -211,7 +211,19 @@ fn gpus(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
                 .local
                 .as_ref()
                 .map_or_else(|| "-".into(), |l| l.to_string());
-            writeln!(out, "{}  node {node}  local cpus {local}", g.address)?;
+            let placed = match &g.cpu_node {
+                Some(cpuplan::CpuNode::Nearest { node, cpus, note }) => format!(
+                    "  placed on node {node} (cpus {cpus}){}",
+                    note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
+                ),
+                Some(cpuplan::CpuNode::Unplaced { why }) => format!("  unplaced: {why}"),
+                None => String::new(),
+            };
+            writeln!(
+                out,
+                "{}  node {node}  local cpus {local}{placed}",
+                g.address
+            )?;
         }
     }
     Ok(Exit::Ok)
