@@ -1,4 +1,5 @@
-//! A GPU's CPU node: where a GPU whose NUMA node has no CPUs is placed.
+//! The host's NUMA nodes (online CPUs, each node's CPUs, the distance table), and a GPU's CPU
+//! node: where a GPU whose NUMA node has no CPUs is placed.
 //!
 //! On Grace Hopper and Grace Blackwell hosts (and POWER9 with NVLink V100s) a GPU's memory is
 //! a NUMA node of its own, with memory and no CPUs, and the GPU's PCI function may name that
@@ -12,13 +13,101 @@
 //! missing or malformed file becomes the why of an unplaced GPU), and the choice itself
 //! ([`choose`]) is pure.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::{parse_cpu_list, CpuSet};
-use crate::fsutil::{read_optional, under};
-use crate::topology::{numa_nodes, NumaNode};
+use crate::error::{Error, Result};
+use crate::fsutil::{read_cpu_list_optional, read_optional, under};
+
+/// The host's online CPUs: `<root>/sys/devices/system/cpu/online`, else the `cpuN` directories there (empty if neither exists).
+pub fn online_cpus(root: &Path) -> Result<CpuSet> {
+    let cpu_dir = under(root, "/sys/devices/system/cpu");
+    if let Some(set) = read_cpu_list_optional(&cpu_dir.join("online"))? {
+        return Ok(set);
+    }
+    let entries = match std::fs::read_dir(&cpu_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CpuSet::new()),
+        Err(source) => {
+            return Err(Error::Io {
+                path: cpu_dir,
+                source,
+            })
+        }
+    };
+    let mut set = CpuSet::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| Error::Io {
+            path: cpu_dir.clone(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let Some(digits) = name.to_str().and_then(|n| n.strip_prefix("cpu")) else {
+            continue;
+        };
+        if !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(cpu) = digits.parse::<usize>() {
+                set.insert(cpu);
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// One NUMA node as sysfs lists it: its id and its online CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NumaNode {
+    /// The node id (`N` of `nodeN`).
+    pub id: u32,
+    /// Its online CPUs (`cpulist` within the online CPUs).
+    pub cpus: CpuSet,
+}
+
+/// The host's NUMA nodes with online CPUs, by id (`<root>/sys/devices/system/node/nodeN/cpulist`); empty without them.
+pub fn numa_nodes(root: &Path) -> Result<Vec<NumaNode>> {
+    let online = online_cpus(root)?;
+    let node_dir = under(root, "/sys/devices/system/node");
+    let entries = match std::fs::read_dir(&node_dir) {
+        Ok(entries) => entries,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Vec::new())
+        }
+        Err(source) => {
+            return Err(Error::Io {
+                path: node_dir,
+                source,
+            })
+        }
+    };
+    let mut nodes = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("node"))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(cpus) = read_cpu_list_optional(&e.path().join("cpulist"))? {
+            let cpus = cpus.intersection(&online);
+            if !cpus.is_empty() {
+                nodes.push(NumaNode { id, cpus });
+            }
+        }
+    }
+    nodes.sort_by_key(|n| n.id);
+    Ok(nodes)
+}
 
 /// Where a GPU whose NUMA node has no CPUs (or whose `local_cpulist` is empty) is placed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,14 +346,6 @@ pub fn choose(node: u32, table: &NodeTable) -> CpuNode {
     }
 }
 
-/// The host root whose `sys/bus/pci/devices` is `devices`, where it is that directory.
-pub(crate) fn root_of_pci_devices(devices: &Path) -> Option<&Path> {
-    devices
-        .ends_with(crate::gpus::PCI_DEVICES_DIR)
-        .then(|| devices.ancestors().nth(4))
-        .flatten()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,18 +475,5 @@ mod tests {
         assert!(why.contains("node 2 has no CPUs"), "{why}");
         let got = cpu_nodes(None, &[(Some(2), Some(&empty))]);
         assert!(matches!(&got[0], Some(CpuNode::Unplaced { .. })), "{got:?}");
-    }
-
-    #[test]
-    fn the_root_of_a_pci_devices_directory() {
-        assert_eq!(
-            root_of_pci_devices(Path::new("/sys/bus/pci/devices")),
-            Some(Path::new("/"))
-        );
-        assert_eq!(
-            root_of_pci_devices(Path::new("/t/host/sys/bus/pci/devices")),
-            Some(Path::new("/t/host"))
-        );
-        assert_eq!(root_of_pci_devices(Path::new("/t/pci")), None);
     }
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::cpu_node::cpu_nodes;
 pub use crate::cpu_node::CpuNode;
-use crate::cpu_node::{cpu_nodes, root_of_pci_devices};
 use crate::cpuset::{CpuSet, MAX_CPU};
 use crate::error::{Error, Result};
 use crate::fsutil::{read, read_cpu_list_optional, read_optional, under};
@@ -109,6 +109,14 @@ pub const PCI_DEVICES_DIR: &str = "sys/bus/pci/devices";
 /// `<root>/sys/bus/pci/devices`, where every PCI function has an entry.
 pub fn pci_devices_dir(root: &Path) -> PathBuf {
     under(root, PCI_DEVICES_DIR)
+}
+
+/// The host root whose `sys/bus/pci/devices` is `devices`, where it is that directory.
+pub(crate) fn root_of_pci_devices(devices: &Path) -> Option<&Path> {
+    devices
+        .ends_with(PCI_DEVICES_DIR)
+        .then(|| devices.ancestors().nth(4))
+        .flatten()
 }
 
 /// Whether `e` is a file or PCI function that is not there (as opposed to one that is unreadable or malformed).
@@ -339,6 +347,19 @@ mod tests {
                 ("local_cpulist", local),
             ],
         );
+    }
+
+    #[test]
+    fn the_root_of_a_pci_devices_directory() {
+        assert_eq!(
+            root_of_pci_devices(Path::new("/sys/bus/pci/devices")),
+            Some(Path::new("/"))
+        );
+        assert_eq!(
+            root_of_pci_devices(Path::new("/t/host/sys/bus/pci/devices")),
+            Some(Path::new("/t/host"))
+        );
+        assert_eq!(root_of_pci_devices(Path::new("/t/pci")), None);
     }
 
     #[test]
