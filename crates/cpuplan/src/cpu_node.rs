@@ -448,6 +448,27 @@ mod tests {
     }
 
     #[test]
+    fn the_power9_dumps_gpu_memory_nodes_have_no_distance_table() {
+        // A real dump: nodes 0 and 8 with CPUs, 250-255 GPU memory without; the dump kept no
+        // `distance` files, so a GPU on 250 stays unplaced, naming the missing file.
+        let r = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/topologies/hwloc-power9-ac922-6xv100");
+        let t = NodeTable::read(&r, &[250]);
+        let ids: Vec<u32> = t.with_cpus.iter().map(|n| n.id).collect();
+        assert_eq!(ids, [0, 8]);
+        assert_eq!(t.online, Ok(vec![0, 8, 250, 251, 252, 253, 254, 255]));
+        let CpuNode::Unplaced { why } = choose(250, &t) else {
+            panic!("placed without a distance");
+        };
+        assert!(
+            why.starts_with("node 250 has no CPUs and no distance table")
+                && why.contains("node250/distance is missing"),
+            "{why}"
+        );
+        assert!(matches!(choose(8, &t), CpuNode::Nearest { node: 8, .. }));
+    }
+
+    #[test]
     fn rows_parse_or_quote_the_file() {
         let p = Path::new("/x/node2/distance");
         assert_eq!(parse_row(p, "80 120 10\n\0").unwrap(), vec![80, 120, 10]);
@@ -458,7 +479,7 @@ mod tests {
     }
 
     #[test]
-    fn the_table_is_read_only_where_a_gpu_needs_it() {
+    fn gpus_with_local_cpus_need_no_table_and_one_without_a_table_is_unplaced() {
         let d = tempfile::tempdir().unwrap();
         // No sysfs at all: GPUs with local CPUs need nothing and read nothing.
         let l = set("0-3");
