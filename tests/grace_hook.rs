@@ -176,3 +176,26 @@ fn explain_draws_each_memory_node_under_the_node_it_was_placed_on() {
         "{text}"
     );
 }
+
+#[test]
+fn gpus_lists_the_memory_node_and_the_node_each_gpu_was_placed_on() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+        .args(["gpus", "--like", "0018:01:00.0", "--root"])
+        .arg(fixtures().join("grace/gb200-cdmm-off"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("0018:01:00.0  node 18  local cpus none  placed on node 1 (cpus 72-143)\n"),
+        "{text}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+        .args(["gpus", "--json", "--root"])
+        .arg(fixtures().join("grace/gb200-cdmm-off"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["node"], 2);
+    assert_eq!(v[0]["cpu_node"]["nearest"]["node"], 0, "{v}");
+}

@@ -207,10 +207,11 @@ fn gpus(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     } else {
         for g in &list {
             let node = g.node.map_or_else(|| "-".into(), |n| n.to_string());
-            let local = g
-                .local
-                .as_ref()
-                .map_or_else(|| "-".into(), |l| l.to_string());
+            let local = match &g.local {
+                None => "-".to_string(),
+                Some(l) if l.is_empty() => "none".to_string(),
+                Some(l) => l.to_string(),
+            };
             let placed = match &g.cpu_node {
                 Some(cpuplan::CpuNode::Nearest { node, cpus, note }) => format!(
                     "  placed on node {node} (cpus {cpus}){}",
