@@ -12,7 +12,7 @@ use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
 use crate::read::running::{read_running, Running, RunningError};
 use crate::read::{read, Container, Live};
-use crate::render::render;
+use crate::render::{render, render_with};
 
 /// A bundle read, decided and edited as the hook would, without a pid.
 #[derive(Debug)]
@@ -23,6 +23,8 @@ pub struct Explained {
     pub edit: SpecEdit,
     /// Whether the host inventory was used, and how it came (one line).
     pub inventory: String,
+    /// The container's GPUs as the host lists them (with the node each was placed on).
+    pub gpus: Vec<cpuplan::HostGpu>,
 }
 
 /// What the hook would do for the bundle at `bundle_dir` (its `config.json`) with `config`: the
@@ -59,10 +61,18 @@ pub fn explain(
             .push("no pid: GPU claims were not checked".into());
     }
     let edit = SpecEdit::new(&inputs, &decision, config);
+    let gpus = inputs
+        .topology
+        .gpus
+        .iter()
+        .filter(|h| inputs.gpus.iter().any(|g| g.address == h.address))
+        .cloned()
+        .collect();
     let explained = Explained {
         decision,
         edit,
         inventory: used,
+        gpus,
     };
     Ok((explained, host))
 }
@@ -71,7 +81,12 @@ impl Explained {
     /// The plan drawn over the host's NUMA nodes, with the notes and the why, then the
     /// environment the container gets.
     pub fn text(&self, host: &Host) -> cpuplan::Result<String> {
-        let mut s = render(&self.decision.plan, &host.nodes()?, &self.decision.notes);
+        let mut s = render_with(
+            &self.decision.plan,
+            &host.nodes()?,
+            &self.decision.notes,
+            &self.gpus,
+        );
         s.push_str(&format!("inventory: {}\n", self.inventory));
         s.push_str(&self.environment());
         Ok(s)

@@ -2,9 +2,36 @@
 
 use std::fmt::Write;
 
-use cpuplan::CpuPlan;
+use cpuplan::{CpuPlan, HostGpu};
 
 pub use crate::read::host::NodeCores;
+
+/// A GPU's memory node without CPUs, its worker's mark and where the GPU was placed.
+fn memory_node(plan: &CpuPlan, g: &HostGpu) -> String {
+    let memory = g
+        .node
+        .map_or_else(|| "no node".to_string(), |n| format!("node {n}"));
+    let mark = plan
+        .devices
+        .iter()
+        .position(|d| d.as_deref() == Some(g.address.as_str()))
+        .map(|i| format!(" [{}]", worker_mark(i)))
+        .unwrap_or_default();
+    match (g.unplaced_why(), g.placement_node()) {
+        (Some(why), _) => format!(
+            "GPU memory {memory} (no CPUs): gpu {}{mark} not placed: {why}",
+            g.address
+        ),
+        (None, Some(on)) => format!(
+            "GPU memory {memory} (no CPUs): gpu {}{mark}, placed on node {on}{}",
+            g.address,
+            g.placement_note()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
+        (None, None) => format!("GPU memory {memory}: gpu {}{mark}", g.address),
+    }
+}
 
 fn worker_mark(i: usize) -> char {
     // No 'o' (a core left to pools) and no 'r' (too like the API server's R).
@@ -23,6 +50,17 @@ legend: one cell per core
 
 /// The plan drawn over the host's nodes: one row per node, one cell per core.
 pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
+    render_with(plan, nodes, notes, &[])
+}
+
+/// [`render`], with the memory node of each of `gpus` that sits on a node without CPUs drawn
+/// under the node it was placed on (or, unplaced, after the nodes).
+pub fn render_with(
+    plan: &CpuPlan,
+    nodes: &[NodeCores],
+    notes: &[String],
+    gpus: &[HostGpu],
+) -> String {
     let setting = plan.setting;
     let devices = &plan.devices;
     let mut s = String::new();
@@ -68,6 +106,14 @@ pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
             let first = chunk.first().and_then(|c| c.first()).unwrap_or(0);
             let _ = writeln!(s, "  {:>5} {line}", format!("c{first}"));
         }
+        for g in gpus.iter().filter(|g| g.cpu_node.is_some()) {
+            if n.node.is_some() && g.placement_node() == n.node && g.node != n.node {
+                let _ = writeln!(s, "  {}", memory_node(plan, g));
+            }
+        }
+    }
+    for g in gpus.iter().filter(|g| g.unplaced_why().is_some()) {
+        let _ = writeln!(s, "{}", memory_node(plan, g));
     }
     for (i, w) in plan.workers.iter().enumerate() {
         let dev = devices

@@ -207,11 +207,24 @@ fn gpus(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     } else {
         for g in &list {
             let node = g.node.map_or_else(|| "-".into(), |n| n.to_string());
-            let local = g
-                .local
-                .as_ref()
-                .map_or_else(|| "-".into(), |l| l.to_string());
-            writeln!(out, "{}  node {node}  local cpus {local}", g.address)?;
+            let local = match &g.local {
+                None => "-".to_string(),
+                Some(l) if l.is_empty() => "none".to_string(),
+                Some(l) => l.to_string(),
+            };
+            let placed = match &g.cpu_node {
+                Some(cpuplan::CpuNode::Nearest { node, cpus, note }) => format!(
+                    "  placed on node {node} (cpus {cpus}){}",
+                    note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
+                ),
+                Some(cpuplan::CpuNode::Unplaced { why }) => format!("  unplaced: {why}"),
+                None => String::new(),
+            };
+            writeln!(
+                out,
+                "{}  node {node}  local cpus {local}{placed}",
+                g.address
+            )?;
         }
     }
     Ok(Exit::Ok)

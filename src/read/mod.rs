@@ -246,5 +246,17 @@ fn read_into(
     inputs.notes.extend(found.notes.iter().cloned());
     inputs.gpu_notes = found.notes;
     inputs.topology = host.topology(inputs.setting, &inputs.addresses(), &inputs.mask)?;
+    // A GPU whose NUMA node has no CPUs: one line for where it was placed, or why not.
+    for g in &inputs.gpus {
+        if let Some(line) = inputs
+            .topology
+            .gpus
+            .iter()
+            .find(|h| h.address == g.address)
+            .and_then(cpuplan::HostGpu::placement_line)
+        {
+            inputs.notes.push(line);
+        }
+    }
     Ok(())
 }

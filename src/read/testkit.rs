@@ -19,6 +19,7 @@ pub fn host_gpu(address: &str, node: u32, local: &str) -> HostGpu {
         address: address.into(),
         node: Some(node),
         local: Some(set(local)),
+        cpu_node: None,
     }
 }
 

@@ -181,6 +181,22 @@ pub fn cases() -> Vec<Case> {
             quota: Some((0, 0)),
             ..case("quota and period 0")
         },
+        // A GB200 tray whose GPUs sit on NUMA nodes without CPUs: placed on the nearest Grace.
+        Case {
+            devices: &[2, 3],
+            quota: quota16,
+            cpus: Some("0-143"),
+            config: json!({"topology_root": super::fakehost::fixtures().join("grace/gb200-cdmm-off")}),
+            ..case("gb200 gpus on memory nodes near grace node 1")
+        },
+        Case {
+            devices: &[1, 2],
+            annotation: Some("4"),
+            quota: quota16,
+            cpus: Some("0-143"),
+            config: json!({"topology_root": super::fakehost::fixtures().join("grace/gb200-cdmm-off")}),
+            ..case("gb200 gpus near both graces, cpu 4")
+        },
     ]
 }
 

@@ -11,6 +11,7 @@
 mod cgroup;
 mod cgroup_path;
 mod claims;
+mod cpu_node;
 mod cpuset;
 pub mod dirents;
 mod error;
@@ -41,6 +42,7 @@ pub use cgroup_path::{cgroups_path_names, lexical_components};
 pub use claims::{
     claim_gpus, list_claims, lock_exclusive, release, Claim, ClaimError, ClaimOutcome, Holder,
 };
+pub use cpu_node::CpuNode;
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
 pub use fsutil::{open, read_file, read_opened, require_regular, Process};

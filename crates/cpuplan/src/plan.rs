@@ -290,6 +290,7 @@ mod tests {
             address: address.into(),
             node,
             local: Some(set(local)),
+            cpu_node: None,
         }
     }
 
