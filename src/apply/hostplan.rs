@@ -41,7 +41,9 @@ pub fn mark(claims_dir: &Path, scope: &str, id: &str) -> std::io::Result<()> {
     let path = record(claims_dir, scope, id);
     let create = || {
         use nix::libc::{O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY};
-        cpuplan::open(&path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600).map(drop)
+        let f = cpuplan::open(&path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)?;
+        cpuplan::require_own_file(&f)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
     };
     match create() {
         Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -96,5 +98,16 @@ mod tests {
         std::os::unix::fs::symlink(&target, record(&dir, "/b", "c1")).unwrap();
         assert!(mark(&dir, "/b", "c1").is_err());
         assert!(!target.exists());
+        // Nor a hard link or another user's file.
+        std::fs::remove_file(record(&dir, "/b", "c1")).unwrap();
+        std::fs::write(&target, "keep").unwrap();
+        std::fs::hard_link(&target, record(&dir, "/b", "c1")).unwrap();
+        let e = mark(&dir, "/b", "c1").unwrap_err().to_string();
+        assert!(e.contains("a hard link"), "{e}");
+        std::fs::remove_file(record(&dir, "/b", "c1")).unwrap();
+        std::fs::write(record(&dir, "/b", "c1"), "").unwrap();
+        std::os::unix::fs::chown(record(&dir, "/b", "c1"), Some(4242), None).unwrap();
+        let e = mark(&dir, "/b", "c1").unwrap_err().to_string();
+        assert!(e.contains("owned by uid 4242"), "{e}");
     }
 }
