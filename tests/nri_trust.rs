@@ -319,6 +319,73 @@ fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
     );
 }
 
+#[test]
+fn a_planted_plugin_lock_is_refused_and_never_written() {
+    // Planted in nri_dir by someone with write access to it: a hard link to a file elsewhere,
+    // or another user's file, under the plugin's lock. The plugin refuses to start in one line
+    // naming the lock and what is wrong, and truncates or writes nothing. No containerd runs.
+    use std::os::unix::fs::MetadataExt;
+    for plant in ["hard link", "another user's"] {
+        let node = CriNode::new();
+        let cfg = plugin_config(&node, json!({}));
+        let lock = nri_dir(&node).join(".plugin.lock");
+        std::fs::create_dir_all(nri_dir(&node)).unwrap();
+        let target = node.path("elsewhere");
+        std::fs::write(&target, "keep").unwrap();
+        let what = if plant == "hard link" {
+            std::fs::hard_link(&target, &lock).unwrap();
+            "2 links to it (a hard link)"
+        } else {
+            std::fs::write(&lock, "theirs").unwrap();
+            std::os::unix::fs::chown(&lock, Some(4242), None).unwrap();
+            "owned by uid 4242, not by uid 0"
+        };
+        let stderr = node.path("plugin.stderr");
+        let mut child = Command::new(plugin_bin())
+            .arg("--config")
+            .arg(&cfg)
+            .args(["nri", "--socket"])
+            .arg(node.nri_socket())
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let err = std::fs::read_to_string(&stderr).unwrap();
+        assert!(
+            status.is_some_and(|st| !st.success()),
+            "{plant}: refused at once, not {status:?}: {err}"
+        );
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(what)).collect();
+        assert!(
+            lines.len() == 1 && lines[0].contains(&lock.display().to_string()),
+            "{plant}: {err}"
+        );
+        let kept = if plant == "hard link" {
+            "keep"
+        } else {
+            "theirs"
+        };
+        assert_eq!(std::fs::read_to_string(&lock).unwrap(), kept, "{plant}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "{plant}");
+        assert_eq!(
+            std::fs::metadata(&lock).unwrap().uid() == 4242,
+            plant != "hard link"
+        );
+    }
+}
+
 fn synchronize_keeps_what_does_not_carry_the_plugin_s_record(c: Containerd) {
     // An operator's directory and a record-less one in nri_dir: a Synchronize (each
     // connection, and after a containerd restart) keeps them.
