@@ -115,7 +115,7 @@ fn the_plan_mount_goes_only_into_the_runtime_s_dev() {
         "/var/lib/kubelet/x",
         &["rbind", "ro"],
     );
-    assert_eq!(plan_mount_unsafe(&[dev.clone()]), None);
+    assert_eq!(plan_mount_unsafe(std::slice::from_ref(&dev)), None);
     assert_eq!(
         plan_mount_unsafe(&[dev.clone(), volume]),
         None,
