@@ -147,7 +147,7 @@ pub fn pod_uid_of_cgroup(text: &str) -> Option<String> {
 /// image holds there), so that nothing of the image is at the destination and the runtime makes
 /// it, a directory in that tmpfs. `CPUPLAN_PLAN` names its `plan.json` in the container's
 /// environment, where the shim, the Python package and `cpuplan-exec` look first.
-pub const PLAN_MOUNT: &str = "/dev/cpuplan";
+pub const PLAN_MOUNT: &str = crate::edit::NRI_PLAN_DIR;
 
 /// Why the plan mount at [`PLAN_MOUNT`] could stop the start of a container with `mounts`, or
 /// land outside the `/dev` the runtime makes, if it could: a mount of the container's own at or
