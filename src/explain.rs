@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::config::HookConfig;
 use crate::decide::stale::{drifts, summary, Drift, Now, Planned};
 use crate::decide::{decide, Decision};
-use crate::edit::SpecEdit;
+use crate::edit::{SpecEdit, NRI_PLAN_DIR, PLAN_JSON};
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
 use crate::read::running::{read_running, Running, RunningError};
@@ -116,10 +116,18 @@ pub struct RunningCheck {
 }
 
 /// The running container whose init is `pid` (in this command's pid namespace): its plan (the
-/// `plan.json` in its plan directory, `config.dir`) against its cgroup's CPUs and quota now.
+/// `plan.json` in its plan directory: the hook's `config.dir`, else the NRI plugin's mount
+/// [`NRI_PLAN_DIR`]; the first one's error where neither reads) against its cgroup's CPUs and
+/// quota now.
 pub fn check_running(config: &HookConfig, pid: u32) -> Result<RunningCheck, RunningError> {
-    let path = config.dir.join(crate::edit::PLAN_JSON);
-    let running = read_running(&Host::of(config), pid, &path)?;
+    let host = Host::of(config);
+    let path = config.dir.join(PLAN_JSON);
+    let running = match read_running(&host, pid, &path) {
+        Err(first @ RunningError::Plan { .. }) => {
+            read_running(&host, pid, &Path::new(NRI_PLAN_DIR).join(PLAN_JSON)).map_err(|_| first)
+        }
+        other => other,
+    }?;
     let planned = Planned {
         mask: running.plan.file.mask.clone(),
         quota: running.plan.inputs.as_ref().map(|i| i.quota),
@@ -171,5 +179,34 @@ impl RunningCheck {
             "now": {"cpuset": self.running.cpus, "quota": self.running.quota},
             "plan": self.running.plan_json,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_plan_is_read_at_the_nri_plugin_s_mount_where_the_hook_s_is_missing() {
+        let t = tempfile::tempdir().unwrap();
+        crate::read::running::tests::fake(t.path(), "0-1", 200000);
+        let root = t.path().join("root");
+        let config = HookConfig {
+            root: root.clone(),
+            topology_root: root.clone(),
+            ..HookConfig::default()
+        };
+        let inside = root.join("proc/42/root");
+        std::fs::create_dir_all(inside.join("dev/cpuplan")).unwrap();
+        let (hook_s, plugin_s) = (
+            inside.join("run/cpuplan/plan.json"),
+            inside.join("dev/cpuplan/plan.json"),
+        );
+        std::fs::rename(&hook_s, &plugin_s).unwrap();
+        let check = check_running(&config, 42).unwrap();
+        assert_eq!(check.running.plan.file.mask.to_string(), "1");
+        std::fs::remove_file(&plugin_s).unwrap();
+        let e = check_running(&config, 42).unwrap_err().to_string();
+        assert!(e.contains("/run/cpuplan/plan.json"), "the hook's: {e}");
     }
 }

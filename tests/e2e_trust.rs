@@ -495,3 +495,66 @@ fn a_dev_the_mount_table_shows_bound_from_a_host_directory_claims_nothing() {
     the_given_container_keeps_its_claim(&node, "given-table");
     stop(&tenant, t);
 }
+
+#[test]
+fn a_hard_link_or_another_user_s_file_in_the_operator_s_directories_is_never_written() {
+    // Planted by someone with write access to the operator's directories: under the claims
+    // lock's name and the log's, a hard link to a file elsewhere, or another user's file. The
+    // hook refuses both (the container starts, planned without a claim, logging to stderr) and
+    // writes nothing into either.
+    use std::os::unix::fs::MetadataExt;
+    for plant in ["hard link", "another user's"] {
+        let node = Node::new(&fixtures().join("e2e-host"));
+        let claims = node.dir.path().join("claims");
+        std::fs::create_dir_all(&claims).unwrap();
+        let target = node.dir.path().join("elsewhere");
+        std::fs::write(&target, "keep").unwrap();
+        let planted = [claims.join(".lock"), node.dir.path().join("hook.log")];
+        for p in &planted {
+            if plant == "hard link" {
+                std::fs::hard_link(&target, p).unwrap();
+            } else {
+                std::fs::write(p, "theirs").unwrap();
+                std::os::unix::fs::chown(p, Some(4242), None).unwrap();
+            }
+        }
+        let mut b = node.bundle("planted", HOLD);
+        b.gpu(0);
+        let t = start(&b);
+        let plan = plan_json(&b);
+        let out = stop(&b, t);
+        let what = if plant == "hard link" {
+            "3 links to it (a hard link)" // the target, the lock and the log
+        } else {
+            "owned by uid 4242, not by uid 0"
+        };
+        let why = plan["why"].as_str().unwrap();
+        assert!(
+            why.contains("planned without a GPU claim")
+                && why.contains(&claims.join(".lock").display().to_string())
+                && why.contains(what),
+            "{plant}: {why}"
+        );
+        let taken: Vec<_> = std::fs::read_dir(&claims)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != ".lock")
+            .collect();
+        assert!(taken.is_empty(), "{plant}: no claim taken: {taken:?}");
+        for p in &planted {
+            let kept = if plant == "hard link" {
+                "keep"
+            } else {
+                "theirs"
+            };
+            assert_eq!(std::fs::read_to_string(p).unwrap(), kept, "{plant}: {out}");
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "{plant}");
+        let links = if plant == "hard link" { 3 } else { 1 };
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().nlink(),
+            links,
+            "{plant}"
+        );
+    }
+}

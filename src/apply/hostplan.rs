@@ -251,7 +251,7 @@ fn write_record(path: &Path, rec: &Record) -> Result<(), HostPlanError> {
     };
     let mut f =
         cpuplan::open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600).map_err(io)?;
-    cpuplan::require_regular(&f).map_err(io)?;
+    cpuplan::require_own_file(&f).map_err(io)?;
     f.set_len(0).map_err(io)?;
     let bytes = serde_json::to_vec(rec).map_err(|e| io(std::io::Error::other(e)))?;
     f.write_all(&bytes).map_err(io)

@@ -45,7 +45,7 @@ pub use claims::{
 pub use cpu_node::CpuNode;
 pub use cpuset::{format_cpu_list, parse_cpu_list, CpuSet, MAX_CPU};
 pub use error::{Error, Result};
-pub use fsutil::{open, read_file, read_opened, require_regular, Process};
+pub use fsutil::{open, read_file, read_opened, require_own_file, require_regular, Process};
 pub use gpu::nvidia::nvidia_host_gpus;
 pub use gpus::{host_gpus, host_gpus_in, HostGpu};
 pub use json::{PlanFile, PLAN_VERSION};

@@ -156,3 +156,22 @@ fn a_link_planted_as_a_record_is_never_followed() {
     assert!(e.to_string().contains(".plandir.1-2"), "{e}");
     assert!(!target.exists());
 }
+
+#[test]
+fn a_hard_link_or_another_user_s_file_planted_as_a_record_is_never_written() {
+    let t = tempfile::tempdir().unwrap();
+    let claims = t.path().join("claims");
+    let records = t.path().join("hostplans");
+    std::fs::create_dir(&records).unwrap();
+    let target = t.path().join("elsewhere");
+    std::fs::write(&target, "keep").unwrap();
+    std::fs::hard_link(&target, dir_record(&claims, "1-2")).unwrap();
+    let e = hold(&claims, Path::new("/"), "1-2", &holder("a", true), WAIT).unwrap_err();
+    assert!(e.to_string().contains("a hard link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    std::fs::remove_file(dir_record(&claims, "1-2")).unwrap();
+    std::fs::write(dir_record(&claims, "1-2"), "").unwrap();
+    std::os::unix::fs::chown(dir_record(&claims, "1-2"), Some(4242), None).unwrap();
+    let e = hold(&claims, Path::new("/"), "1-2", &holder("a", true), WAIT).unwrap_err();
+    assert!(e.to_string().contains("owned by uid 4242"), "{e}");
+}
