@@ -108,10 +108,58 @@ pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
         plan.encode_workers(),
         plan.copy_workers()
     );
+    s.push_str(&render_shares(plan));
     for n in notes {
         let _ = writeln!(s, "note: {n}");
     }
     let _ = writeln!(s, "why: {}", plan.why);
+    s
+}
+
+/// What each process's pool variables (`OMP_NUM_THREADS` and the others) hold, and their sum.
+fn render_shares(plan: &CpuPlan) -> String {
+    let sh = plan.shares();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "processes (pool_split {}): the threads OMP_NUM_THREADS and the other pool variables hold",
+        plan.split
+    );
+    let _ = writeln!(
+        s,
+        "  API server: {} (preprocess_threads; cpuplan-exec --result)",
+        sh.api_server
+    );
+    let workers = match (plan.split, sh.workers) {
+        (_, 0) => None,
+        (cpuplan::PoolSplit::Off, _) => Some("the one process driving every GPU".to_string()),
+        (_, 1) => Some("worker 0".to_string()),
+        (_, n) => Some(format!("workers 0-{}, each", n - 1)),
+    };
+    if let Some(w) = workers {
+        let _ = writeln!(
+            s,
+            "  {w}: {} (plan.env, the container's environment, cpuplan-exec --worker N)",
+            sh.worker
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  any other process: {} (the container's environment)",
+        sh.other
+    );
+    let verdict = if sh.sum <= sh.usable {
+        "within"
+    } else if sh.api_server == 1 && sh.worker == 1 {
+        "over: more processes than CPUs, one thread each"
+    } else {
+        "over"
+    };
+    let _ = writeln!(
+        s,
+        "  sum: {} + {} x {} = {} of left {}, usable {} ({verdict})",
+        sh.api_server, sh.workers, sh.worker, sh.sum, sh.left, sh.usable
+    );
     s
 }
 
@@ -154,10 +202,19 @@ mod tests {
                 cpus: "2,6".parse().unwrap(),
                 why: "r".into(),
             }),
+            split: cpuplan::PoolSplit::PerProcess,
             why: "because".into(),
         };
         let text = render(&plan, &nodes, &[]);
         assert!(text.contains(LEGEND), "{text}");
+        assert!(
+            text.contains("  worker 0: 1 (plan.env"),
+            "one worker keeps left: {text}"
+        );
+        assert!(
+            text.contains("  sum: 1 + 1 x 1 = 2 of left 1, usable 4 (within)"),
+            "{text}"
+        );
         for word in [
             "worker",
             "API server",

@@ -6,8 +6,8 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use cpuplan_shim::launcher::{
-    find_plan, import_vars, parse_args, plan_path, usage, Args, Target, EXIT_NOEXEC, EXIT_NOTFOUND,
-    EXIT_PLAN, EXIT_USAGE,
+    find_plan, import_vars, parse_args, plan_path, retarget, set_otherwise, usage, Args, Target,
+    EXIT_NOEXEC, EXIT_NOTFOUND, EXIT_PLAN, EXIT_USAGE,
 };
 use cpuplan_shim::text::Escaped;
 use cpuplan_shim::{pin_result, pin_worker, Pinning, PLAN_VAR};
@@ -51,17 +51,24 @@ fn run(args: Vec<OsString>) -> i32 {
 
     // Only the plan's variables, each a name with a value free of NUL (checked here, so that
     // set_var cannot panic whatever the file holds).
-    let import = match import_vars(
-        found.env_vars.as_deref().unwrap_or(&[]),
-        &found.env_path,
-        |k| std::env::var_os(k).is_some(),
-    ) {
+    let file_vars = found.env_vars.as_deref().unwrap_or(&[]);
+    let mut import = match import_vars(file_vars, &found.env_path, |k| {
+        let current = std::env::var_os(k);
+        match current.as_ref().map(|v| v.to_str()) {
+            None => false,
+            Some(None) => true,
+            Some(Some(v)) => set_otherwise(file_vars, k, Some(v)),
+        }
+    }) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("cpuplan-exec: {e}");
             return EXIT_PLAN;
         }
     };
+    if let Some(plan) = &found.plan {
+        retarget(&mut import, plan, inv.target);
+    }
     let mut set: Vec<&str> = Vec::new();
     for (k, v) in &import.set {
         // The launcher is single-threaded: nothing else reads the environment meanwhile.
