@@ -169,6 +169,50 @@ mod tests {
     use cpuplan::StepCpus;
 
     #[test]
+    fn the_shares_say_each_process_and_the_sum() {
+        let plan = |split| {
+            CpuPlan::unpinned(
+                cpuplan::Setting::Off,
+                "0-63".parse().unwrap(),
+                46,
+                vec![None; 8],
+                "w",
+            )
+            .with_split(split)
+        };
+        let text = render_shares(&plan(cpuplan::PoolSplit::PerProcess));
+        assert!(
+            text.contains("  API server: 4 (preprocess_threads"),
+            "{text}"
+        );
+        assert!(text.contains("  workers 0-7, each: 5 (plan.env"), "{text}");
+        assert!(text.contains("  any other process: 5 "), "{text}");
+        assert!(
+            text.contains("  sum: 4 + 8 x 5 = 44 of left 46, usable 46 (within)"),
+            "{text}"
+        );
+        let off = render_shares(&plan(cpuplan::PoolSplit::Off));
+        assert!(
+            off.contains("  the one process driving every GPU: 46 "),
+            "{off}"
+        );
+        assert!(off.contains("= 50 of left 46, usable 46 (over)"), "{off}");
+        // Two workers on 2 CPUs: more processes than CPUs, one each.
+        let tight = CpuPlan::unpinned(
+            cpuplan::Setting::Off,
+            "0-1".parse().unwrap(),
+            2,
+            vec![None; 2],
+            "w",
+        );
+        let t = render_shares(&tight);
+        assert!(
+            t.contains("= 3 of left 2, usable 2 (over: more processes than CPUs, one thread each)"),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn worker_marks_never_read_as_another_cell() {
         let marks: Vec<char> = (0..40).map(worker_mark).collect();
         assert!(
