@@ -55,7 +55,10 @@ fn visible_devices_and_a_cpu_number_setting() {
     assert_eq!(env_line(&h, "CPUPLAN_RESULT"), "'55,167'");
     assert_eq!(env_line(&h, "CPUPLAN_PINNED"), "'2-3,55,114-115,167'");
     assert_eq!(env_line(&h, "CPUPLAN_LEFT"), "'2'");
-    assert_eq!(env_line(&h, "RAYON_NUM_THREADS"), "'2'");
+    // Two worker processes and the API server share the 2 CPUs left: one thread each.
+    assert_eq!(env_line(&h, "RAYON_NUM_THREADS"), "'1'");
+    assert_eq!(env_line(&h, "CPUPLAN_WORKER_THREADS"), "'1'");
+    assert_eq!(env_line(&h, "CPUPLAN_POOL_SPLIT"), "'per-process'");
     assert_eq!(env_line(&h, "GOMAXPROCS"), "'8'");
     assert_eq!(env_line(&h, "CPUPLAN_PREPROCESS_THREADS"), "'1'");
     assert_eq!(env_line(&h, "CPUPLAN_PNG_THREADS"), "'1'");

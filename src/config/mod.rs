@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cpuplan::Setting;
+use cpuplan::{PoolSplit, Setting};
 
 use serde::Deserialize;
 
@@ -87,6 +87,9 @@ pub enum OnError {
 pub struct HookConfig {
     /// The default `step_thread_core` setting.
     pub step_thread_core: Setting,
+    /// The default `pool_split`: `per-process` (one process per GPU worker shares the CPUs
+    /// left) or `off` (one process drives every GPU and gets them all).
+    pub pool_split: PoolSplit,
     /// The cpuset rule.
     pub cpuset: CpusetRule,
     /// Directory inside the container for `plan.env` and `plan.json`.
@@ -123,6 +126,7 @@ impl Default for HookConfig {
     fn default() -> Self {
         HookConfig {
             step_thread_core: Setting::Auto,
+            pool_split: PoolSplit::PerProcess,
             cpuset: CpusetRule::Numa,
             dir: PathBuf::from("/run/cpuplan"),
             claims_dir: PathBuf::from("/run/cpuplan/claims"),
@@ -145,6 +149,7 @@ impl Default for HookConfig {
 #[derive(Debug, Deserialize)]
 struct RawConfig {
     step_thread_core: Option<serde_json::Value>,
+    pool_split: Option<serde_json::Value>,
     cpuset: Option<serde_json::Value>,
     dir: Option<serde_json::Value>,
     claims_dir: Option<serde_json::Value>,
@@ -160,8 +165,9 @@ struct RawConfig {
 }
 
 /// Every key of the hook config, in [`RawConfig`]'s order.
-const KEYS: [&str; 13] = [
+const KEYS: [&str; 14] = [
     "step_thread_core",
+    "pool_split",
     "cpuset",
     "dir",
     "claims_dir",
@@ -388,6 +394,13 @@ impl HookConfig {
             c.step_thread_core = text
                 .parse()
                 .map_err(|e: cpuplan::CpuPlanError| value_err("step_thread_core", e.to_string()))?;
+        }
+        if let Some(v) = raw.pool_split {
+            c.pool_split = match &v {
+                serde_json::Value::String(s) => s.parse(),
+                other => Err(cpuplan::PoolSplitError(other.to_string())),
+            }
+            .map_err(|e| value_err("pool_split", e.to_string()))?;
         }
         if let Some(v) = raw.cpuset {
             c.cpuset = typed(path, "cpuset", v, "\"numa\" or \"keep\"")?;

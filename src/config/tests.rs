@@ -53,6 +53,11 @@ fn every_key() {
             .step_thread_core,
         Setting::Off
     );
+    assert_eq!(parse("{}").unwrap().pool_split, PoolSplit::PerProcess);
+    assert_eq!(
+        parse(r#"{"pool_split": "off"}"#).unwrap().pool_split,
+        PoolSplit::Off
+    );
     assert_eq!(
         parse(r#"{"topology_root": "/t"}"#).unwrap().topology_root,
         PathBuf::from("/t")
@@ -66,6 +71,14 @@ fn bad_keys_and_values_name_file_and_key() {
         (r#"{"cpuset": "all"}"#, "all"),
         (r#"{"step_thread_core": "fast"}"#, "step_thread_core"),
         (r#"{"step_thread_core": true}"#, "step_thread_core"),
+        (
+            r#"{"pool_split": "one"}"#,
+            "key \"pool_split\": pool_split \"one\" is not per-process or off",
+        ),
+        (
+            r#"{"pool_split": 1}"#,
+            "key \"pool_split\": pool_split \"1\"",
+        ),
         (r#"{"dir": "run/x"}"#, "dir"),
         (r#"{"dir": "/run/../etc"}"#, "dir"),
         (r#"{"dir": "/"}"#, "dir"),

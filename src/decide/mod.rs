@@ -104,7 +104,7 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
             Err(e) => return Decision::off(inputs, e.to_string()),
         },
     };
-    let mut plan = plan;
+    let mut plan = plan.with_split(inputs.split);
     let mut notes = inputs.notes.clone();
     let mut claims = Vec::new();
     if inputs.setting == Setting::Auto {
@@ -200,7 +200,8 @@ impl Decision {
                 inputs.usable,
                 inputs.addresses(),
                 format!("step_thread_core off: {cause}"),
-            ),
+            )
+            .with_split(inputs.split),
             claims: Vec::new(),
             notes,
             problem: Some(cause),

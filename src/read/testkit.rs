@@ -57,6 +57,8 @@ pub fn inputs(setting: Setting, gpus: &[&str], mask: &str, usable: usize) -> Inp
             .collect(),
         setting,
         setting_from: "hook config".into(),
+        split: cpuplan::PoolSplit::PerProcess,
+        split_from: "hook config".into(),
         topology: topology(),
         notes: Vec::new(),
         gpu_notes: Vec::new(),

@@ -54,7 +54,10 @@ pub use mntns::own_mnt_ns;
 pub use mountinfo::{mounts_of_device, MountInfo};
 pub use pci::PciAddress;
 pub use pidns::own_pid_ns;
-pub use plan::{deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, Setting, StepCpus};
+pub use plan::{
+    deployment_plan, deployment_plan_on, CpuPlan, CpuPlanError, PoolSplit, PoolSplitError, Role,
+    Setting, Shares, StepCpus,
+};
 pub use quota::{cgroup_cpu_quota, v2_quota_under};
 pub use quote::{quoted, Quoted, QUOTE_MAX};
 pub use smt::smt_siblings;

@@ -195,6 +195,7 @@ pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
         devices: addresses.to_vec(),
         workers,
         result: Some(result),
+        split: Default::default(),
         why,
     })
 }
