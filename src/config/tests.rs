@@ -169,7 +169,8 @@ fn every_key_is_known_and_an_unknown_one_is_named_after_the_known_ones_values() 
         .to_string();
     assert!(
         e.ends_with(
-            "unknown field `step_thread_cor`, expected one of `step_thread_core`, `cpuset`, `dir`, \
+            "unknown field `step_thread_cor`, expected one of `step_thread_core`, `pool_split`, \
+             `cpuset`, `dir`, \
              `claims_dir`, `on_error`, `log`, `log_level`, `root`, `topology_root`, \
              `claim_wait_ms`, `gpu_sources`, `nri_dir`, `inventory_dir`"
         ),
