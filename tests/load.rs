@@ -85,7 +85,7 @@ fn section<'a>(out: &'a str, name: &str) -> Option<&'a str> {
 fn whole_plan(id: &str, out: &str) -> bool {
     let env = section(out, "env").unwrap_or_else(|| panic!("{id}: no plan.env: {out}"));
     let lines: Vec<&str> = env.lines().filter(|l| !l.starts_with('#')).collect();
-    assert_eq!(lines.len(), 22, "{id}: torn plan.env: {env}");
+    assert_eq!(lines.len(), 25, "{id}: torn plan.env: {env}");
     assert!(
         lines.last().unwrap().starts_with("CPUPLAN_GENERATION='"),
         "{id}: the last line is missing: {env}"
