@@ -62,7 +62,10 @@ echo "== wheel built in $((built - start)) s; pytest"
 # Run from outside the source tree, so `import cpuplan` finds the installed wheel only.
 cd "$work"
 set +e
-"$work/venv/bin/python" -m pytest -p no:cacheprovider -W error -rfEs "$repo/crates/python/tests" "$@"
+# tmp_path's directories go under the work dir (made afresh each run), not /tmp/pytest-of-<user>.
+rm -rf "$work/pytest-tmp"
+"$work/venv/bin/python" -m pytest -p no:cacheprovider --basetemp "$work/pytest-tmp" -W error -rfEs \
+    "$repo/crates/python/tests" "$@"
 status=$?
 echo "== python-wheel.sh took $(($(date +%s) - start)) s"
 exit $status

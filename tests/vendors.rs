@@ -152,7 +152,16 @@ fn two_partitions_of_one_gpu_are_two_servers_on_it_and_the_second_pins_nothing()
     std::os::unix::fs::symlink("/", b.file(&format!("proc/{other}/root"))).unwrap();
     b.spec["linux"]["devices"] = json!([kfd(), render(132)]);
     let (_, cfg) = b.written();
-    let state = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": b.bundle()});
+    // Its own bundle and rootfs (a rootfs directory is planned for by one container at a time).
+    let bundle2 = b.dir.path().join("bundle2");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(b.bundle())
+        .arg(&bundle2)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let state = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": bundle2});
     let rb = run_hook(Some("createRuntime"), state.to_string().as_bytes(), &cfg)
         .unwrap()
         .unwrap();

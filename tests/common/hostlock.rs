@@ -14,13 +14,16 @@ use std::fs::{File, OpenOptions};
 
 use nix::fcntl::{Flock, FlockArg};
 
-/// The lock file (fixed, so that every test process on the machine finds it).
-pub const LOCK_FILE: &str = "/tmp/cpuplan-tests-host.lock";
+/// The lock file (fixed, so that every test process on the machine finds it): in the host's
+/// directory for lock files (a tmpfs emptied at boot), so that the suite leaves nothing in
+/// `/tmp`.
+pub const LOCK_FILE: &str = "/run/lock/cpuplan-tests-host.lock";
 
 /// A held lock; dropped, it is released.
 pub struct HostLock(Flock<File>);
 
 fn lock(arg: FlockArg) -> HostLock {
+    let _ = std::fs::create_dir_all("/run/lock");
     let f = OpenOptions::new()
         .create(true)
         .truncate(false)
