@@ -131,6 +131,13 @@ fn crun_systemd_layout_the_container_child_of_the_scope_gets_the_plan() {
     assert!(plan_file(&h, "plan.env")
         .unwrap()
         .contains("CPUPLAN_MASK='1'"));
+    // No system bus under this root: the cgroup file alone, said in the log, and no refusal.
+    let log = log(&h);
+    assert!(
+        log.contains("cpuset 1 written to the cgroup file only")
+            && log.contains(&format!("cpuplan-{id}.scope")),
+        "{log}"
+    );
 }
 
 #[test]
@@ -153,6 +160,8 @@ fn podman_and_crun_cgroupfs_layouts() {
     let r = h.allow(Some(PID));
     assert_eq!(r.problem, None, "{}", log(&h));
     assert_eq!(r.cpuset_file, Some(leaf.join("cpuset.cpus")));
+    assert!(!log(&h).contains("AllowedCPUs"), "{}", log(&h));
+    assert!(!log(&h).contains("cgroup file only"), "{}", log(&h));
 }
 
 #[test]

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
 use crate::apply::claim::{claim_for_init, release, scope};
-use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
+use crate::apply::cpuset::{
+    restore_cpuset, write_cpuset, CpusetError, CpusetWrite, Narrowed, UnitSet,
+};
 use crate::apply::hostplan;
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
@@ -296,12 +298,12 @@ fn create_runtime(
                 state.id(),
                 config.dir.display()
             );
-            cpuset_file.map(|(path, _)| path)
+            cpuset_file.map(|n| n.path)
         }
         Err(e) => {
             release_logged(config, &host, &inputs);
-            if let Some((path, was)) = cpuset_file {
-                put_back(state, &path, &was);
+            if let Some(narrowed) = cpuset_file {
+                put_back(state, &narrowed);
             }
             let was_off = course.is_off();
             let cause = e.to_string();
@@ -326,7 +328,7 @@ fn create_runtime(
 }
 
 /// Writes the decision's cpuset, if it has one and the container a pid: where it was written
-/// and what the file held, to put back. A cpuset the host does not let the hook write keeps it
+/// and what the file (and the systemd unit) held, to put back. A cpuset the host does not let the hook write keeps it
 /// ([`Course::keep_cpuset`]); any other failure releases the claims and is a planning problem.
 fn narrow(
     config: &HookConfig,
@@ -334,26 +336,40 @@ fn narrow(
     state: &HookState,
     inputs: &Inputs,
     course: &mut Course,
-) -> Result<Option<(PathBuf, String)>, HookError> {
+) -> Result<Option<Narrowed>, HookError> {
     let (Some(set), Some(pid)) = (course.decision().cpuset.clone(), state.pid()) else {
         return Ok(None);
     };
     let cgroups_path = inputs.spec.cgroups_path.as_deref();
+    let bus = crate::apply::unit::system_bus(&config.root);
     match write_cpuset(
         &inputs.cgroups,
         pid,
         &set,
-        cgroups_path,
-        &inputs.container.id,
+        (cgroups_path, &inputs.container.id),
+        &bus,
     ) {
-        Ok(CpusetWrite::Written { path, was }) => {
+        Ok(CpusetWrite::Written(narrowed)) => {
             log::debug!(
                 "container {}: wrote {set} to {} (it was {})",
                 state.id(),
-                path.display(),
-                was.trim()
+                narrowed.path.display(),
+                narrowed.was.trim()
             );
-            Ok(Some((path, was)))
+            match &narrowed.unit {
+                UnitSet::NotSystemd => {}
+                UnitSet::Set { unit, took, .. } => log::debug!(
+                    "container {}: set AllowedCPUs={set} on {unit} through systemd in {} ms",
+                    state.id(),
+                    took.as_millis()
+                ),
+                UnitSet::Failed { why, .. } => log::warn!(
+                    "container {}: cpuset {set} written to the cgroup file only, which systemd \
+                     resets at its next daemon-reload: {why}",
+                    state.id()
+                ),
+            }
+            Ok(Some(narrowed))
         }
         Ok(CpusetWrite::NoController) => {
             let why = "cpuset kept: the host has no cpuset controller for the container";
@@ -375,14 +391,14 @@ fn narrow(
     }
 }
 
-/// Puts the cpuset file at `path` back to `was`, logging how it went.
-fn put_back(state: &HookState, path: &Path, was: &str) {
-    match restore_cpuset(path, was) {
+/// Puts the cpuset back as it was before [`narrow`], logging how it went.
+fn put_back(state: &HookState, narrowed: &Narrowed) {
+    match restore_cpuset(narrowed) {
         Ok(()) => log::info!(
             "container {}: cpuset put back to {} ({})",
             state.id(),
-            was.trim(),
-            path.display()
+            narrowed.was.trim(),
+            narrowed.path.display()
         ),
         Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
     }
