@@ -198,6 +198,7 @@ fn without_the_system_bus_the_start_goes_on_with_the_file_alone() {
     passed(&[
         "runc-nobus: starts".into(),
         "runc-nobus: the fallback is logged".into(),
+        "runc-nobus: AllowedCPUs untouched".into(),
         "runc-nobus: start: cpus, quota and plan.env".into(),
         "runc-nobus: daemon-reload: the file alone is undone".into(),
     ]);
