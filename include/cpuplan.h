@@ -48,6 +48,11 @@ int cpuplan_left(void);
 /* How many workers the loaded plan lists, or a negative errno. */
 int cpuplan_workers(void);
 
+/* The intra-op threads of worker's process (worker >= 0), or of the API server (worker -1),
+ * under the loaded plan: its share of the CPUs left where each worker runs in its own process
+ * (what OMP_NUM_THREADS holds for it), or a negative errno. */
+int cpuplan_threads(int worker);
+
 /* The message of this thread's last failed call, or NULL if it succeeded; valid until
  * this thread's next call into the library. */
 const char *cpuplan_last_error(void);

@@ -7,12 +7,12 @@ use std::path::Path;
 use crate::config::HookConfig;
 use crate::decide::stale::{drifts, summary, Drift, Now, Planned};
 use crate::decide::{decide, Decision};
-use crate::edit::SpecEdit;
+use crate::edit::{SpecEdit, NRI_PLAN_DIR, PLAN_JSON};
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
 use crate::read::running::{read_running, Running, RunningError};
 use crate::read::{read, Container, Live};
-use crate::render::render;
+use crate::render::{render, render_with};
 
 /// A bundle read, decided and edited as the hook would, without a pid.
 #[derive(Debug)]
@@ -23,6 +23,8 @@ pub struct Explained {
     pub edit: SpecEdit,
     /// Whether the host inventory was used, and how it came (one line).
     pub inventory: String,
+    /// The container's GPUs as the host lists them (with the node each was placed on).
+    pub gpus: Vec<cpuplan::HostGpu>,
 }
 
 /// What the hook would do for the bundle at `bundle_dir` (its `config.json`) with `config`: the
@@ -59,10 +61,18 @@ pub fn explain(
             .push("no pid: GPU claims were not checked".into());
     }
     let edit = SpecEdit::new(&inputs, &decision, config);
+    let gpus = inputs
+        .topology
+        .gpus
+        .iter()
+        .filter(|h| inputs.gpus.iter().any(|g| g.address == h.address))
+        .cloned()
+        .collect();
     let explained = Explained {
         decision,
         edit,
         inventory: used,
+        gpus,
     };
     Ok((explained, host))
 }
@@ -71,7 +81,12 @@ impl Explained {
     /// The plan drawn over the host's NUMA nodes, with the notes and the why, then the
     /// environment the container gets.
     pub fn text(&self, host: &Host) -> cpuplan::Result<String> {
-        let mut s = render(&self.decision.plan, &host.nodes()?, &self.decision.notes);
+        let mut s = render_with(
+            &self.decision.plan,
+            &host.nodes()?,
+            &self.decision.notes,
+            &self.gpus,
+        );
         s.push_str(&format!("inventory: {}\n", self.inventory));
         s.push_str(&self.environment());
         Ok(s)
@@ -101,10 +116,18 @@ pub struct RunningCheck {
 }
 
 /// The running container whose init is `pid` (in this command's pid namespace): its plan (the
-/// `plan.json` in its plan directory, `config.dir`) against its cgroup's CPUs and quota now.
+/// `plan.json` in its plan directory: the hook's `config.dir`, else the NRI plugin's mount
+/// [`NRI_PLAN_DIR`]; the first one's error where neither reads) against its cgroup's CPUs and
+/// quota now.
 pub fn check_running(config: &HookConfig, pid: u32) -> Result<RunningCheck, RunningError> {
-    let path = config.dir.join(crate::edit::PLAN_JSON);
-    let running = read_running(&Host::of(config), pid, &path)?;
+    let host = Host::of(config);
+    let path = config.dir.join(PLAN_JSON);
+    let running = match read_running(&host, pid, &path) {
+        Err(first @ RunningError::Plan { .. }) => {
+            read_running(&host, pid, &Path::new(NRI_PLAN_DIR).join(PLAN_JSON)).map_err(|_| first)
+        }
+        other => other,
+    }?;
     let planned = Planned {
         mask: running.plan.file.mask.clone(),
         quota: running.plan.inputs.as_ref().map(|i| i.quota),
@@ -156,5 +179,34 @@ impl RunningCheck {
             "now": {"cpuset": self.running.cpus, "quota": self.running.quota},
             "plan": self.running.plan_json,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_plan_is_read_at_the_nri_plugin_s_mount_where_the_hook_s_is_missing() {
+        let t = tempfile::tempdir().unwrap();
+        crate::read::running::tests::fake(t.path(), "0-1", 200000);
+        let root = t.path().join("root");
+        let config = HookConfig {
+            root: root.clone(),
+            topology_root: root.clone(),
+            ..HookConfig::default()
+        };
+        let inside = root.join("proc/42/root");
+        std::fs::create_dir_all(inside.join("dev/cpuplan")).unwrap();
+        let (hook_s, plugin_s) = (
+            inside.join("run/cpuplan/plan.json"),
+            inside.join("dev/cpuplan/plan.json"),
+        );
+        std::fs::rename(&hook_s, &plugin_s).unwrap();
+        let check = check_running(&config, 42).unwrap();
+        assert_eq!(check.running.plan.file.mask.to_string(), "1");
+        std::fs::remove_file(&plugin_s).unwrap();
+        let e = check_running(&config, 42).unwrap_err().to_string();
+        assert!(e.contains("/run/cpuplan/plan.json"), "the hook's: {e}");
     }
 }

@@ -113,7 +113,8 @@ pub fn init(file: Option<&Path>) {
 }
 
 /// The log file opened for appending: `O_NONBLOCK` (a FIFO with no reader fails at once instead
-/// of waiting for one), `O_NOFOLLOW`, and then refused unless it is a regular file.
+/// of waiting for one), `O_NOFOLLOW`, and then refused unless it is a regular file of this
+/// user's own with one link ([`cpuplan::require_own_file`]).
 fn open_log(path: &Path) -> std::io::Result<File> {
     use nix::libc::{O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY};
     let flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK;
@@ -125,7 +126,7 @@ fn open_log(path: &Path) -> std::io::Result<File> {
         ),
         _ => e,
     })?;
-    cpuplan::require_regular(&f)?;
+    cpuplan::require_own_file(&f)?;
     Ok(f)
 }
 
@@ -159,5 +160,17 @@ mod tests {
         let log = d.path().join("hook.log");
         open_log(&log).unwrap();
         assert!(log.is_file());
+        // A hard link or another user's file under the log's name: never appended to.
+        let target = d.path().join("elsewhere");
+        std::fs::write(&target, "keep").unwrap();
+        std::fs::remove_file(&log).unwrap();
+        std::fs::hard_link(&target, &log).unwrap();
+        let e = open_log(&log).unwrap_err().to_string();
+        assert!(e.contains("2 links to it (a hard link)"), "{e}");
+        std::fs::remove_file(&log).unwrap();
+        std::fs::write(&log, "theirs").unwrap();
+        std::os::unix::fs::chown(&log, Some(4242), None).unwrap();
+        let e = open_log(&log).unwrap_err().to_string();
+        assert!(e.contains("owned by uid 4242"), "{e}");
     }
 }

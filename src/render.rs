@@ -2,9 +2,36 @@
 
 use std::fmt::Write;
 
-use cpuplan::CpuPlan;
+use cpuplan::{CpuPlan, HostGpu};
 
 pub use crate::read::host::NodeCores;
+
+/// A GPU's memory node without CPUs, its worker's mark and where the GPU was placed.
+fn memory_node(plan: &CpuPlan, g: &HostGpu) -> String {
+    let memory = g
+        .node
+        .map_or_else(|| "no node".to_string(), |n| format!("node {n}"));
+    let mark = plan
+        .devices
+        .iter()
+        .position(|d| d.as_deref() == Some(g.address.as_str()))
+        .map(|i| format!(" [{}]", worker_mark(i)))
+        .unwrap_or_default();
+    match (g.unplaced_why(), g.placement_node()) {
+        (Some(why), _) => format!(
+            "GPU memory {memory} (no CPUs): gpu {}{mark} not placed: {why}",
+            g.address
+        ),
+        (None, Some(on)) => format!(
+            "GPU memory {memory} (no CPUs): gpu {}{mark}, placed on node {on}{}",
+            g.address,
+            g.placement_note()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
+        (None, None) => format!("GPU memory {memory}: gpu {}{mark}", g.address),
+    }
+}
 
 fn worker_mark(i: usize) -> char {
     // No 'o' (a core left to pools) and no 'r' (too like the API server's R).
@@ -23,6 +50,17 @@ legend: one cell per core
 
 /// The plan drawn over the host's nodes: one row per node, one cell per core.
 pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
+    render_with(plan, nodes, notes, &[])
+}
+
+/// [`render`], with the memory node of each of `gpus` that sits on a node without CPUs drawn
+/// under the node it was placed on (or, unplaced, after the nodes).
+pub fn render_with(
+    plan: &CpuPlan,
+    nodes: &[NodeCores],
+    notes: &[String],
+    gpus: &[HostGpu],
+) -> String {
     let setting = plan.setting;
     let devices = &plan.devices;
     let mut s = String::new();
@@ -68,6 +106,14 @@ pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
             let first = chunk.first().and_then(|c| c.first()).unwrap_or(0);
             let _ = writeln!(s, "  {:>5} {line}", format!("c{first}"));
         }
+        for g in gpus.iter().filter(|g| g.cpu_node.is_some()) {
+            if n.node.is_some() && g.placement_node() == n.node && g.node != n.node {
+                let _ = writeln!(s, "  {}", memory_node(plan, g));
+            }
+        }
+    }
+    for g in gpus.iter().filter(|g| g.unplaced_why().is_some()) {
+        let _ = writeln!(s, "{}", memory_node(plan, g));
     }
     for (i, w) in plan.workers.iter().enumerate() {
         let dev = devices
@@ -108,6 +154,7 @@ pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
         plan.encode_workers(),
         plan.copy_workers()
     );
+    s.push_str(&render_shares(plan));
     for n in notes {
         let _ = writeln!(s, "note: {n}");
     }
@@ -115,10 +162,101 @@ pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
     s
 }
 
+/// What each process's pool variables (`OMP_NUM_THREADS` and the others) hold, and their sum.
+fn render_shares(plan: &CpuPlan) -> String {
+    let sh = plan.shares();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "processes (pool_split {}): the threads OMP_NUM_THREADS and the other pool variables hold",
+        plan.split
+    );
+    let _ = writeln!(
+        s,
+        "  API server: {} (preprocess_threads; cpuplan-exec --result)",
+        sh.api_server
+    );
+    let workers = match (plan.split, sh.workers) {
+        (_, 0) => None,
+        (cpuplan::PoolSplit::Off, _) => Some("the one process driving every GPU".to_string()),
+        (_, 1) => Some("worker 0".to_string()),
+        (_, n) => Some(format!("workers 0-{}, each", n - 1)),
+    };
+    if let Some(w) = workers {
+        let _ = writeln!(
+            s,
+            "  {w}: {} (plan.env, the container's environment, cpuplan-exec --worker N)",
+            sh.worker
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  any other process: {} (the container's environment)",
+        sh.other
+    );
+    let verdict = if sh.sum <= sh.usable {
+        "within"
+    } else if sh.api_server == 1 && sh.worker == 1 {
+        "over: more processes than CPUs, one thread each"
+    } else {
+        "over"
+    };
+    let _ = writeln!(
+        s,
+        "  sum: {} + {} x {} = {} of left {}, usable {} ({verdict})",
+        sh.api_server, sh.workers, sh.worker, sh.sum, sh.left, sh.usable
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use cpuplan::StepCpus;
+
+    #[test]
+    fn the_shares_say_each_process_and_the_sum() {
+        let plan = |split| {
+            CpuPlan::unpinned(
+                cpuplan::Setting::Off,
+                "0-63".parse().unwrap(),
+                46,
+                vec![None; 8],
+                "w",
+            )
+            .with_split(split)
+        };
+        let text = render_shares(&plan(cpuplan::PoolSplit::PerProcess));
+        assert!(
+            text.contains("  API server: 4 (preprocess_threads"),
+            "{text}"
+        );
+        assert!(text.contains("  workers 0-7, each: 5 (plan.env"), "{text}");
+        assert!(text.contains("  any other process: 5 "), "{text}");
+        assert!(
+            text.contains("  sum: 4 + 8 x 5 = 44 of left 46, usable 46 (within)"),
+            "{text}"
+        );
+        let off = render_shares(&plan(cpuplan::PoolSplit::Off));
+        assert!(
+            off.contains("  the one process driving every GPU: 46 "),
+            "{off}"
+        );
+        assert!(off.contains("= 50 of left 46, usable 46 (over)"), "{off}");
+        // Two workers on 2 CPUs: more processes than CPUs, one each.
+        let tight = CpuPlan::unpinned(
+            cpuplan::Setting::Off,
+            "0-1".parse().unwrap(),
+            2,
+            vec![None; 2],
+            "w",
+        );
+        let t = render_shares(&tight);
+        assert!(
+            t.contains("= 3 of left 2, usable 2 (over: more processes than CPUs, one thread each)"),
+            "{t}"
+        );
+    }
 
     #[test]
     fn worker_marks_never_read_as_another_cell() {
@@ -154,10 +292,19 @@ mod tests {
                 cpus: "2,6".parse().unwrap(),
                 why: "r".into(),
             }),
+            split: cpuplan::PoolSplit::PerProcess,
             why: "because".into(),
         };
         let text = render(&plan, &nodes, &[]);
         assert!(text.contains(LEGEND), "{text}");
+        assert!(
+            text.contains("  worker 0: 1 (plan.env"),
+            "one worker keeps left: {text}"
+        );
+        assert!(
+            text.contains("  sum: 1 + 1 x 1 = 2 of left 1, usable 4 (within)"),
+            "{text}"
+        );
         for word in [
             "worker",
             "API server",

@@ -252,7 +252,7 @@ fn inventory_shows_the_kept_inventory_as_text_and_json() {
     let file = Path::new(again["path"].as_str().unwrap());
     assert!(std::fs::read(file)
         .unwrap()
-        .starts_with(b"cpuplan-inventory 4\n"));
+        .starts_with(b"cpuplan-inventory 5\n"));
     let out = run(&[&args[..3], &args[4..]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -609,6 +609,103 @@ fn check_config_says_ok_or_what_is_wrong_with_exit_2() {
         &format!("cannot read hook config {m}"),
     );
     bad(&["check-config", g, t], "at most one FILE");
+}
+
+#[test]
+fn a_bad_config_names_the_key_and_the_value_and_every_command_exits_2() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("hook.json");
+    let c = cfg.to_str().unwrap();
+    let (b, h) = (repo("examples/bundle"), repo("examples/host"));
+    let (b, h) = (b.to_str().unwrap(), h.to_str().unwrap());
+    for (text, needle) in [
+        (
+            r#"{"on_error": true}"#,
+            r#"key "on_error": true is not "allow" or "deny""#,
+        ),
+        (
+            r#"{"claim_wait_ms": "2000"}"#,
+            r#"key "claim_wait_ms": "2000" is not a whole number of milliseconds"#,
+        ),
+        (r#"{"on_error": 1}"#, r#"key "on_error": 1 is not"#),
+        ("[]", "the file holds an array, not an object of keys"),
+        (
+            r#"{"dir": "/run/cpuplan\u0000"}"#,
+            r#"key "dir": "/run/cpuplan\0" holds a NUL byte"#,
+        ),
+        (
+            r#"{"claims_dir": "/etc"}"#,
+            r#"key "claims_dir": "/etc" is a system directory"#,
+        ),
+        (
+            r#"{"claim_wait_ms": 15000}"#,
+            r#"key "claim_wait_ms": 15000 is over 8000"#,
+        ),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let line = format!("hook config {c}: {needle}");
+        for args in [
+            &["check-config", c][..],
+            &["--config", c, "explain", "--bundle", b, "--root", h],
+            &["explain", "--json", "--bundle", b, "--config", c],
+            &["--config", c, "explain", "--pid", "1"],
+            &["--config", c, "inventory"],
+            &["--config", c, "nri"],
+        ] {
+            bad(args, &line);
+        }
+    }
+}
+
+#[test]
+fn claims_lists_the_claims_of_a_broken_config_and_exits_2() {
+    let d = tempfile::tempdir().unwrap();
+    let claims = d.path().join("claims");
+    // A claim of this test process, as the hook would take it.
+    let me = std::process::id();
+    let holder = cpuplan::Holder::of_pid(Path::new("/"), "web", "/b/web", me)
+        .unwrap()
+        .unwrap();
+    let gpu = ["0000:3b:00.0".to_string()];
+    let wait = std::time::Duration::from_secs(1);
+    cpuplan::claim_gpus(&claims, Path::new("/"), &holder, &gpu, wait).unwrap();
+    let cfg = d.path().join("hook.json");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{"claims_dir": "{}", "on_error": true}}"#,
+            claims.display()
+        ),
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    for json in [false, true] {
+        let mut args = vec!["--config", c, "claims"];
+        if json {
+            args.push("--json");
+        }
+        let out = run(&args);
+        let (stdout, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stdout}{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("hook config {c}: key \"on_error\": true")),
+            "{err}"
+        );
+        if json {
+            let v: Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(v[0]["address"], "0000:3b:00.0", "{v}");
+            assert_eq!(v[0]["holder"]["container"], "web", "{v}");
+        } else {
+            assert!(
+                stdout.starts_with("0000:3b:00.0  container web  bundle /b/web"),
+                "{stdout}"
+            );
+        }
+    }
 }
 
 #[test]

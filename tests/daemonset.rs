@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 /// What the workload containers print: their environment, CPUs and plan files.
 const PROBE: &str = r#"echo '--- env'; env | sort
 echo "--- cpus"; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status
-echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
+echo '--- planenv'; cat /dev/cpuplan/plan.env; echo '--- planjson'; cat /dev/cpuplan/plan.json; echo '--- end'"#;
 
 /// The image archive, built once per test binary by `scripts/image.sh --debug`.
 fn image() -> &'static PathBuf {
@@ -498,7 +498,7 @@ fn a_rollout_keeps_plans_and_claims() {
         1,
     );
     dc.mounts.push(api::Mount {
-        container_path: "/run/cpuplan/data".into(),
+        container_path: "/dev/cpuplan/data".into(),
         host_path: vol.display().to_string(),
         ..Default::default()
     });

@@ -377,3 +377,184 @@ fn a_nics_rdma_device_beside_the_gpu_is_no_worker() {
         "only the GPU was claimed: {log}"
     );
 }
+
+/// A host directory in the node's dir holding a char device 195:0 as `nvidia0` (and `null`,
+/// 1:3, for the container's shell): what a tenant would bind over its `/dev`.
+fn host_dev_dir(node: &Node) -> PathBuf {
+    let dir = node.dir.path().join("gpus");
+    std::fs::create_dir(&dir).unwrap();
+    for (name, major, minor) in [("nvidia0", 195, 0), ("null", 1, 3)] {
+        nix::sys::stat::mknod(
+            &dir.join(name),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(major, minor),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// Starts a container (`tag`, unique among the tests) given GPU 0 in `linux.devices` while `node`'s tenant runs, and checks
+/// that it plans for and claims its GPU, narrowed to its CPU.
+fn the_given_container_keeps_its_claim(node: &Node, tag: &str) {
+    let mut victim = node.bundle(tag, HOLD);
+    victim.gpu(0);
+    let v = start(&victim);
+    let plan = plan_json(&victim);
+    let why = plan["why"].as_str().unwrap();
+    assert!(!why.contains("held by"), "{why}");
+    assert_eq!(
+        plan["inputs"]["cpuset"], "1",
+        "narrowed to its GPU's CPU: {plan}"
+    );
+    let claims = node.claims();
+    assert_eq!(claims.as_array().unwrap().len(), 1, "{claims}");
+    assert_eq!(
+        claims[0]["holder"]["container"],
+        victim.id.as_str(),
+        "{claims}"
+    );
+    stop(&victim, v);
+}
+
+#[test]
+fn a_dev_rbound_from_a_host_directory_but_typed_tmpfs_claims_nothing() {
+    // runc ignores the type under MS_BIND: `rbind` (no `bind` option) binds the host directory,
+    // whose nvidia0 the container then has in its /dev, though linux.devices names no GPU.
+    let node = Node::new(&fixtures().join("e2e-host"));
+    let gpus = host_dev_dir(&node);
+    let mut tenant = node.bundle("rbound", HOLD);
+    for m in tenant.config["mounts"].as_array_mut().unwrap() {
+        if m["destination"] == "/dev" {
+            *m = json!({"destination": "/dev", "type": "tmpfs", "source": gpus,
+                        "options": ["rbind", "nosuid"]});
+        }
+    }
+    let t = start(&tenant);
+    let plan = plan_json(&tenant);
+    assert_eq!(
+        plan["inputs"]["gpus"],
+        json!(["0000:3b:00.0"]),
+        "planned for: {plan}"
+    );
+    let why = plan["why"].as_str().unwrap();
+    assert!(why.contains("not claimed"), "{why}");
+    assert_eq!(node.claims(), json!([]), "never claimed");
+    let log = node.log();
+    assert!(
+        log.contains(&format!(
+            "/dev/nvidia0 (195:0) is not the runtime's device node (the spec mounts /dev from \"{}\" as a bind (a bind option typed \"tmpfs\")",
+            gpus.display()
+        )),
+        "{log}"
+    );
+    the_given_container_keeps_its_claim(&node, "given-rbound");
+    stop(&tenant, t);
+}
+
+#[test]
+fn a_dev_the_mount_table_shows_bound_from_a_host_directory_claims_nothing() {
+    // The spec's /dev is the runtime's tmpfs by every rule of the spec, but what is mounted
+    // there decides: a step before cpuplan's (standing for any spelling of a bind the spec's
+    // rules do not know) binds a host directory over it in the container's mount namespace.
+    let node = Node::new(&fixtures().join("e2e-host"));
+    let gpus = host_dev_dir(&node);
+    let mut tenant = Bundle::new("tablebind", HOLD);
+    let target = tenant.rootfs().join("dev");
+    let bind = format!(
+        r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- mount --rbind {g} {t}"#,
+        g = gpus.display(),
+        t = target.display()
+    );
+    tenant.hook(
+        &["createRuntime"],
+        &["/bin/sh".into(), "-c".into(), bind, "sh".into()],
+    );
+    tenant.hook_with_config(&node.config);
+    tenant.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+    let t = start(&tenant);
+    let plan = plan_json(&tenant);
+    assert_eq!(
+        plan["inputs"]["gpus"],
+        json!(["0000:3b:00.0"]),
+        "planned for: {plan}"
+    );
+    assert!(
+        plan["why"].as_str().unwrap().contains("not claimed"),
+        "{plan}"
+    );
+    assert_eq!(node.claims(), json!([]), "never claimed");
+    let log = node.log();
+    assert!(
+        log.contains(
+            "/dev/nvidia0 (195:0) is not the runtime's device node (its mount table shows"
+        ),
+        "{log}"
+    );
+    the_given_container_keeps_its_claim(&node, "given-table");
+    stop(&tenant, t);
+}
+
+#[test]
+fn a_hard_link_or_another_user_s_file_in_the_operator_s_directories_is_never_written() {
+    // Planted by someone with write access to the operator's directories: under the claims
+    // lock's name and the log's, a hard link to a file elsewhere, or another user's file. The
+    // hook refuses both (the container starts, planned without a claim, logging to stderr) and
+    // writes nothing into either.
+    use std::os::unix::fs::MetadataExt;
+    for plant in ["hard link", "another user's"] {
+        let node = Node::new(&fixtures().join("e2e-host"));
+        let claims = node.dir.path().join("claims");
+        std::fs::create_dir_all(&claims).unwrap();
+        let target = node.dir.path().join("elsewhere");
+        std::fs::write(&target, "keep").unwrap();
+        let planted = [claims.join(".lock"), node.dir.path().join("hook.log")];
+        for p in &planted {
+            if plant == "hard link" {
+                std::fs::hard_link(&target, p).unwrap();
+            } else {
+                std::fs::write(p, "theirs").unwrap();
+                std::os::unix::fs::chown(p, Some(4242), None).unwrap();
+            }
+        }
+        let mut b = node.bundle("planted", HOLD);
+        b.gpu(0);
+        let t = start(&b);
+        let plan = plan_json(&b);
+        let out = stop(&b, t);
+        let what = if plant == "hard link" {
+            "3 links to it (a hard link)" // the target, the lock and the log
+        } else {
+            "owned by uid 4242, not by uid 0"
+        };
+        let why = plan["why"].as_str().unwrap();
+        assert!(
+            why.contains("planned without a GPU claim")
+                && why.contains(&claims.join(".lock").display().to_string())
+                && why.contains(what),
+            "{plant}: {why}"
+        );
+        let taken: Vec<_> = std::fs::read_dir(&claims)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != ".lock")
+            .collect();
+        assert!(taken.is_empty(), "{plant}: no claim taken: {taken:?}");
+        for p in &planted {
+            let kept = if plant == "hard link" {
+                "keep"
+            } else {
+                "theirs"
+            };
+            assert_eq!(std::fs::read_to_string(p).unwrap(), kept, "{plant}: {out}");
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "{plant}");
+        let links = if plant == "hard link" { 3 } else { 1 };
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().nlink(),
+            links,
+            "{plant}"
+        );
+    }
+}

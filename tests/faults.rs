@@ -216,6 +216,31 @@ impl Drop for Stuck {
     }
 }
 
+/// A stuck process holding the flock of `lock` (util-linux flock, like any other flock(2)
+/// holder), once it holds it.
+fn hold_lock(lock: &Path) -> Stuck {
+    let child = Command::new("flock")
+        .arg(lock)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("flock (util-linux)");
+    let stuck = Stuck(child);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let probe = Command::new("flock")
+            .args(["-n", "-E", "99"])
+            .arg(lock)
+            .arg("true")
+            .status()
+            .unwrap();
+        if probe.code() == Some(99) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stuck
+}
+
 #[test]
 fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     let t = tempfile::tempdir().unwrap();
@@ -237,26 +262,7 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
         cpuplan::release(&claims, &fake.root, "h6-ctr", &scope, by, wait).unwrap(),
         1
     );
-    // A stuck process holds the lock (util-linux flock, like any other flock(2) holder).
-    let child = Command::new("flock")
-        .arg(&lock)
-        .args(["sleep", "60"])
-        .spawn()
-        .expect("flock (util-linux)");
-    let _stuck = Stuck(child);
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
-        let probe = Command::new("flock")
-            .args(["-n", "-E", "99"])
-            .arg(&lock)
-            .arg("true")
-            .status()
-            .unwrap();
-        if probe.code() == Some(99) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _stuck = hold_lock(&lock);
     // The binary, as a runtime runs it: done well within its registered timeout.
     let croot = t.path().join("croot");
     std::fs::remove_dir_all(
@@ -275,6 +281,58 @@ fn a_stuck_lock_holder_costs_at_most_the_bounded_wait() {
     let why = plan_why(&fx, &croot);
     assert!(why.contains("without a GPU claim"), "{why}");
     eprintln!("stuck lock: the hook finished in {took:?} with claim_wait_ms 400");
+}
+
+#[test]
+fn a_lock_held_past_the_hook_s_registered_timeout_still_lets_the_container_start() {
+    use common::runc::{fixtures, Bundle};
+    // The container copies its plan where the test reads it, says ready, and waits.
+    let mut b = Bundle::new(
+        "lockwait",
+        "cp /run/cpuplan/plan.json /tmp/; touch /tmp/ready; while ! test -e /tmp/stop; do sleep 0.1; done",
+    );
+    b.gpu(0);
+    let claims = b.scratch("claims");
+    std::fs::create_dir_all(&claims).unwrap();
+    let cfg = b.hook_config(json!({
+        "topology_root": fixtures().join("e2e-host"),
+        "claims_dir": claims,
+        "log": b.scratch("hook.log"),
+        // The most check-config takes: longer than a 3 s registration lets the hook run.
+        "claim_wait_ms": 8000,
+    }));
+    b.hook_with_config(&cfg);
+    for stage in ["createRuntime", "poststop"] {
+        for h in b.config["hooks"][stage].as_array_mut().unwrap() {
+            h["timeout"] = json!(3);
+        }
+    }
+    let stuck = hold_lock(&claims.join(".lock"));
+    let t0 = Instant::now();
+    let mut running = b.spawn();
+    let ready = b.rootfs().join("tmp/ready");
+    while !ready.exists() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = t0.elapsed();
+    // The lock is let go before the container stops: poststop is not what is tested here.
+    drop(stuck);
+    std::fs::write(b.rootfs().join("tmp/stop"), "").unwrap();
+    let (rc, err) = running.wait(Duration::from_secs(30));
+    let log = std::fs::read_to_string(b.scratch("hook.log")).unwrap_or_default();
+    assert!(ready.exists(), "the container did not start: {err}\n{log}");
+    assert_eq!(rc, 0, "{err}\n{log}");
+    assert!(took < Duration::from_secs(3), "started after {took:?}");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.rootfs().join("tmp/plan.json")).unwrap()).unwrap();
+    let why = plan["why"].as_str().unwrap();
+    assert!(
+        why.contains("planned without a GPU claim")
+            && why.contains("claim_wait_ms 8000 cut to")
+            && why.contains("registered timeout of 3 s"),
+        "{why}"
+    );
+    eprintln!("a lock held past a 3 s registration: the container started after {took:?}");
 }
 
 /// A container on the e2e fake GPU host (`auto`, one CPU, GPU 0) whose `/run` is the host
@@ -429,7 +487,14 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
     // directory here), in `hostplans` beside the claims directory (docs/engines.md), which
     // poststop takes away.
     let records = claims.parent().unwrap().join("hostplans");
-    assert_eq!(names(&records).len(), 1, "{:?}", names(&records));
+    let recorded = names(&records);
+    assert!(
+        recorded.len() == 3
+            && recorded[0].starts_with(".hostplan.")
+            && recorded[1] == ".lock"
+            && recorded[2].starts_with(".plandir."),
+        "the container's record, the lock, the plan directory's: {recorded:?}"
+    );
     // A poststop (release) removes them from the claims dir too. By then the init has exited.
     for n in stale_claims {
         std::fs::write(claims.join(n), "x").unwrap();
@@ -445,7 +510,7 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
     .unwrap();
     want_claims.retain(|n| n != "0000:3b:00.0.json");
     assert_eq!(names(&claims), want_claims);
-    assert!(names(&records).is_empty(), "{:?}", names(&records));
+    assert_eq!(names(&records), [".lock"], "both records went at poststop");
 }
 
 #[test]

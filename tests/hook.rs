@@ -55,7 +55,10 @@ fn visible_devices_and_a_cpu_number_setting() {
     assert_eq!(env_line(&h, "CPUPLAN_RESULT"), "'55,167'");
     assert_eq!(env_line(&h, "CPUPLAN_PINNED"), "'2-3,55,114-115,167'");
     assert_eq!(env_line(&h, "CPUPLAN_LEFT"), "'2'");
-    assert_eq!(env_line(&h, "RAYON_NUM_THREADS"), "'2'");
+    // Two worker processes and the API server share the 2 CPUs left: one thread each.
+    assert_eq!(env_line(&h, "RAYON_NUM_THREADS"), "'1'");
+    assert_eq!(env_line(&h, "CPUPLAN_WORKER_THREADS"), "'1'");
+    assert_eq!(env_line(&h, "CPUPLAN_POOL_SPLIT"), "'per-process'");
     assert_eq!(env_line(&h, "GOMAXPROCS"), "'8'");
     assert_eq!(env_line(&h, "CPUPLAN_PREPROCESS_THREADS"), "'1'");
     assert_eq!(env_line(&h, "CPUPLAN_PNG_THREADS"), "'1'");
@@ -337,7 +340,16 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
         .unwrap();
     std::os::unix::fs::symlink("/", h.file(&format!("proc/{other}/root"))).unwrap();
     let (_, cfg) = h.written();
-    let second = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": h.bundle()});
+    // Its own bundle and rootfs (a rootfs directory is planned for by one container at a time).
+    let bundle2 = h.dir.path().join("bundle2");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(h.bundle())
+        .arg(&bundle2)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let second = json!({"ociVersion": "1.0.2", "id": "ctr2", "status": "creating", "pid": other, "bundle": bundle2});
     let r2 = run_hook(Some("createRuntime"), second.to_string().as_bytes(), &cfg)
         .unwrap()
         .unwrap();
@@ -352,7 +364,7 @@ fn auto_claims_the_gpus_and_a_second_container_pins_nothing_until_poststop() {
         !why.contains("ctr ") && !why.contains("ctr)") && !why.contains("4242"),
         "the holder's id or pid in the plan: {why}"
     );
-    let json = h.plan_file("plan.json").unwrap();
+    let json = std::fs::read_to_string(bundle2.join("rootfs/run/cpuplan/plan.json")).unwrap();
     assert!(
         !json.contains("\"ctr\"") && !json.contains("4242"),
         "the holder in plan.json: {json}"

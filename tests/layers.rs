@@ -44,6 +44,8 @@ const PLANNER_LAYERS: &[&[&str]] = &[
     &["fsutil", "dirents"],
     // Parsers of kernel files.
     &["mountinfo", "proc_cgroup", "cgroup_path", "proc_stat"],
+    // The host's NUMA nodes and distances; a GPU's CPU node where its own node has none.
+    &["cpu_node"],
     // The process's cgroups, limits, mask, namespace; the host's cores and GPUs.
     &["cgroup", "mask", "pidns", "mntns", "smt", "gpus"],
     &["quota", "topology", "gpu"],

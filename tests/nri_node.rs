@@ -67,6 +67,10 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin(c: Containerd) 
     // The container's own environment, not only plan.env.
     let env: Vec<&str> = section(&ran.log, "env").lines().collect();
     assert!(env.contains(&"OMP_NUM_THREADS=1"), "{env:?}\n{}", ctx());
+    assert!(
+        env.contains(&"CPUPLAN_PLAN=/dev/cpuplan/plan.json"),
+        "{env:?}"
+    );
     assert_eq!(
         env.iter()
             .filter(|l| l.starts_with("MKL_NUM_THREADS="))
@@ -117,7 +121,7 @@ fn a_quota_pod_gets_its_env_and_a_read_only_plan_from_the_plugin(c: Containerd) 
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["destination"] == "/run/cpuplan")
+        .find(|m| m["destination"] == "/dev/cpuplan")
         .expect("the plan directory's mount");
     assert_eq!(mount["source"], host_dir.display().to_string());
     assert!(

@@ -57,7 +57,7 @@ fn cpus_inside(node: &CriNode, id: &str) -> String {
 
 /// The plan.env mounted into container `id`.
 fn plan_env_inside(node: &CriNode, id: &str) -> String {
-    exec(node, id, "cat /run/cpuplan/plan.env")
+    exec(node, id, "cat /dev/cpuplan/plan.env")
 }
 
 /// The plugin's host-side plan.json of container `id`.

@@ -91,6 +91,9 @@ fn nri(c: &Case) -> (Option<Value>, Vec<String>, Option<String>) {
     if let Some(a) = c.annotation {
         annotations.insert("cpuplan.step-thread-core".to_string(), a.to_string());
     }
+    if let Some(a) = c.split {
+        annotations.insert("cpuplan.pool-split".to_string(), a.to_string());
+    }
     let env = h.spec["process"]["env"]
         .as_array()
         .unwrap()
@@ -171,7 +174,7 @@ fn plan_only(mut doc: Value) -> Value {
 fn the_hook_explain_precreate_and_nri_make_the_same_plan() {
     let all = cases();
     assert!(all.len() >= 20);
-    let (mut pinned, mut problems, mut narrowed, mut nri_planned) = (0, 0, 0, 0);
+    let (mut pinned, mut problems, mut narrowed, mut nri_planned, mut split) = (0, 0, 0, 0, 0);
     for c in &all {
         let h = host(c);
         let (state, cfg) = h.written();
@@ -265,6 +268,7 @@ fn the_hook_explain_precreate_and_nri_make_the_same_plan() {
         }
         pinned += usize::from(written["pinned"] != "");
         problems += usize::from(report.problem.is_some());
+        split += usize::from(check_shares(c, &written, &plan_env));
         assert_eq!(
             report.problem.is_some(),
             c.name.starts_with("error:"),
@@ -272,11 +276,64 @@ fn the_hook_explain_precreate_and_nri_make_the_same_plan() {
             c.name,
             report.problem
         );
+        if let Some(v) = c.split.filter(|_| c.name.starts_with("error:")) {
+            let p = report.problem.as_deref().unwrap_or_default();
+            let want = format!("annotation cpuplan.pool-split: pool_split \"{v}\" is not");
+            assert!(p.contains(&want), "{}: {p}", c.name);
+        }
     }
     assert!(
-        pinned >= 8 && problems >= 4 && narrowed >= 5 && nri_planned == all.len() - problems,
-        "{pinned} {problems} {narrowed} {nri_planned}"
+        pinned >= 8
+            && problems >= 5
+            && narrowed >= 5
+            && nri_planned == all.len() - problems
+            && split >= 4,
+        "{pinned} {problems} {narrowed} {nri_planned} {split}"
     );
+}
+
+/// Checks `plan.json`'s `processes` and `plan.env`'s thread variables (which precreate's and
+/// the NRI plugin's environments are compared against) for case `c`: with two GPU workers or
+/// more and the pools split, each process's share, summing within `left` (or one each where
+/// there are more processes than CPUs left); else all of `left`. Whether the pools were split.
+fn check_shares(c: &Case, written: &Value, env: &PlanEnv) -> bool {
+    let p = &written["processes"];
+    let n = written["workers"].as_array().unwrap().len();
+    let left = written["left"].as_u64().unwrap() as usize;
+    let valid = |s: &&str| *s == "off" || *s == "per-process";
+    let chosen = match c.split.filter(valid) {
+        Some(s) => s,
+        None => c.config["pool_split"].as_str().unwrap_or("per-process"),
+    };
+    let splits = chosen == "per-process" && n >= 2;
+    let expected = chosen;
+    assert_eq!(written["pool_split"], expected, "{}", c.name);
+    assert_eq!(env.split.to_string(), expected, "{}", c.name);
+    let worker = p["worker"].as_u64().unwrap() as usize;
+    let api = p["api_server"].as_u64().unwrap() as usize;
+    assert_eq!(env.worker_threads, worker, "{}", c.name);
+    assert_eq!(env.pools.preprocess_threads, api, "{}", c.name);
+    let omp = env
+        .vars()
+        .into_iter()
+        .find(|(k, _)| *k == "OMP_NUM_THREADS")
+        .unwrap()
+        .1;
+    assert_eq!(omp, worker.to_string(), "{}", c.name);
+    assert_eq!(p["other"], p["worker"], "{}", c.name);
+    if splits {
+        assert_eq!(p["workers"], n, "{}", c.name);
+        assert_eq!(p["sum"], api + n * worker, "{}", c.name);
+        if n < left {
+            assert!(api + n * worker <= left, "{}: {p}", c.name);
+            assert!(worker < left, "{}: {p}", c.name);
+        } else {
+            assert_eq!((api, worker), (1, 1), "{}: {p}", c.name);
+        }
+    } else {
+        assert_eq!(worker, left, "{}: {p}", c.name);
+    }
+    splits
 }
 
 #[test]

@@ -6,6 +6,11 @@
 #
 #   benches/gain/run.sh [--quota 0.5] [--host-cpus N] [--seconds 6] [--passes 2]
 #                       [--workloads numpy,onnx] [--png PATH] [--json PATH]
+#                       [--processes N [--sim-left L]]
+#
+# --processes N: N workload processes per container started as torchrun starts them, in three
+# variants (the launcher's default, container-wide left, per-process shares); the pass the docs
+# report: --quota 2 --processes 2, --quota 2 --processes 4, --quota 2 --processes 4 --sim-left 8.
 #
 # Needs runc and busybox-static (.ci/run installs them), python3 with venv, and PyPI.
 set -euo pipefail

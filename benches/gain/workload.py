@@ -1,7 +1,7 @@
 """The gain bench's workload, run inside the container: one fork-join op in a loop for a fixed time, each op timed.
 
     python workload.py numpy SECONDS
-    python workload.py onnx SECONDS MODEL plain|cpuplan [THREADS]
+    python workload.py onnx SECONDS MODEL plain|cpuplan|env [THREADS]
 
 numpy: a 384x384 float64 matmul (OpenBLAS from the numpy wheel), its pool as OpenBLAS sizes
 it: OPENBLAS_NUM_THREADS when set (the hook's plan gives it; the bench sets it to simulate a
@@ -12,6 +12,9 @@ simulate a larger host), ``cpuplan`` sets it from the plan, the three-line chang
     import cpuplan
     plan = cpuplan.hook_plan() or cpuplan.plan()
     options.intra_op_num_threads = plan.left
+
+``env`` sizes it from OMP_NUM_THREADS as torch sizes its intra-op pool (0: onnxruntime's
+default), for the multi-process runs where a launcher or the plan sets the variable.
 
 Prints one JSON line: the workload, its pool's threads, ops, seconds and each op's latency in ms.
 """
@@ -46,6 +49,10 @@ def onnx_op(model: str, how: str, threads: int) -> Tuple[Callable[[], object], i
 
         plan = cpuplan.hook_plan() or cpuplan.plan()
         options.intra_op_num_threads = plan.left
+    elif how == "env":
+        import os
+
+        options.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     elif threads:
         options.intra_op_num_threads = threads
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])

@@ -8,11 +8,11 @@
 //! to the host's log only: the plan files are the tenant's ([`ClaimResult::held`]).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cpuplan::{ClaimError, ClaimOutcome, Holder};
 
-use crate::config::HookConfig;
+use crate::config::{HookConfig, CLAIM_WAIT_RESERVE_MS, HOOK_TIMEOUT_S};
 use crate::decide::ClaimResult;
 use crate::logging::escape;
 use crate::read::host::Host;
@@ -51,13 +51,64 @@ pub fn claim(
     result
 }
 
+/// The hook's own deadline: when it started and the timeout its registration gives it, after
+/// which the runtime kills it (and, whatever `on_error` says, the container does not start).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    started: Instant,
+    timeout: Duration,
+}
+
+impl Deadline {
+    /// The deadline of a hook that started at `started` under a registration of `timeout`
+    /// seconds; without one (or one the runtime would not take), the shipped registrations'
+    /// [`HOOK_TIMEOUT_S`].
+    pub fn new(started: Instant, timeout: Option<i64>) -> Deadline {
+        let secs = timeout
+            .and_then(|t| u64::try_from(t).ok())
+            .filter(|t| *t > 0)
+            .unwrap_or(HOOK_TIMEOUT_S);
+        Deadline {
+            started,
+            timeout: Duration::from_secs(secs),
+        }
+    }
+
+    /// The time left before the runtime kills the hook.
+    pub fn left(&self) -> Duration {
+        self.timeout.saturating_sub(self.started.elapsed())
+    }
+
+    /// How long to wait for the claims lock: `claim_wait_ms`, cut so that the wait ends
+    /// [`CLAIM_WAIT_RESERVE_MS`] before the timeout (the rest of the hook's work), measured
+    /// from the hook's start; with the cut in words where it cut.
+    pub fn wait(&self, claim_wait_ms: u64) -> (Duration, Option<String>) {
+        let wanted = Duration::from_millis(claim_wait_ms);
+        let left = self
+            .timeout
+            .saturating_sub(Duration::from_millis(CLAIM_WAIT_RESERVE_MS))
+            .saturating_sub(self.started.elapsed());
+        if wanted <= left {
+            return (wanted, None);
+        }
+        let why = format!(
+            "claim_wait_ms {claim_wait_ms} cut to {} ms by the hook's registered timeout of {} s",
+            left.as_millis(),
+            self.timeout.as_secs()
+        );
+        (left, Some(why))
+    }
+}
+
 /// Claims `gpus` for the live `container` as the hook does: held by its init pid, scoped by its
-/// bundle; skipped without a pid, a bundle or a GPU to claim.
+/// bundle, waiting for the lock no longer than `deadline` leaves; skipped without a pid, a
+/// bundle or a GPU to claim.
 pub fn claim_for_init(
     host: &Host,
     config: &HookConfig,
     container: &Container,
     gpus: &[String],
+    deadline: &Deadline,
 ) -> ClaimResult {
     let (Some(pid), Some(bundle)) = (container.pid, &container.bundle) else {
         return ClaimResult::Skipped;
@@ -74,13 +125,14 @@ pub fn claim_for_init(
         Ok(None) => return failed(format!("pid {pid} is gone or a zombie")),
         Err(e) => return failed(e.to_string()),
     };
-    claim(
-        &config.claims_dir,
-        &host.root,
-        &holder,
-        gpus,
-        Duration::from_millis(config.claim_wait_ms),
-    )
+    let (wait, cut) = deadline.wait(config.claim_wait_ms);
+    match (
+        claim(&config.claims_dir, &host.root, &holder, gpus, wait),
+        cut,
+    ) {
+        (ClaimResult::Failed(why), Some(cut)) => ClaimResult::Failed(format!("{why} ({cut})")),
+        (result, _) => result,
+    }
 }
 
 /// Releases the GPU claims in `claims_dir` of `container` in `scope` held by `by` or by a pid
@@ -100,13 +152,15 @@ pub fn release_scope(
 
 /// Releases the GPU claims of `container` whose bundle is `bundle` (the hook's) held by `by`
 /// (the holder this run claimed with, at a createRuntime that fails after its claim) or by a
-/// pid that no longer runs (its init, at poststop); how many there were. One that a live init
-/// of the same container and bundle took over (the container started again) stays.
+/// pid that no longer runs (its init, at poststop), waiting for the lock no longer than
+/// `deadline` leaves; how many there were. One that a live init of the same container and
+/// bundle took over (the container started again) stays.
 pub fn release(
     config: &HookConfig,
     container: &str,
     bundle: &Path,
     by: Option<&Holder>,
+    deadline: &Deadline,
 ) -> Result<usize, ClaimError> {
     release_scope(
         &config.claims_dir,
@@ -114,7 +168,7 @@ pub fn release(
         container,
         &scope(bundle),
         by,
-        Duration::from_millis(config.claim_wait_ms),
+        deadline.wait(config.claim_wait_ms).0,
     )
 }
 
@@ -131,5 +185,44 @@ pub fn describe_scope(scope: &str) -> String {
         format!("bundle {}", escape(scope))
     } else {
         format!("scope {}", escape(scope))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_ends_before_the_registered_timeout_less_the_reserve() {
+        let now = Instant::now();
+        // The shipped 10 s: a wait below check-config's bound is kept whole at the start; the
+        // bound itself ends 2 s before the timeout, counted from the hook's start.
+        let (w, cut) = Deadline::new(now, None).wait(7000);
+        assert!(cut.is_none() && w == Duration::from_millis(7000), "{w:?}");
+        let (w, _) = Deadline::new(now, None).wait(crate::config::MAX_CLAIM_WAIT_MS);
+        assert!(
+            w <= Duration::from_millis(8000) && w > Duration::from_millis(7900),
+            "{w:?}"
+        );
+        // A 4 s registration: 2 s are left, and the cut is said.
+        let (w, cut) = Deadline::new(now, Some(4)).wait(8000);
+        assert!(
+            w <= Duration::from_secs(2) && w > Duration::from_millis(1900),
+            "{w:?}"
+        );
+        let cut = cut.unwrap();
+        assert!(
+            cut.contains("claim_wait_ms 8000 cut to") && cut.contains("timeout of 4 s"),
+            "{cut}"
+        );
+        // A hook that already spent its time waits not at all; a timeout no runtime takes
+        // is the shipped one.
+        let late = now - Duration::from_secs(3);
+        assert_eq!(Deadline::new(late, Some(4)).wait(100).0, Duration::ZERO);
+        assert_eq!(Deadline::new(now, Some(0)).timeout, Duration::from_secs(10));
+        assert_eq!(
+            Deadline::new(now, Some(-5)).timeout,
+            Duration::from_secs(10)
+        );
     }
 }

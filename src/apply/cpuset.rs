@@ -113,13 +113,14 @@ pub fn check_own(
 
 /// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup (container `id`'s), found among
 /// its hierarchies `cgroups`; under the systemd driver also as its unit's `AllowedCPUs`, through
-/// systemd on the D-Bus address `bus` ([`super::unit::system_bus`]).
+/// systemd on the D-Bus address `bus` ([`super::unit::system_bus`]), waiting for it at most
+/// `unit_wait` (and never over [`UNIT_TIMEOUT`]).
 pub fn write_cpuset(
     cgroups: &Cgroups,
     pid: u32,
     cpus: &CpuSet,
     (cgroups_path, id): (Option<&str>, &str),
-    bus: &str,
+    (bus, unit_wait): (&str, Duration),
 ) -> Result<CpusetWrite, CpusetError> {
     let found = cgroups
         .controller("cpuset")
@@ -139,7 +140,7 @@ pub fn write_cpuset(
         None => UnitSet::NotSystemd,
         Some(unit) => {
             let unit_was = unit_cpus_now(&unit);
-            match set_allowed_cpus(bus, &unit.name, cpus, UNIT_TIMEOUT) {
+            match set_allowed_cpus(bus, &unit.name, cpus, unit_wait.min(UNIT_TIMEOUT)) {
                 Ok(took) => UnitSet::Set {
                     unit: unit.name,
                     was: unit_was,

@@ -207,11 +207,24 @@ fn gpus(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     } else {
         for g in &list {
             let node = g.node.map_or_else(|| "-".into(), |n| n.to_string());
-            let local = g
-                .local
-                .as_ref()
-                .map_or_else(|| "-".into(), |l| l.to_string());
-            writeln!(out, "{}  node {node}  local cpus {local}", g.address)?;
+            let local = match &g.local {
+                None => "-".to_string(),
+                Some(l) if l.is_empty() => "none".to_string(),
+                Some(l) => l.to_string(),
+            };
+            let placed = match &g.cpu_node {
+                Some(cpuplan::CpuNode::Nearest { node, cpus, note }) => format!(
+                    "  placed on node {node} (cpus {cpus}){}",
+                    note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
+                ),
+                Some(cpuplan::CpuNode::Unplaced { why }) => format!("  unplaced: {why}"),
+                None => String::new(),
+            };
+            writeln!(
+                out,
+                "{}  node {node}  local cpus {local}{placed}",
+                g.address
+            )?;
         }
     }
     Ok(Exit::Ok)
@@ -271,7 +284,14 @@ fn plan_state(config: &HookConfig, c: &Claim, mine: u64) -> Option<PlanState> {
 }
 
 fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let config = HookConfig::load_from(ctx.config, ctx.config_given)?;
+    // A config that reads but fails to load still names where the claims are (its claims_dir
+    // where valid on its own, else the default): they are listed, and the problem is the
+    // command's error (exit 2) after them.
+    let (config, problem) = match HookConfig::load_from(ctx.config, ctx.config_given) {
+        Ok(c) => (c, None),
+        Err(e @ crate::config::ConfigError::Read { .. }) => return Err(e.into()),
+        Err(e) => (HookConfig::of_unusable(ctx.config), Some(e)),
+    };
     let list = cpuplan::list_claims(&config.claims_dir, &config.root)?;
     let mine = cpuplan::own_pid_ns();
     // One check per container: a container of several GPUs holds several claims.
@@ -313,5 +333,8 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
             )?;
         }
     }
-    Ok(Exit::Ok)
+    match problem {
+        Some(e) => Err(e.into()),
+        None => Ok(Exit::Ok),
+    }
 }

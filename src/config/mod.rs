@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cpuplan::Setting;
+use cpuplan::{PoolSplit, Setting};
 
 use serde::Deserialize;
 
@@ -87,6 +87,9 @@ pub enum OnError {
 pub struct HookConfig {
     /// The default `step_thread_core` setting.
     pub step_thread_core: Setting,
+    /// The default `pool_split`: `per-process` (one process per GPU worker shares the CPUs
+    /// left) or `off` (one process drives every GPU and gets them all).
+    pub pool_split: PoolSplit,
     /// The cpuset rule.
     pub cpuset: CpusetRule,
     /// Directory inside the container for `plan.env` and `plan.json`.
@@ -123,6 +126,7 @@ impl Default for HookConfig {
     fn default() -> Self {
         HookConfig {
             step_thread_core: Setting::Auto,
+            pool_split: PoolSplit::PerProcess,
             cpuset: CpusetRule::Numa,
             dir: PathBuf::from("/run/cpuplan"),
             claims_dir: PathBuf::from("/run/cpuplan/claims"),
@@ -139,24 +143,101 @@ impl Default for HookConfig {
     }
 }
 
-/// The file as written, before defaults and checks.
+/// The file as written, before defaults and checks: every key's value as JSON, so that a value
+/// of the wrong type is refused in a line naming its key ([`typed`]). A key it does not have
+/// is refused after the values of those it has ([`KEYS`]).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawConfig {
     step_thread_core: Option<serde_json::Value>,
-    cpuset: Option<CpusetRule>,
-    dir: Option<PathBuf>,
-    claims_dir: Option<PathBuf>,
-    on_error: Option<OnError>,
-    log: Option<String>,
+    pool_split: Option<serde_json::Value>,
+    cpuset: Option<serde_json::Value>,
+    dir: Option<serde_json::Value>,
+    claims_dir: Option<serde_json::Value>,
+    on_error: Option<serde_json::Value>,
+    log: Option<serde_json::Value>,
     log_level: Option<serde_json::Value>,
-    root: Option<PathBuf>,
-    topology_root: Option<PathBuf>,
-    claim_wait_ms: Option<u64>,
+    root: Option<serde_json::Value>,
+    topology_root: Option<serde_json::Value>,
+    claim_wait_ms: Option<serde_json::Value>,
     gpu_sources: Option<serde_json::Value>,
-    nri_dir: Option<PathBuf>,
-    inventory_dir: Option<PathBuf>,
+    nri_dir: Option<serde_json::Value>,
+    inventory_dir: Option<serde_json::Value>,
 }
+
+/// Every key of the hook config, in [`RawConfig`]'s order.
+const KEYS: [&str; 14] = [
+    "step_thread_core",
+    "pool_split",
+    "cpuset",
+    "dir",
+    "claims_dir",
+    "on_error",
+    "log",
+    "log_level",
+    "root",
+    "topology_root",
+    "claim_wait_ms",
+    "gpu_sources",
+    "nri_dir",
+    "inventory_dir",
+];
+
+/// The seconds the shipped registrations give the hook before the runtime kills it: the
+/// package's `hooks/oci/*.json` and every registration `install` writes (podman's and CRI-O's
+/// hooks directory, containerd's base spec).
+pub const HOOK_TIMEOUT_S: u64 = 10;
+
+/// The part of the hook's registered timeout kept for its work besides waiting for the claims
+/// lock (reading, the cpuset, the plan files, a release after a failure), in milliseconds.
+pub const CLAIM_WAIT_RESERVE_MS: u64 = 2000;
+
+/// The longest `claim_wait_ms` the shipped registrations can hold: [`HOOK_TIMEOUT_S`] less
+/// [`CLAIM_WAIT_RESERVE_MS`] (8000 ms).
+pub const MAX_CLAIM_WAIT_MS: u64 = HOOK_TIMEOUT_S * 1000 - CLAIM_WAIT_RESERVE_MS;
+
+/// Host directories no operator directory (`claims_dir`, `nri_dir`, `inventory_dir`) and no
+/// plan directory (`dir`) may be: the system's own, where the hook's lock, claim, record and
+/// plan files would sit among the system's files (and `/` itself). A directory below one of
+/// them (`/run/cpuplan`, `/var/lib/cpuplan`) is fine; every top-level name starting with `lib`
+/// is one of them too.
+pub const SYSTEM_DIRS: [&str; 36] = [
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/dev/shm",
+    "/etc",
+    "/home",
+    "/lib",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/run/lock",
+    "/run/user",
+    "/sbin",
+    "/srv",
+    "/sys",
+    "/sys/fs/cgroup",
+    "/tmp",
+    "/usr",
+    "/usr/bin",
+    "/usr/include",
+    "/usr/lib",
+    "/usr/libexec",
+    "/usr/local",
+    "/usr/sbin",
+    "/usr/share",
+    "/usr/src",
+    "/var",
+    "/var/cache",
+    "/var/lib",
+    "/var/log",
+    "/var/run",
+    "/var/tmp",
+];
 
 /// A configuration file that cannot be used, naming the file and the key.
 #[derive(Debug, thiserror::Error)]
@@ -204,15 +285,16 @@ pub enum ConfigError {
 }
 
 /// The keys a config that fails to load still gives a run, each where it is valid on its own:
-/// what a planning problem does, where it is logged, where the `off` plan goes, and the host
-/// roots the container is read under.
-pub const KEPT_WHEN_UNUSABLE: [&str; 6] = [
+/// what a planning problem does, where it is logged, where the `off` plan goes, the host
+/// roots the container is read under, and where the claims are (what `claims` lists).
+pub const KEPT_WHEN_UNUSABLE: [&str; 7] = [
     "on_error",
     "log",
     "log_level",
     "dir",
     "root",
     "topology_root",
+    "claims_dir",
 ];
 
 /// The most bytes of a hook config read (1 MiB).
@@ -272,10 +354,26 @@ impl HookConfig {
 
     /// The configuration in `bytes`, read from `path` (named in errors).
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, ConfigError> {
-        let raw: RawConfig = serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
+        let parse_err = |message: String| ConfigError::Parse {
             path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let doc: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| parse_err(e.to_string()))?;
+        let Some(unknown) = doc.as_object().map(|m| {
+            m.keys().find(|k| !KEYS.contains(&k.as_str())).map(|k| {
+                format!(
+                    "unknown field `{k}`, expected one of `{}`",
+                    KEYS.join("`, `")
+                )
+            })
+        }) else {
+            return Err(parse_err(format!(
+                "the file holds {}, not an object of keys",
+                kind_of(&doc)
+            )));
+        };
+        let raw: RawConfig = serde_json::from_value(doc).map_err(|e| parse_err(e.to_string()))?;
         let value_err = |key: &'static str, message: String| ConfigError::Value {
             path: path.to_path_buf(),
             key,
@@ -289,7 +387,7 @@ impl HookConfig {
                 other => {
                     return Err(value_err(
                         "step_thread_core",
-                        format!("{other} is not off, auto or a cpu number"),
+                        format!("{} is not off, auto or a cpu number", shown(other)),
                     ))
                 }
             };
@@ -297,10 +395,23 @@ impl HookConfig {
                 .parse()
                 .map_err(|e: cpuplan::CpuPlanError| value_err("step_thread_core", e.to_string()))?;
         }
-        if let Some(v) = raw.cpuset {
-            c.cpuset = v;
+        if let Some(v) = raw.pool_split {
+            c.pool_split = match &v {
+                serde_json::Value::String(s) => s.parse(),
+                other => Err(cpuplan::PoolSplitError(other.to_string())),
+            }
+            .map_err(|e| value_err("pool_split", e.to_string()))?;
         }
+        if let Some(v) = raw.cpuset {
+            c.cpuset = typed(path, "cpuset", v, "\"numa\" or \"keep\"")?;
+        }
+        let path_of = |key: &'static str, v: serde_json::Value| -> Result<PathBuf, ConfigError> {
+            let p: PathBuf = typed(path, key, v, "a path (a string)")?;
+            check_dir_name(&p).map_err(|m| value_err(key, m))?;
+            Ok(p)
+        };
         if let Some(v) = raw.dir {
+            let v = path_of("dir", v)?;
             check_container_dir(&v).map_err(|m| value_err("dir", m))?;
             c.dir = v;
         }
@@ -311,32 +422,43 @@ impl HookConfig {
             ("inventory_dir", raw.inventory_dir, &mut c.inventory_dir),
         ] {
             if let Some(v) = v {
+                let v = path_of(key, v)?;
                 if !v.is_absolute() {
                     return Err(value_err(
                         key,
                         format!("{} is not an absolute path", v.display()),
                     ));
                 }
+                if key != "root" {
+                    check_operator_dir(&v).map_err(|m| value_err(key, m))?;
+                }
                 *slot = v;
             }
         }
-        c.topology_root = match raw.topology_root {
-            Some(v) if !v.is_absolute() => {
-                return Err(value_err(
-                    "topology_root",
-                    format!("{} is not an absolute path", v.display()),
-                ))
+        c.topology_root = match raw.topology_root.map(|v| path_of("topology_root", v)) {
+            Some(v) => {
+                let v = v?;
+                if !v.is_absolute() {
+                    return Err(value_err(
+                        "topology_root",
+                        format!("{} is not an absolute path", v.display()),
+                    ));
+                }
+                v
             }
-            Some(v) => v,
             None => c.root.clone(),
         };
         if let Some(v) = raw.on_error {
-            c.on_error = v;
+            c.on_error = typed(path, "on_error", v, "\"allow\" or \"deny\"")?;
         }
         if let Some(v) = raw.log {
-            c.log = match v.as_str() {
+            let text: String = typed(path, "log", v, "\"stderr\" or an absolute path")?;
+            c.log = match text.as_str() {
                 "stderr" => None,
-                p if p.starts_with('/') => Some(PathBuf::from(p)),
+                p if p.starts_with('/') => {
+                    check_dir_name(Path::new(p)).map_err(|m| value_err("log", m))?;
+                    Some(PathBuf::from(p))
+                }
                 p => {
                     return Err(value_err(
                         "log",
@@ -349,7 +471,7 @@ impl HookConfig {
             c.log_level = v.as_str().and_then(LogLevel::parse).ok_or_else(|| {
                 value_err(
                     "log_level",
-                    format!("{v} is not \"warn\", \"info\" or \"debug\""),
+                    format!("{} is not \"warn\", \"info\" or \"debug\"", shown(&v)),
                 )
             })?;
         }
@@ -357,7 +479,10 @@ impl HookConfig {
             let list = v.as_array().ok_or_else(|| {
                 value_err(
                     "gpu_sources",
-                    format!("{v} is not a list of devices, nodes, mounts and env"),
+                    format!(
+                        "{} is not a list of devices, nodes, mounts and env",
+                        shown(&v)
+                    ),
                 )
             })?;
             let mut sources = Vec::new();
@@ -365,7 +490,7 @@ impl HookConfig {
                 let source = serde_json::from_value(name.clone()).map_err(|_| {
                     value_err(
                         "gpu_sources",
-                        format!("{name} is not devices, nodes, mounts or env"),
+                        format!("{} is not devices, nodes, mounts or env", shown(name)),
                     )
                 })?;
                 if !sources.contains(&source) {
@@ -375,10 +500,21 @@ impl HookConfig {
             c.gpu_sources = sources;
         }
         if let Some(v) = raw.claim_wait_ms {
-            if v > 60_000 {
-                return Err(value_err("claim_wait_ms", format!("{v} is over 60000")));
+            let ms: u64 = typed(path, "claim_wait_ms", v, "a whole number of milliseconds")?;
+            if ms > MAX_CLAIM_WAIT_MS {
+                return Err(value_err(
+                    "claim_wait_ms",
+                    format!(
+                        "{ms} is over {MAX_CLAIM_WAIT_MS}: the hook's registrations time it out \
+                         after {HOOK_TIMEOUT_S} s, and {CLAIM_WAIT_RESERVE_MS} ms of that is kept \
+                         for the rest of its work"
+                    ),
+                ));
             }
-            c.claim_wait_ms = v;
+            c.claim_wait_ms = ms;
+        }
+        if let Some(message) = unknown {
+            return Err(parse_err(message));
         }
         c.check_overlaps(path)?;
         Ok(c)
@@ -431,6 +567,100 @@ fn check_container_dir(dir: &Path) -> Result<(), String> {
     }
     if normal == 0 {
         return Err("the container's / cannot be the plan directory".into());
+    }
+    if is_system_dir(dir) {
+        return Err(system_dir(dir));
+    }
+    Ok(())
+}
+
+/// The value `v` of `key` in the config at `path` as a `T`; else an error naming the key and
+/// quoting the value, saying what it is not (`what`): the one rule for a key's type.
+fn typed<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    key: &'static str,
+    v: serde_json::Value,
+    what: &str,
+) -> Result<T, ConfigError> {
+    serde_json::from_value(v.clone()).map_err(|_| ConfigError::Value {
+        path: path.to_path_buf(),
+        key,
+        message: format!("{} is not {what}", shown(&v)),
+    })
+}
+
+/// A JSON value as a message quotes it: at most 80 characters of its JSON text.
+fn shown(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+/// What kind of JSON value `v` is, for a file that is not an object.
+fn kind_of(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// A path a key names must be a name the kernel takes: no NUL byte.
+fn check_dir_name(p: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    if p.as_os_str().as_bytes().contains(&0) {
+        return Err(format!("{} holds a NUL byte", quoted_path(p)));
+    }
+    Ok(())
+}
+
+/// `p` quoted as messages quote a value.
+fn quoted_path(p: &Path) -> String {
+    cpuplan::quoted(&p.display().to_string()).to_string()
+}
+
+/// What is wrong with naming the system directory `dir`.
+fn system_dir(dir: &Path) -> String {
+    format!(
+        "{} is a system directory: name a directory of cpuplan's own below it",
+        quoted_path(dir)
+    )
+}
+
+/// Whether `p` is one of the [`SYSTEM_DIRS`] (or a top-level `lib*`), compared by its normal
+/// components (`/etc/`, `//etc` and `/./etc` are `/etc`).
+pub fn is_system_dir(p: &Path) -> bool {
+    use std::path::Component;
+    let names: Vec<&std::ffi::OsStr> = p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let normal: PathBuf = std::iter::once(std::ffi::OsStr::new("/"))
+        .chain(names.iter().copied())
+        .collect();
+    let top_lib = names.len() == 1 && names[0].to_string_lossy().starts_with("lib");
+    top_lib || SYSTEM_DIRS.iter().any(|d| normal == Path::new(d))
+}
+
+/// A host directory the hook writes in (`claims_dir`, `nri_dir`, `inventory_dir`) must be
+/// normal (no `..`: what it names is what is checked) and none of the [`SYSTEM_DIRS`].
+fn check_operator_dir(dir: &Path) -> Result<(), String> {
+    if dir
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(format!("{} holds a .. component", quoted_path(dir)));
+    }
+    if is_system_dir(dir) {
+        return Err(system_dir(dir));
     }
     Ok(())
 }

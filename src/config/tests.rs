@@ -53,6 +53,11 @@ fn every_key() {
             .step_thread_core,
         Setting::Off
     );
+    assert_eq!(parse("{}").unwrap().pool_split, PoolSplit::PerProcess);
+    assert_eq!(
+        parse(r#"{"pool_split": "off"}"#).unwrap().pool_split,
+        PoolSplit::Off
+    );
     assert_eq!(
         parse(r#"{"topology_root": "/t"}"#).unwrap().topology_root,
         PathBuf::from("/t")
@@ -66,6 +71,14 @@ fn bad_keys_and_values_name_file_and_key() {
         (r#"{"cpuset": "all"}"#, "all"),
         (r#"{"step_thread_core": "fast"}"#, "step_thread_core"),
         (r#"{"step_thread_core": true}"#, "step_thread_core"),
+        (
+            r#"{"pool_split": "one"}"#,
+            "key \"pool_split\": pool_split \"one\" is not per-process or off",
+        ),
+        (
+            r#"{"pool_split": 1}"#,
+            "key \"pool_split\": pool_split \"1\"",
+        ),
         (r#"{"dir": "run/x"}"#, "dir"),
         (r#"{"dir": "/run/../etc"}"#, "dir"),
         (r#"{"dir": "/"}"#, "dir"),
@@ -80,12 +93,115 @@ fn bad_keys_and_values_name_file_and_key() {
         ),
         (r#"{"gpu_sources": "env"}"#, "gpu_sources"),
         ("{", "EOF"),
+        // A wrong type names the key and quotes the value.
+        (
+            r#"{"on_error": true}"#,
+            r#"key "on_error": true is not "allow" or "deny""#,
+        ),
+        (r#"{"on_error": 1}"#, r#"key "on_error": 1 is not"#),
+        (
+            r#"{"claim_wait_ms": "2000"}"#,
+            r#"key "claim_wait_ms": "2000" is not a whole number of milliseconds"#,
+        ),
+        (r#"{"claim_wait_ms": -1}"#, r#"key "claim_wait_ms": -1"#),
+        (r#"{"cpuset": ["numa"]}"#, r#"key "cpuset": ["numa"]"#),
+        (
+            r#"{"claims_dir": 7}"#,
+            r#"key "claims_dir": 7 is not a path"#,
+        ),
+        (r#"{"log": false}"#, r#"key "log": false"#),
+        // A file that is not an object says what it holds.
+        ("[1, 2]", "the file holds an array, not an object of keys"),
+        ("\"x\"", "the file holds a string, not an object of keys"),
+        ("null", "the file holds null"),
+        // A NUL in any path.
+        (
+            r#"{"dir": "/run/x\u0000y"}"#,
+            r#"key "dir": "/run/x\0y" holds a NUL byte"#,
+        ),
+        (r#"{"root": "/r\u0000"}"#, r#"key "root""#),
+        (r#"{"log": "/var/log/x\u0000"}"#, r#"key "log""#),
+        // System directories, whatever their spelling, and `..`.
+        (
+            r#"{"claims_dir": "/etc"}"#,
+            r#"key "claims_dir": "/etc" is a system directory"#,
+        ),
+        (
+            r#"{"claims_dir": "/"}"#,
+            r#"key "claims_dir": "/" is a system directory"#,
+        ),
+        (r#"{"claims_dir": "//tmp/"}"#, "is a system directory"),
+        (r#"{"nri_dir": "/var/lib"}"#, r#"key "nri_dir""#),
+        (r#"{"inventory_dir": "/lib64"}"#, r#"key "inventory_dir""#),
+        (
+            r#"{"inventory_dir": "/usr/./local"}"#,
+            "is a system directory",
+        ),
+        (
+            r#"{"dir": "/proc"}"#,
+            r#"key "dir": "/proc" is a system directory"#,
+        ),
+        (
+            r#"{"claims_dir": "/run/cpuplan/../../etc"}"#,
+            "holds a .. component",
+        ),
+        // A wait the shipped registrations' timeout cannot hold, saying the figure.
+        (
+            r#"{"claim_wait_ms": 8001}"#,
+            "8001 is over 8000: the hook's registrations time it out after 10 s",
+        ),
     ] {
         let e = parse(text).unwrap_err().to_string();
         assert!(
             e.contains("/etc/cpuplan/hook.json") && e.contains(needle),
             "{text}: {e}"
         );
+    }
+}
+
+#[test]
+fn every_key_is_known_and_an_unknown_one_is_named_after_the_known_ones_values() {
+    for key in KEYS {
+        parse(&format!(r#"{{"{key}": null}}"#)).unwrap_or_else(|e| panic!("{key}: {e}"));
+    }
+    let e = parse(r#"{"step_thread_cor": "auto"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with(
+            "unknown field `step_thread_cor`, expected one of `step_thread_core`, `pool_split`, \
+             `cpuset`, `dir`, \
+             `claims_dir`, `on_error`, `log`, `log_level`, `root`, `topology_root`, \
+             `claim_wait_ms`, `gpu_sources`, `nri_dir`, `inventory_dir`"
+        ),
+        "{e}"
+    );
+    let e = parse(r#"{"on_error": "maybe", "surprise": 1}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(r#"key "on_error": "maybe""#), "{e}");
+}
+
+#[test]
+fn a_directory_of_cpuplan_s_own_below_a_system_directory_is_fine() {
+    let c = parse(
+        r#"{"claims_dir": "/var/lib/cpuplan/claims", "nri_dir": "/run/cpuplan/nri",
+            "inventory_dir": "/run/cpuplan/inventory", "dir": "/run/cpuplan",
+            "claim_wait_ms": 8000}"#,
+    )
+    .unwrap();
+    assert_eq!(c.claims_dir, PathBuf::from("/var/lib/cpuplan/claims"));
+    assert_eq!(c.claim_wait_ms, MAX_CLAIM_WAIT_MS);
+    assert!(is_system_dir(Path::new("/libx32")) && is_system_dir(Path::new("/etc/")));
+    assert!(!is_system_dir(Path::new("/etc/cpuplan")) && !is_system_dir(Path::new("/library/x")));
+    for key in ["claims_dir", "nri_dir", "inventory_dir"] {
+        for dir in SYSTEM_DIRS {
+            let e = parse(&format!(r#"{{"{key}": "{dir}"}}"#)).unwrap_err();
+            assert!(
+                e.to_string().contains("is a system directory"),
+                "{key} {dir}: {e}"
+            );
+        }
     }
 }
 
@@ -128,6 +244,21 @@ fn an_unusable_config_keeps_its_valid_on_error_log_and_log_level() {
     assert_eq!(c.on_error, OnError::Allow);
     assert_eq!(c.log, None);
     assert_eq!(c.log_level, LogLevel::Info);
+    // Where the claims are: what `claims` lists from a broken config.
+    std::fs::write(
+        &path,
+        r#"{"on_error": true, "claims_dir": "/srv/cpuplan/claims"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        HookConfig::of_unusable(&path).claims_dir,
+        PathBuf::from("/srv/cpuplan/claims")
+    );
+    std::fs::write(&path, r#"{"on_error": true, "claims_dir": "/etc"}"#).unwrap();
+    assert_eq!(
+        HookConfig::of_unusable(&path).claims_dir,
+        HookConfig::default().claims_dir
+    );
     std::fs::write(&path, "{").unwrap();
     assert_eq!(HookConfig::of_unusable(&path), HookConfig::default());
 }

@@ -104,7 +104,7 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
             Err(e) => return Decision::off(inputs, e.to_string()),
         },
     };
-    let mut plan = plan;
+    let mut plan = plan.with_split(inputs.split);
     let mut notes = inputs.notes.clone();
     let mut claims = Vec::new();
     if inputs.setting == Setting::Auto {
@@ -171,10 +171,20 @@ impl Decision {
             self.plan.mask,
             self.plan.usable,
             self.plan.setting,
-            inputs.setting_from,
+            self.setting_from(inputs),
             self.plan.why,
             self.cpuset_why
         )
+    }
+
+    /// Where the plan's setting came from: the input that gave it, or, after a planning problem
+    /// (which may come before any input gave one), the problem.
+    pub fn setting_from(&self, inputs: &Inputs) -> String {
+        if self.problem.is_some() {
+            "off after a planning problem".into()
+        } else {
+            inputs.setting_from.clone()
+        }
     }
 
     /// The `off` plan over the container's mask, carrying `cause`: nothing narrowed, claimed or pinned.
@@ -190,7 +200,8 @@ impl Decision {
                 inputs.usable,
                 inputs.addresses(),
                 format!("step_thread_core off: {cause}"),
-            ),
+            )
+            .with_split(inputs.split),
             claims: Vec::new(),
             notes,
             problem: Some(cause),

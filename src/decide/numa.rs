@@ -16,16 +16,16 @@ pub fn numa_cpuset(
     }
     let mut local = CpuSet::new();
     for address in gpus.iter().map(|g| &g.address) {
-        match host
-            .iter()
-            .find(|g| &g.address == address)
-            .and_then(|g| g.local.as_ref())
-        {
+        let gpu = host.iter().find(|g| &g.address == address);
+        match gpu.and_then(HostGpu::placement_cpus) {
             Some(l) => local.extend_from(l),
             None => {
                 return (
                     None,
-                    format!("cpuset kept: sysfs gives no local CPUs for GPU {address}"),
+                    match gpu.and_then(HostGpu::unplaced_why) {
+                        Some(why) => format!("cpuset kept: GPU {address}: {why}"),
+                        None => format!("cpuset kept: sysfs gives no local CPUs for GPU {address}"),
+                    },
                 )
             }
         }
@@ -60,6 +60,7 @@ mod tests {
             address: a.into(),
             node: Some(0),
             local: local.map(|l| l.parse().unwrap()),
+            cpu_node: None,
         }
     }
 

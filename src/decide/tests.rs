@@ -227,3 +227,24 @@ fn a_course_makes_each_next_decision_and_the_verdict() {
     let refused = Course::new(&bad, &deny).verdict().unwrap_err();
     assert!(refused.problem.contains("mask is empty"), "{refused}");
 }
+
+#[test]
+fn the_summary_of_an_off_plan_after_a_problem_names_where_off_came_from() {
+    // A bad annotation fails the read before any input gave a setting: no source yet.
+    let mut i = inputs(Setting::Auto, &["2a"], "0-15", 4);
+    i.setting_from = String::new();
+    let cause = "annotation cpuplan.step-thread-core: \"fast\" is not off, auto or a cpu number";
+    let d = Decision::off(&i, cause.into());
+    let line = d.summary(&i);
+    assert!(
+        line.contains(&format!(
+            "setting off (off after a planning problem): step_thread_core off: {cause}"
+        )),
+        "{line}"
+    );
+    assert!(!line.contains("()"), "{line}");
+    // plan.json's inputs say the same: one rule.
+    assert_eq!(d.setting_from(&i), "off after a planning problem");
+    let fine = inputs(Setting::Auto, &[], "0-15", 4);
+    assert_eq!(decide(&fine, &config()).setting_from(&fine), "hook config");
+}

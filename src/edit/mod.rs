@@ -24,6 +24,9 @@ pub const PLAN_ANNOTATION: &str = "cpuplan.plan";
 pub const PLAN_JSON: &str = "plan.json";
 /// The plan's env file in the plan directory.
 pub const PLAN_ENV: &str = "plan.env";
+/// Where the NRI plugin mounts a container's plan directory (the hook's is the config's `dir`):
+/// in the `/dev` tmpfs the runtime makes, never where the image's own files are.
+pub const NRI_PLAN_DIR: &str = "/dev/cpuplan";
 
 /// A file to place in the container's plan directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -66,11 +66,7 @@ impl PlanDoc {
                 mask: inputs.mask.clone(),
                 cpuset: decision.cpuset.clone(),
                 gpus: inputs.gpus.iter().map(|g| g.address.clone()).collect(),
-                setting_from: if decision.problem.is_some() {
-                    "off after a planning problem".into()
-                } else {
-                    inputs.setting_from.clone()
-                },
+                setting_from: decision.setting_from(inputs),
                 gpu_notes: inputs.gpu_notes.clone(),
             },
         }

@@ -8,19 +8,23 @@
 
 use std::io::Read;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::apply::below::{open_rootfs, remove_plan_files_of, write_placed_in, RootfsError};
-use crate::apply::claim::{claim_for_init, release, scope};
+use cpuplan::Holder;
+
+use crate::apply::below::{open_rootfs, remove_plan_files_of, PlanDir};
+use crate::apply::claim::{claim_for_init, release, scope, Deadline};
 use crate::apply::cpuset::{
     restore_cpuset, write_cpuset, CpusetError, CpusetWrite, Narrowed, UnitSet,
 };
-use crate::apply::hostplan;
+use crate::apply::hostplan::{self, Hold};
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
 use crate::decide::{verdict, Course, Decision, Refusal};
 use crate::edit::{PlanDoc, SpecEdit};
+use crate::logging::escape;
 use crate::read::bundle::{load_bundle, load_rootfs};
 use crate::read::host::Host;
 use crate::read::nodes::gpu_nodes;
@@ -99,6 +103,7 @@ pub fn run_hook(
     if std::env::var_os("HOOK_TEST_PANIC").is_some() {
         panic!("HOOK_TEST_PANIC is set");
     }
+    let started = std::time::Instant::now();
     let state = read_state(input)?;
     let (config, config_problem) = match HookConfig::load(config_path) {
         Ok(c) => (c, None),
@@ -125,7 +130,7 @@ pub fn run_hook(
         // createRuntime still writes the off plan carrying the cause (or, under deny, refuses
         // the container): the containers see why they are not planned, not just the host log.
         if stage == Stage::CreateRuntime {
-            return create_runtime(&config, &state, Some(ReadError::Config(e)));
+            return create_runtime(&config, &state, started, Some(ReadError::Config(e)));
         }
         return refuse(&config, &state, &e.to_string()).map(|()| None);
     }
@@ -135,43 +140,48 @@ pub fn run_hook(
             Ok(None)
         }
         Stage::Poststop => {
-            match release(&config, state.id(), state.bundle(), None) {
+            let deadline = Deadline::new(started, None);
+            match release(&config, state.id(), state.bundle(), None, &deadline) {
                 Ok(n) => log::info!(
                     "container {}: stopped, released {n} GPU claim(s)",
                     state.id()
                 ),
                 Err(e) => log::warn!("container {}: cannot release GPU claims: {e}", state.id()),
             }
-            if hostplan::take(&config.claims_dir, &scope(state.bundle()), state.id()) {
-                remove_host_plan_files(&config, &state);
+            let (wait, _) = deadline.wait(config.claim_wait_ms);
+            let bundle_scope = scope(state.bundle());
+            if hostplan::take(
+                &config.claims_dir,
+                &config.root,
+                &bundle_scope,
+                state.id(),
+                wait,
+            ) {
+                remove_host_plan_files(&config, state.bundle(), state.id());
             }
             Ok(None)
         }
-        Stage::CreateRuntime => create_runtime(&config, &state, None),
+        Stage::CreateRuntime => create_runtime(&config, &state, started, None),
     }
 }
 
-/// At poststop, where createRuntime recorded that it wrote the plan files into the rootfs's own
-/// filesystem ([`hostplan`]): those in a rootfs that is a host directory (no tmpfs on the plan
-/// directory's path inside the container) are removed, so that the next container on that
-/// directory never reads this one's plan.
-fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
+/// At poststop (or where a later createRuntime collects the record of a container whose
+/// poststop never ran), where createRuntime recorded that it wrote the plan files of container
+/// `id` of `bundle` into the rootfs's own filesystem ([`hostplan`]): those in a rootfs that is a
+/// host directory (no tmpfs on the plan directory's path inside the container) are removed
+/// where `plan.json` still names the container, so that the next container on that directory
+/// never reads this one's plan.
+fn remove_host_plan_files(config: &HookConfig, bundle: &Path, id: &str) {
     // Only the rootfs: poststop has no use for the rest of the spec.
-    let Ok(rootfs) = load_rootfs(state.bundle()) else {
+    let Ok(rootfs) = load_rootfs(bundle) else {
         return;
     };
     let rootfs = rootfs.as_path();
     let names = [crate::edit::PLAN_ENV, crate::edit::PLAN_JSON];
-    match remove_plan_files_of(
-        rootfs,
-        &config.dir,
-        &names,
-        crate::edit::PLAN_JSON,
-        state.id(),
-    ) {
+    match remove_plan_files_of(rootfs, &config.dir, &names, crate::edit::PLAN_JSON, id) {
         Ok(true) => log::info!(
             "container {}: removed its plan files from {} (the rootfs is a host directory)",
-            state.id(),
+            escape(id),
             rootfs
                 .join(config.dir.strip_prefix("/").unwrap_or(&config.dir))
                 .display()
@@ -179,7 +189,7 @@ fn remove_host_plan_files(config: &HookConfig, state: &HookState) {
         Ok(false) => {}
         Err(e) => log::warn!(
             "container {}: cannot remove its plan files from the rootfs {}: {e}",
-            state.id(),
+            escape(id),
             rootfs.display()
         ),
     }
@@ -206,11 +216,13 @@ fn fail(state: &HookState, course: &mut Course, cause: String) -> Result<(), Hoo
 }
 
 /// Reads, decides, claims, narrows the cpuset and writes the plan files of the container in
-/// `state`; `unusable` is why the hook config failed to load, if it did (`config` is then what
-/// [`HookConfig::of_unusable`] keeps): it is the inputs' problem, so the decision is `off`.
+/// `state`, for a hook that started at `started`; `unusable` is why the hook config failed to
+/// load, if it did (`config` is then what [`HookConfig::of_unusable`] keeps): it is the inputs'
+/// problem, so the decision is `off`.
 fn create_runtime(
     config: &HookConfig,
     state: &HookState,
+    started: std::time::Instant,
     unusable: Option<ReadError>,
 ) -> Result<Option<Report>, HookError> {
     // The hook is a one-shot process: what it read goes with it at exit. Neither the host's
@@ -235,11 +247,17 @@ fn create_runtime(
     // rootfs opened here is the one the GPU device nodes are read from and the plan files are
     // written into.
     let rootfs = open_rootfs(&config.root, state.pid(), &rootfs_path);
+    // The init's mount table: what the runtime really mounted at the container's /dev.
+    let table = state.pid().map(|pid| {
+        cpuplan::Process::Pid(pid)
+            .proc_dir(&config.root)
+            .join("mountinfo")
+    });
     let live = Live {
         annotations: state.annotations().clone(),
         nodes: rootfs
             .as_ref()
-            .map(|fd| gpu_nodes(fd.as_fd(), &spec.mounts))
+            .map(|fd| gpu_nodes(fd.as_fd(), &spec.mounts, table.as_deref()))
             .unwrap_or_default(),
     };
     let mut inputs = ManuallyDrop::new(read(&host, config, container, spec, &live));
@@ -268,6 +286,32 @@ fn create_runtime(
             return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     }
+    // The locks (the host-plan records', the claims') are waited on no longer than the hook's
+    // registration lets it run.
+    let deadline = Deadline::new(started, own_timeout(&inputs.spec.hooks));
+    // The plan directory, opened (made) before anything is claimed: where it is on the rootfs's
+    // own filesystem, another live container on the same rootfs directory may plan there.
+    let names = [crate::edit::PLAN_ENV, crate::edit::PLAN_JSON];
+    let plan_dir = match PlanDir::open(&rootfs, &config.dir, &names) {
+        Ok(d) => d,
+        Err(e) => {
+            fail(state, &mut course, e.to_string())?;
+            return Ok(Some(report(&inputs, course.into_decision(), None)));
+        }
+    };
+    if plan_dir.on_rootfs() {
+        if let Some((cause, holder)) = hold_plan_dir(config, &host, &inputs, &plan_dir, &deadline) {
+            log::warn!(
+                "container {}: planning problem: {cause} (held by live container {}, pid {}, bundle {})",
+                state.id(),
+                escape(&holder.container),
+                holder.pid,
+                escape(&holder.scope)
+            );
+            course.fail(cause).map_err(|r| denied(state, r))?;
+            return Ok(Some(report(&inputs, course.into_decision(), None)));
+        }
+    }
     log::debug!(
         "container {}: rootfs {} opened; cpuset {} planned",
         state.id(),
@@ -283,14 +327,10 @@ fn create_runtime(
         config,
         &inputs.container,
         &course.decision().claims,
+        &deadline,
     ));
-    let cpuset_file = narrow(config, &host, state, &inputs, &mut course)?;
-    let written = write_files(
-        config,
-        state,
-        &rootfs,
-        &SpecEdit::new(&inputs, course.decision(), config),
-    );
+    let cpuset_file = narrow(config, &host, state, &inputs, &mut course, &deadline)?;
+    let written = plan_dir.write_placed(&SpecEdit::new(&inputs, course.decision(), config).files);
     let cpuset_file = match written {
         Ok(()) => {
             log::debug!(
@@ -301,7 +341,7 @@ fn create_runtime(
             cpuset_file.map(|n| n.path)
         }
         Err(e) => {
-            release_logged(config, &host, &inputs);
+            release_logged(config, &host, &inputs, &deadline);
             if let Some(narrowed) = cpuset_file {
                 put_back(state, &narrowed);
             }
@@ -312,7 +352,7 @@ fn create_runtime(
             } else {
                 fail(state, &mut course, cause)?;
                 let off = SpecEdit::new(&inputs, course.decision(), config);
-                if let Err(e) = write_files(config, state, &rootfs, &off) {
+                if let Err(e) = plan_dir.write_placed(&off.files) {
                     log::warn!(
                         "container {}: cannot write the off plan either: {e}",
                         state.id()
@@ -336,18 +376,22 @@ fn narrow(
     state: &HookState,
     inputs: &Inputs,
     course: &mut Course,
+    deadline: &Deadline,
 ) -> Result<Option<Narrowed>, HookError> {
     let (Some(set), Some(pid)) = (course.decision().cpuset.clone(), state.pid()) else {
         return Ok(None);
     };
     let cgroups_path = inputs.spec.cgroups_path.as_deref();
     let bus = crate::apply::unit::system_bus(&config.root);
+    // systemd is waited on no longer than the hook's registration leaves (less the rest of its
+    // work), so that a bus that does not answer never gets the hook killed.
+    let unit_wait = deadline.left().saturating_sub(Duration::from_millis(500));
     match write_cpuset(
         &inputs.cgroups,
         pid,
         &set,
         (cgroups_path, &inputs.container.id),
-        &bus,
+        (&bus, unit_wait),
     ) {
         Ok(CpusetWrite::Written(narrowed)) => {
             log::debug!(
@@ -384,7 +428,7 @@ fn narrow(
             Ok(None)
         }
         Err(e) => {
-            release_logged(config, host, inputs);
+            release_logged(config, host, inputs, deadline);
             fail(state, course, e.to_string())?;
             Ok(None)
         }
@@ -413,7 +457,7 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
 }
 
 /// Releases what this createRuntime claimed for the container (its init, live, holds it).
-fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
+fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs, deadline: &Deadline) {
     let Some(bundle) = &inputs.container.bundle else {
         return;
     };
@@ -422,7 +466,7 @@ fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
         .container
         .pid
         .and_then(|pid| host.holder(id, &scope(bundle), pid).ok().flatten());
-    if let Err(e) = release(config, id, bundle, by.as_ref()) {
+    if let Err(e) = release(config, id, bundle, by.as_ref(), deadline) {
         log::warn!(
             "container {}: cannot release GPU claims: {e}",
             inputs.container.id
@@ -430,24 +474,83 @@ fn release_logged(config: &HookConfig, host: &Host, inputs: &Inputs) {
     }
 }
 
-/// Writes the edit's files; where they sit in the rootfs's own filesystem, records it for
-/// poststop ([`hostplan`]: without the record poststop does not look for them).
-fn write_files(
+/// The timeout, in seconds, of this hook's own registration in the spec (the `createRuntime`
+/// or `prestart` hooks whose program is this executable; the shortest where several are):
+/// what the runtime kills it after. `None` where none is found (a wrapper script, no
+/// timeout): the shipped registrations' bound holds.
+fn own_timeout(hooks: &[crate::read::spec::SpecHook]) -> Option<i64> {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::fs::metadata("/proc/self/exe").ok()?;
+    hooks
+        .iter()
+        .filter(|h| {
+            std::fs::metadata(&h.path).is_ok_and(|m| m.dev() == me.dev() && m.ino() == me.ino())
+        })
+        .filter_map(|h| h.timeout)
+        .min()
+}
+
+/// Where the plan directory is on the rootfs's own filesystem: takes it for the container
+/// ([`hostplan::hold`]), which also records it for poststop and collects the records of gone
+/// containers (their plan files removed here). Returns why the container gets no plan files,
+/// and who holds the directory, where another live container plans for it; a record that
+/// cannot be made is a warning, and the files are written as before.
+fn hold_plan_dir(
     config: &HookConfig,
-    state: &HookState,
-    rootfs: &OwnedFd,
-    edit: &SpecEdit,
-) -> Result<(), RootfsError> {
-    if write_placed_in(rootfs, &edit.dir, &edit.files)? {
-        if let Err(e) = hostplan::mark(&config.claims_dir, &scope(state.bundle()), state.id()) {
-            log::warn!(
-                "container {}: its plan files are in the rootfs, and poststop will not remove them: cannot record them in {}: {e}",
-                state.id(),
-                hostplan::records_dir(&config.claims_dir).display()
-            );
+    host: &Host,
+    inputs: &Inputs,
+    plan_dir: &PlanDir,
+    deadline: &Deadline,
+) -> Option<(String, Holder)> {
+    let container = &inputs.container;
+    let (Some(pid), Some(bundle)) = (container.pid, &container.bundle) else {
+        return None;
+    };
+    let id = escape(&container.id);
+    let unrecorded = |why: String| {
+        log::warn!(
+            "container {id}: its plan files are in the rootfs, and neither poststop nor another container on it knows: cannot record them in {}: {why}",
+            hostplan::records_dir(&config.claims_dir).display()
+        );
+    };
+    let holder = match host.holder(&container.id, &scope(bundle), pid) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            unrecorded(format!("pid {pid} is gone or a zombie"));
+            return None;
         }
+        Err(e) => {
+            unrecorded(e.to_string());
+            return None;
+        }
+    };
+    let dir = match plan_dir.identity() {
+        Ok(key) => hostplan::dir_id(key),
+        Err(e) => {
+            unrecorded(format!("cannot stat {}: {e}", config.dir.display()));
+            return None;
+        }
+    };
+    let (wait, _) = deadline.wait(config.claim_wait_ms);
+    let (held, collected) =
+        match hostplan::hold(&config.claims_dir, &host.root, &dir, &holder, wait) {
+            Ok(Hold::Taken { collected }) => (None, collected),
+            Ok(Hold::Held { by, collected }) => (Some(by), collected),
+            Err(e) => {
+                unrecorded(e.to_string());
+                return None;
+            }
+        };
+    for gone in collected {
+        remove_host_plan_files(config, Path::new(&gone.scope), &gone.container);
     }
-    Ok(())
+    held.map(|by| {
+        let cause = format!(
+            "its plan directory {} is on its rootfs's own filesystem, shared with another live container that plans for it: a rootfs directory is planned for by one container at a time, so this one gets no plan files",
+            config.dir.display()
+        );
+        (cause, by)
+    })
 }
 
 /// One line per container (and one per note of the read).

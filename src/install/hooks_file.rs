@@ -14,9 +14,6 @@ pub const VERSION: &str = "1.0.0";
 /// The `PATH` the hook runs with (a runtime gives a hook no environment of its own).
 const HOOK_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// The seconds a runtime gives the hook before it aborts it.
-const HOOK_TIMEOUT: i64 = 10;
-
 /// An oci-hooks file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HooksFile {
@@ -50,7 +47,7 @@ pub fn hook(binary: &Path, config: &Path, args: &[&str]) -> Hook {
         .path(PathBuf::from(binary))
         .args(argv)
         .env(vec![HOOK_PATH.to_string()])
-        .timeout(HOOK_TIMEOUT)
+        .timeout(crate::config::HOOK_TIMEOUT_S as i64)
         .build()
         .expect("a hook with a path is complete")
 }
@@ -113,6 +110,12 @@ mod tests {
             );
             assert_eq!(f.when.always, Some(true), "{name}");
             assert_eq!(f.stages, stages, "{name}");
+            // The bound check-config puts on claim_wait_ms is derived from this timeout.
+            assert_eq!(
+                f.hook.timeout(),
+                Some(crate::config::HOOK_TIMEOUT_S as i64),
+                "{name}"
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Containers whose plan mount may have stopped their start. The plugin cannot see an image's
-//! own files (NRI gives it the spec, not the root filesystem), so an image holding a regular
-//! file at `dir` fails its start on the plan mount (runc: `not a directory`). A container that
+//! Containers whose plan mount may have stopped their start: the last line of defence. The
+//! plugin cannot see an image's own files (NRI gives it the spec, not the root filesystem), so
+//! it mounts the plan in the `/dev` the runtime makes ([`super::planner::PLAN_MOUNT`]), where
+//! no file of the image can be; should a runtime still fail a start on it, a container that
 //! got a plan mount and was never stopped never ran (a start that fails leaves no task, so no
 //! StopContainer); when its pod creates a container of the same name again (kubelet's next
 //! attempt), under `on_error: allow`, the plugin gives that one its env and no plan mount.

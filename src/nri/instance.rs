@@ -109,7 +109,8 @@ fn holder_of(file: &File) -> String {
 }
 
 /// Opens (creating, 0600) the lock file in `nri_dir` (made as needed, no component a link),
-/// never through a link and only a regular file.
+/// never through a link, and only a regular file of this user's own with one link (a hard link
+/// planted there is never written through: [`cpuplan::require_own_file`]).
 fn open(nri_dir: &Path) -> Result<File, std::io::Error> {
     let root = open_rootfs(Path::new("/"), None, Path::new("/")).map_err(std::io::Error::other)?;
     let dir = open_dir_in(&root, nri_dir).map_err(std::io::Error::other)?;
@@ -122,7 +123,7 @@ fn open(nri_dir: &Path) -> Result<File, std::io::Error> {
         Mode::from_bits_truncate(0o600),
     )?;
     let file = File::from(crate::read::own(fd));
-    cpuplan::require_regular(&file)?;
+    cpuplan::require_own_file(&file)?;
     Ok(file)
 }
 
@@ -172,5 +173,21 @@ mod tests {
         nix::unistd::mkfifo(&dir.join(LOCK_FILE), Mode::from_bits_truncate(0o600)).unwrap();
         let err = Instance::acquire(&dir, false).unwrap_err().to_string();
         assert!(err.contains("not a regular file"), "{err}");
+        std::fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        // A hard link to a file elsewhere, and another user's file: never truncated or written.
+        std::fs::hard_link(&target, dir.join(LOCK_FILE)).unwrap();
+        let err = Instance::acquire(&dir, false).unwrap_err().to_string();
+        assert!(
+            err.contains(LOCK_FILE) && err.contains("2 links to it (a hard link)"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        std::fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        std::fs::write(dir.join(LOCK_FILE), "theirs").unwrap();
+        std::os::unix::fs::chown(dir.join(LOCK_FILE), Some(4242), None).unwrap();
+        let err = Instance::acquire(&dir, false).unwrap_err().to_string();
+        assert!(err.contains("owned by uid 4242, not by uid 0"), "{err}");
+        let theirs = std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap();
+        assert_eq!(theirs, "theirs");
     }
 }

@@ -9,28 +9,32 @@
 //! directory gets no arguments, and NRI hands it the file `<plugin_config_path>/10-cpuplan.conf`
 //! (or `cpuplan.conf`) instead, which then holds the same JSON keys.
 //!
-//! What it leaves alone: a container with a mount at or under the plan directory `dir` gets
-//! its env but no plan mount (the tenant's mount stays); a container of the plugin's own pod,
+//! The plan directory is mounted at [`PLAN_MOUNT`] (`/dev/cpuplan`, in the `/dev` the runtime
+//! makes), never at the hook's `dir`, where the image's own files could stop the start. What it
+//! leaves alone: a container with a mount at or under [`PLAN_MOUNT`], or whose `/dev` is not
+//! the runtime's tmpfs, gets its env but no plan mount (the tenant's mount stays); a container
+//! of the plugin's own pod,
 //! or one that mounts the host's `nri_dir` or `claims_dir` (another plugin pod, as in a
 //! DaemonSet rollout), is not planned at all.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
+use cpuplan::planenv::PLAN_PATH;
 use cpuplan::Holder;
 use nri_plugin::api::{
     ConfigureRequest, Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse,
-    Event, LinuxResources, PodSandbox, UpdateContainerResponse,
+    Event, LinuxResources, Mount, PodSandbox, UpdateContainerResponse,
 };
 use nri_plugin::{EventMask, Plugin, PluginResult};
 
 use crate::apply::claim::{claim, release_scope};
 use crate::config::{paths_overlap, HookConfig, OnError};
 use crate::decide::{decide, verdict, ClaimResult, Decision};
-use crate::edit::SpecEdit;
+use crate::edit::{SpecEdit, PLAN_JSON};
 use crate::logging::escape;
 use crate::read::host::Host;
 use crate::read::{read, Container as Ctr, Live};
@@ -136,6 +140,48 @@ pub fn pod_uid_of_cgroup(text: &str) -> Option<String> {
                     .all(|b| b.is_ascii_hexdigit() || b"-_".contains(&b)))
             .then(|| uid.replace('_', "-"))
         })
+}
+
+/// Where the plugin mounts a container's plan directory (read-only): in the `/dev` that the
+/// runtime makes afresh for every container (containerd and CRI-O: a tmpfs over whatever the
+/// image holds there), so that nothing of the image is at the destination and the runtime makes
+/// it, a directory in that tmpfs. `CPUPLAN_PLAN` names its `plan.json` in the container's
+/// environment, where the shim, the Python package and `cpuplan-exec` look first.
+pub const PLAN_MOUNT: &str = crate::edit::NRI_PLAN_DIR;
+
+/// Why the plan mount at [`PLAN_MOUNT`] could stop the start of a container with `mounts`, or
+/// land outside the `/dev` the runtime makes, if it could: a mount of the container's own at or
+/// under it (NRI would replace one at the same destination, and one below would be under a
+/// read-only mount), or a `/dev` that is not the runtime's tmpfs (a volume, a bind in any
+/// spelling, or none: what is there is then the image's or the host's).
+fn plan_mount_unsafe(mounts: &[Mount]) -> Option<String> {
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| at_or_under(&m.destination, Path::new(PLAN_MOUNT)))
+    {
+        return Some(format!(
+            "the container's own mount at {} covers the plan directory {PLAN_MOUNT}",
+            m.destination
+        ));
+    }
+    let dev = Path::new("/dev");
+    let mut devs = mounts.iter().filter(|m| Path::new(&m.destination) == dev);
+    let runtime_s = |m: &&Mount| {
+        m.r#type == "tmpfs"
+            && !Path::new(&m.source).is_absolute()
+            && !m.options.iter().any(|o| o == "bind" || o == "rbind")
+    };
+    match devs.clone().find(|m| !runtime_s(m)) {
+        Some(m) => Some(format!(
+            "the container's /dev is its own mount ({} from {}), not the runtime's tmpfs: the plan directory {PLAN_MOUNT} would be made in it",
+            if m.r#type.is_empty() { "no type" } else { &m.r#type },
+            m.source
+        )),
+        None if devs.next().is_none() => Some(format!(
+            "the container has no tmpfs of the runtime's at /dev: what is at {PLAN_MOUNT} is the image's"
+        )),
+        None => None,
+    }
 }
 
 /// Whether a container path `dest` is `dir` or below it (a path with `..` counts as below).
@@ -288,29 +334,21 @@ impl Planner {
             bundle: None,
         };
         let mut inputs = read(&self.host, &self.config, container, spec, &Live::default());
-        let covered = c
-            .mounts
-            .iter()
-            .find(|m| at_or_under(&m.destination, &self.config.dir));
-        if let Some(m) = covered {
-            inputs.notes.push(format!(
-                "the container's own mount at {} covers the plan directory {}: env only, no plan mount",
-                m.destination,
-                self.config.dir.display()
-            ));
+        let unsafe_mount = plan_mount_unsafe(&c.mounts);
+        if let Some(why) = &unsafe_mount {
+            inputs.notes.push(format!("{why}: env only, no plan mount"));
         }
-        let retried = match (covered, self.config.on_error) {
+        let retried = match (&unsafe_mount, self.config.on_error) {
             (None, OnError::Allow) => self.attempts.never_started(&pod.id, &c.name),
             _ => None,
         };
         if let Some(before) = &retried {
             inputs.notes.push(format!(
-                "the pod's earlier {} ({before}) got the plan mount and never ran (an image's own file at {}?): env only, no plan mount",
+                "the pod's earlier {} ({before}) got the plan mount and never ran: env only, no plan mount",
                 c.name,
-                self.config.dir.display()
             ));
         }
-        let mount = covered.is_none() && retried.is_none();
+        let mount = unsafe_mount.is_none() && retried.is_none();
         let decision = decide(&inputs, &self.config);
         if let Some(p) = &decision.problem {
             return self.problem(&id_text, p);
@@ -333,7 +371,12 @@ impl Planner {
             generation: 1,
         };
         let decision: Decision = decision.after_claim(&claimed);
-        let edit = SpecEdit::new(&inputs, &decision, &self.config);
+        let mut edit = SpecEdit::new(&inputs, &decision, &self.config);
+        edit.dir = PathBuf::from(PLAN_MOUNT);
+        if mount && !inputs.spec.sets_env(PLAN_PATH) {
+            edit.env
+                .push((PLAN_PATH.into(), format!("{PLAN_MOUNT}/{PLAN_JSON}")));
+        }
         match self.dirs.write(id, &edit, &record) {
             Ok(dir) => {
                 for note in &inputs.notes {

@@ -1,7 +1,7 @@
 //! A runtime spec's JSON (a bundle's `config.json`, or `precreate`'s stdin) read into a
 //! [`ContainerSpec`]: only the fields the planner uses are kept; everything else (the rest of
-//! the environment, other annotations, hooks…) is skipped as it is parsed, so
-//! a 16 MiB config costs little more than its own bytes.
+//! the environment, other annotations, the other hook stages…) is skipped as it is parsed,
+//! so a 16 MiB config costs little more than its own bytes.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::spec::{
-    env_of_interest, CharDevice, ContainerSpec, SpecError, SpecMount, ANNOTATION_PREFIX,
+    env_of_interest, CharDevice, ContainerSpec, SpecError, SpecHook, SpecMount, ANNOTATION_PREFIX,
 };
 
 /// The most bytes of a runtime spec the hook reads (16 MiB).
@@ -149,6 +149,17 @@ pub fn parse_spec(bytes: &[u8], path: &Path, bundle: &Path) -> Result<ContainerS
                 .with_source(m.source.as_deref().unwrap_or_default())
             })
             .collect(),
+        hooks: raw
+            .hooks
+            .map(|h| {
+                let all = h.create_runtime.into_iter().chain(h.prestart).flatten();
+                all.map(|h| SpecHook {
+                    path: PathBuf::from(h.path),
+                    timeout: h.timeout,
+                })
+                .collect()
+            })
+            .unwrap_or_default(),
         ..spec
     })
 }
@@ -166,6 +177,21 @@ struct RawSpec<'a> {
     linux: Option<RawLinux>,
     #[serde(borrow)]
     mounts: Option<Vec<RawMount<'a>>>,
+    hooks: Option<RawHooks>,
+}
+
+/// `hooks`, as far as the hook reads them: the stages it runs at, each hook's path and timeout.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawHooks {
+    create_runtime: Option<Vec<RawHook>>,
+    prestart: Option<Vec<RawHook>>,
+}
+
+#[derive(Deserialize)]
+struct RawHook {
+    path: String,
+    timeout: Option<i64>,
 }
 
 /// One of `mounts`, as oci-spec's `Mount` reads it, with the members the planner uses: each

@@ -26,6 +26,14 @@ pub enum ReadError {
         /// The value.
         value: String,
     },
+    /// A `pool_split` from the container that does not parse.
+    #[error("{origin}: pool_split {} is not per-process or off", cpuplan::quoted(.value))]
+    PoolSplit {
+        /// The annotation.
+        origin: String,
+        /// The value.
+        value: String,
+    },
     /// The config's cpus and the live mask share no CPU.
     #[error("the container's mask is empty: linux.resources.cpu.cpus shares no CPU with the process's allowed CPUs")]
     EmptyMask,

@@ -23,7 +23,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use cpuplan::planenv::STEP_THREAD_CORE;
-use cpuplan::{Cgroups, CpuSet, Setting, StaticTopology};
+use cpuplan::{Cgroups, CpuSet, PoolSplit, Setting, StaticTopology};
 
 use crate::config::HookConfig;
 use cpuplan::gpu::nvidia::VISIBLE_DEVICES;
@@ -41,6 +41,9 @@ pub(crate) fn own(fd: RawFd) -> OwnedFd {
 
 /// The annotation that sets `step_thread_core` for one container.
 pub const SETTING_ANNOTATION: &str = "cpuplan.step-thread-core";
+
+/// The annotation that sets `pool_split` for one container (`off`: one process drives every GPU).
+pub const POOL_SPLIT_ANNOTATION: &str = "cpuplan.pool-split";
 
 /// Which container: its id, its init's host pid (once it has one) and its bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +87,10 @@ pub struct Inputs {
     pub setting: Setting,
     /// Where the setting came from.
     pub setting_from: String,
+    /// How the CPUs left are shared among the deployment's processes.
+    pub split: PoolSplit,
+    /// Where the split came from.
+    pub split_from: String,
     /// What the plan consults of the host: its GPUs and the siblings of the CPUs it may use.
     pub topology: StaticTopology,
     /// What could not be read for lack of a pid, what names no GPU, for the reader (the log).
@@ -121,6 +128,8 @@ impl Inputs {
             gpus: Vec::new(),
             setting: Setting::Off,
             setting_from: String::new(),
+            split: PoolSplit::default(),
+            split_from: String::new(),
             topology: StaticTopology::default(),
             notes: Vec::new(),
             gpu_notes: Vec::new(),
@@ -153,6 +162,26 @@ pub fn resolve_setting(
     Ok((setting, from))
 }
 
+/// The split: the state's annotation, else the spec's, else the hook config; with where it came from.
+pub fn resolve_split(
+    config: &HookConfig,
+    spec: &ContainerSpec,
+    state_annotations: &BTreeMap<String, String>,
+) -> Result<(PoolSplit, String), ReadError> {
+    let annotation = state_annotations
+        .get(POOL_SPLIT_ANNOTATION)
+        .or_else(|| spec.annotations.get(POOL_SPLIT_ANNOTATION));
+    let Some(value) = annotation else {
+        return Ok((config.pool_split, "hook config".into()));
+    };
+    let from = format!("annotation {POOL_SPLIT_ANNOTATION}");
+    let split = value.parse().map_err(|_| ReadError::PoolSplit {
+        origin: from.clone(),
+        value: value.to_string(),
+    })?;
+    Ok((split, from))
+}
+
 /// Reads the inputs of `container`, whose spec is `spec` and whose live view is `live`, on `host` with `config`.
 ///
 /// Never fails: the first read that does is kept as [`Inputs::problem`], and what could not
@@ -165,6 +194,7 @@ pub fn read(
     live: &Live,
 ) -> Inputs {
     let mut inputs = Inputs::start(container, spec);
+    inputs.split = config.pool_split;
     if let Err(p) = read_into(&mut inputs, host, config, live) {
         if inputs.mask.is_empty() {
             inputs.mask = inputs
@@ -225,6 +255,7 @@ fn read_into(
     inputs.mask = mask;
     (inputs.setting, inputs.setting_from) =
         resolve_setting(config, &inputs.spec, &live.annotations)?;
+    (inputs.split, inputs.split_from) = resolve_split(config, &inputs.spec, &live.annotations)?;
     for n in &live.nodes {
         if let Some(why) = &n.untrusted {
             inputs.notes.push(format!(
@@ -246,5 +277,17 @@ fn read_into(
     inputs.notes.extend(found.notes.iter().cloned());
     inputs.gpu_notes = found.notes;
     inputs.topology = host.topology(inputs.setting, &inputs.addresses(), &inputs.mask)?;
+    // A GPU whose NUMA node has no CPUs: one line for where it was placed, or why not.
+    for g in &inputs.gpus {
+        if let Some(line) = inputs
+            .topology
+            .gpus
+            .iter()
+            .find(|h| h.address == g.address)
+            .and_then(cpuplan::HostGpu::placement_line)
+        {
+            inputs.notes.push(line);
+        }
+    }
     Ok(())
 }

@@ -15,6 +15,7 @@
 
 use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
@@ -39,10 +40,12 @@ pub struct Node {
 
 /// The GPU char devices under `rootfs` (an fd on the container's root as the hook opened it):
 /// `/dev/nvidiaN` (major 195) and `/dev/dri/cardN`, `/dev/dri/renderDN` (major 226), each with
-/// why it is not the runtime's under the spec's `mounts`, where it may not be: `dev` and `dri`
-/// are opened without following a link, each entry is `fstatat`ed without following one, and
-/// only char devices count. Nothing readable: none.
-pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
+/// why it is not the runtime's under the spec's `mounts` and, where `table` names the
+/// container's mount table (its init's `/proc/<pid>/mountinfo`), under what is really mounted
+/// at its `/dev`, where it may not be: `dev` and `dri` are opened without following a link,
+/// each entry is `fstatat`ed without following one, and only char devices count. Nothing
+/// readable: none.
+pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount], table: Option<&Path>) -> Vec<Node> {
     let Some(dir) = open_dir(rootfs.as_raw_fd(), "dev") else {
         return Vec::new();
     };
@@ -57,18 +60,33 @@ pub fn gpu_nodes(rootfs: BorrowedFd<'_>, mounts: &[SpecMount]) -> Vec<Node> {
     if found.is_empty() {
         return Vec::new();
     }
-    let landed = fstat(dirfd).map_or_else(
-        |e| Err(format!("cannot stat its /dev: {e}")),
-        |dev| landings(rootfs, mounts, &dev, dri_dir.as_ref(), &found),
-    );
+    let dev = fstat(dirfd).map_err(|e| format!("cannot stat its /dev: {e}"));
+    let landed = dev
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|dev| landings(rootfs, mounts, dev, dri_dir.as_ref(), &found));
+    // What is really mounted at its /dev, read once, and only where the spec's rules leave a
+    // node the runtime's.
+    let mut mounted: Option<Option<String>> = None;
+    let mut mounted_untrusted = || {
+        mounted
+            .get_or_insert_with(|| match (&dev, table) {
+                (_, None) => None,
+                (Err(why), Some(_)) => Some(why.clone()),
+                (Ok(dev), Some(table)) => table_untrusted(table, dev),
+            })
+            .clone()
+    };
     found
         .into_iter()
         .enumerate()
         .map(|(i, (device, _))| {
-            let untrusted = spec_untrusted(mounts, &device.path).or_else(|| match &landed {
-                Err(why) => Some(why.clone()),
-                Ok(on) => on[i].clone(),
-            });
+            let untrusted = spec_untrusted(mounts, &device.path)
+                .or_else(|| match &landed {
+                    Err(why) => Some(why.clone()),
+                    Ok(on) => on[i].clone(),
+                })
+                .or_else(&mut mounted_untrusted);
             Node { device, untrusted }
         })
         .collect()
@@ -151,10 +169,66 @@ pub fn spec_untrusted(mounts: &[SpecMount], path: &str) -> Option<String> {
             "/dev is a {} mount, not the runtime's tmpfs",
             kind(m)
         )),
+        // A runtime binds whatever the type string says (runc ignores it under MS_BIND).
+        Some(m) if m.binds || m.source.starts_with('/') => Some(format!(
+            "the spec mounts /dev from {} as a bind ({} typed {}), not the runtime's tmpfs",
+            quoted(&m.source),
+            if m.binds {
+                "a bind option"
+            } else {
+                "a path as source"
+            },
+            kind(m)
+        )),
         Some(m) if m.copies_up => {
             Some("/dev is a tmpfs that copies the image's /dev up (tmpcopyup)".into())
         }
         Some(_) => None,
+    }
+}
+
+/// The most bytes of the container's mount table read (a host's table, which a new mount
+/// namespace copies, of a few thousand mounts fits).
+const MAX_TABLE: usize = 4 << 20;
+
+/// Why the container's `/dev` (`dev`, as `fstat` gives it) is not a fresh tmpfs of the
+/// runtime's by the mount table at `table` (the init's `/proc/<pid>/mountinfo`, read bounded and
+/// without blocking), if it is not: the filesystem its `/dev` is on must be a tmpfs mounted
+/// exactly once in that table, whole (mount root `/`), at a `/dev`. A bind of a host directory
+/// (any filesystem mounted elsewhere too, or a directory of one), of another tmpfs, or of
+/// anything but a tmpfs is the tenant's, whatever the spec's type string says.
+pub fn table_untrusted(table: &Path, dev: &FileStat) -> Option<String> {
+    let text = match cpuplan::read_file(table, MAX_TABLE) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            return Some(format!(
+                "its mount table {} cannot be read: {e}",
+                table.display()
+            ))
+        }
+    };
+    let (maj, min) = (major(dev.st_dev), minor(dev.st_dev));
+    let mounts = cpuplan::mounts_of_device(&text, maj, min);
+    let at_dev = |p: &str| p == "/dev" || p.ends_with("/dev");
+    match mounts.as_slice() {
+        [] => Some(format!(
+            "its /dev (device {maj}:{min}) is on no mount of its mount table"
+        )),
+        [m] if m.fs_type == "tmpfs" && m.root == "/" && at_dev(&m.mount_point) => None,
+        [m] if m.fs_type != "tmpfs" => Some(format!(
+            "its mount table shows its /dev on a {} filesystem, not the runtime's tmpfs",
+            quoted(&m.fs_type)
+        )),
+        [m] => Some(format!(
+            "its mount table shows its /dev as {} of a tmpfs at {}, not a fresh tmpfs",
+            quoted(&m.root),
+            quoted(&m.mount_point)
+        )),
+        more => Some(format!(
+            "its mount table shows the filesystem of its /dev ({}) mounted {} times: a bind, not a fresh tmpfs",
+            quoted(&more[0].fs_type),
+            more.len()
+        )),
     }
 }
 

@@ -178,14 +178,14 @@ fn read_plan_bytes(root: &Path, pid: u32, path: &Path) -> Result<Vec<u8>, Runnin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::HookConfig;
     use std::os::unix::fs::symlink;
 
     /// A fake root with pid 42 in its own mount namespace, a v1 cpuset and cpu hierarchy
     /// (cpuset `cpus`, quota `quota_us` per 100000) and a plan of mask 1, quota 1 in its root.
-    fn fake(t: &Path, cpus: &str, quota_us: i64) -> Host {
+    pub(crate) fn fake(t: &Path, cpus: &str, quota_us: i64) -> Host {
         let root = t.join("root");
         let proc = root.join("proc");
         for d in ["self/ns", "42/ns", "42/root/run/cpuplan"] {

@@ -104,6 +104,19 @@ pub struct ContainerSpec {
     pub cgroups_path: Option<String>,
     /// `mounts`, in the spec's order (where the runtime gives them: not through NRI).
     pub mounts: Vec<SpecMount>,
+    /// `hooks.createRuntime` and `hooks.prestart` (where the runtime gives them: not through
+    /// NRI): the hook's own registration is among them, with the timeout it runs under.
+    pub hooks: Vec<SpecHook>,
+}
+
+/// A `createRuntime` or `prestart` hook of the spec: its program and the seconds the runtime
+/// gives it (`timeout`, where set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecHook {
+    /// `path`: the program, as the runtime runs it.
+    pub path: PathBuf,
+    /// `timeout`, in seconds.
+    pub timeout: Option<i64>,
 }
 
 /// The period the kernel and runc take where a spec gives none, or 0 (CRI's unset), in µs.

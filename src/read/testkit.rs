@@ -19,6 +19,7 @@ pub fn host_gpu(address: &str, node: u32, local: &str) -> HostGpu {
         address: address.into(),
         node: Some(node),
         local: Some(set(local)),
+        cpu_node: None,
     }
 }
 
@@ -56,6 +57,8 @@ pub fn inputs(setting: Setting, gpus: &[&str], mask: &str, usable: usize) -> Inp
             .collect(),
         setting,
         setting_from: "hook config".into(),
+        split: cpuplan::PoolSplit::PerProcess,
+        split_from: "hook config".into(),
         topology: topology(),
         notes: Vec::new(),
         gpu_notes: Vec::new(),

@@ -27,11 +27,13 @@ pub const CAPS_MAJOR: u32 = 237;
 pub const VM_DIR: &str = "/var/run/nvidia-container-devices";
 
 /// What a test container prints: its GPU nodes, the NVIDIA and thread variables it sees, its
-/// CPUs, and the plan files.
+/// CPUs, and the plan files (the hook's in `/run/cpuplan`; the NRI plugin's where
+/// `$CPUPLAN_PLAN` names them, in `/dev/cpuplan`).
 pub const PROBE: &str = r#"echo '--- nodes'; ls /dev/nvidia* /dev/nvidia-caps 2>/dev/null
 echo '--- env'; env | grep -E '^(NVIDIA_VISIBLE_DEVICES|OMP_NUM_THREADS|CDI_TEST)=' | sort
 echo "--- cpus"; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status
-echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo '--- end'"#;
+d=$(dirname "${CPUPLAN_PLAN:-/run/cpuplan/plan.json}")
+echo '--- planenv'; cat $d/plan.env; echo '--- planjson'; cat $d/plan.json; echo '--- end'"#;
 
 /// The probe, then sleep: the container holds its claim while the test goes on.
 pub fn sleeper() -> String {

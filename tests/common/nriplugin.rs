@@ -33,10 +33,10 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// into it, their CPUs, and the plan files. Only stdout: CRI logs stderr as another stream,
 /// which may land in an earlier section (a missing plan file's `cat` error among the mounts).
 pub const PROBE: &str = r#"echo '--- env'; env | sort
-echo '--- mounts'; grep ' /run/cpuplan ' /proc/mounts
-echo '--- write'; (echo x > /run/cpuplan/x) 2>&1 || echo refused
+echo '--- mounts'; grep ' /dev/cpuplan ' /proc/mounts
+echo '--- write'; (echo x > /dev/cpuplan/x) 2>&1 || echo refused
 echo "--- cpus"; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status
-echo '--- planenv'; cat /run/cpuplan/plan.env 2>/dev/null; echo '--- planjson'; cat /run/cpuplan/plan.json 2>/dev/null; echo '--- end'"#;
+echo '--- planenv'; cat /dev/cpuplan/plan.env 2>/dev/null; echo '--- planjson'; cat /dev/cpuplan/plan.json 2>/dev/null; echo '--- end'"#;
 
 /// Polls `cond` every 50 ms until it holds; fails with `what` and `ctx()` after [`WAIT`].
 pub fn wait_until(what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {

@@ -11,6 +11,8 @@ use super::fakehost::FakeHost;
 pub struct Case {
     pub name: &'static str,
     pub annotation: Option<&'static str>,
+    /// The `cpuplan.pool-split` annotation.
+    pub split: Option<&'static str>,
     pub env: &'static [&'static str],
     pub devices: &'static [i64],
     pub quota: Option<(i64, u64)>,
@@ -22,6 +24,7 @@ pub const fn case(name: &'static str) -> Case {
     Case {
         name,
         annotation: None,
+        split: None,
         env: &[],
         devices: &[],
         quota: None,
@@ -181,6 +184,53 @@ pub fn cases() -> Vec<Case> {
             quota: Some((0, 0)),
             ..case("quota and period 0")
         },
+        // A GB200 tray whose GPUs sit on NUMA nodes without CPUs: placed on the nearest Grace.
+        Case {
+            devices: &[2, 3],
+            quota: quota16,
+            cpus: Some("0-143"),
+            config: json!({"topology_root": super::fakehost::fixtures().join("grace/gb200-cdmm-off")}),
+            ..case("gb200 gpus on memory nodes near grace node 1")
+        },
+        Case {
+            devices: &[1, 2],
+            annotation: Some("4"),
+            quota: quota16,
+            cpus: Some("0-143"),
+            config: json!({"topology_root": super::fakehost::fixtures().join("grace/gb200-cdmm-off")}),
+            ..case("gb200 gpus near both graces, cpu 4")
+        },
+        // The pools shared among one process per GPU, or not.
+        Case {
+            devices: &[0, 1, 2, 3],
+            quota: Some((2_200_000, 100_000)),
+            ..case("four gpus, a process each")
+        },
+        Case {
+            devices: &[0, 1],
+            split: Some("off"),
+            quota: quota16,
+            ..case("two gpus, one process (annotation)")
+        },
+        Case {
+            devices: &[0, 1, 2],
+            config: json!({"pool_split": "off"}),
+            quota: quota16,
+            ..case("three gpus, one process (config)")
+        },
+        Case {
+            devices: &[0, 1],
+            split: Some("per-process"),
+            config: json!({"pool_split": "off"}),
+            quota: Some((200_000, 100_000)),
+            ..case("two gpus under 2 cpus, a process each (annotation over config)")
+        },
+        Case {
+            devices: &[0, 1],
+            split: Some("one"),
+            quota: quota16,
+            ..case("error: pool split that does not parse")
+        },
     ]
 }
 
@@ -203,6 +253,9 @@ pub fn host(c: &Case) -> FakeHost {
     }
     if let Some(a) = c.annotation {
         h.spec["annotations"] = json!({"cpuplan.step-thread-core": a});
+    }
+    if let Some(a) = c.split {
+        h.spec["annotations"]["cpuplan.pool-split"] = json!(a);
     }
     let mut cpu = json!({});
     if let Some((q, p)) = c.quota {

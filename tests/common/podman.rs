@@ -361,10 +361,13 @@ pub fn pid_free(plan: &Value) -> Value {
     })
 }
 
-/// A char device node `195:minor` (an NVIDIA GPU's numbers) in the temp dir, made once, for
-/// `--device NODE:/dev/nvidiaN`: podman copies its numbers into `linux.devices`; nothing opens it.
+/// A char device node `195:minor` (an NVIDIA GPU's numbers) in the target dir (not the temp
+/// dir: the tests leave nothing there), made once, for `--device NODE:/dev/nvidiaN`: podman
+/// copies its numbers into `linux.devices`; nothing opens it.
 pub fn gpu_node(minor: u64) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("cpuplan-e2e-nvidia{minor}"));
+    let dir = super::statics::target_dir().join("test-nodes");
+    std::fs::create_dir_all(&dir).expect("the target dir's test-nodes");
+    let path = dir.join(format!("nvidia{minor}"));
     let want = nix::sys::stat::makedev(195, minor);
     let ok = nix::sys::stat::stat(&path).is_ok_and(|st| st.st_rdev == want);
     if !ok {

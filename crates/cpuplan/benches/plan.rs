@@ -49,6 +49,7 @@ fn big_host() -> (StaticTopology, Vec<Option<String>>) {
                 address: format!("0000:{:02x}:00.0", 0x10 * (2 * n + g) + 1),
                 node: Some(n as u32),
                 local: Some(big_node(n)),
+                cpu_node: None,
             });
         }
     }

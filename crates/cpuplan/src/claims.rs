@@ -464,21 +464,25 @@ fn write_atomically(dir: &Path, address: &str, text: &str) -> Result<(), Error> 
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    let open = || {
-        use nix::libc::{O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_WRONLY};
-        crate::fsutil::open(
-            &tmp,
-            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK,
-            0o644,
-        )
+    // Truncated only once it is known to be a file of the claimer's own (never at the open).
+    let open = |fresh: bool| {
+        use nix::libc::{O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_WRONLY};
+        let excl = if fresh { O_EXCL } else { 0 };
+        let flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | excl;
+        let file = crate::fsutil::open(&tmp, flags, 0o644)?;
+        crate::fsutil::require_own_file(&file)?;
+        file.set_len(0)?;
+        Ok::<File, std::io::Error>(file)
     };
-    // What a killed claimer left under the name is written over; what cannot be (a symlink,
-    // a FIFO, a directory left there by hand) is removed and the open tried once more.
-    let mut file = match open() {
+    // What a killed claimer left under the name is written over; what may not be (a symlink,
+    // a FIFO, a directory left there by hand, a hard link, another user's file) is removed,
+    // saying why, and a fresh file made in its place.
+    let mut file = match open(false) {
         Ok(file) => file,
-        Err(_) => {
+        Err(e) => {
+            log::warn!("{}: {e}: removed, and a fresh one made", tmp.display());
             let _ = std::fs::remove_file(&tmp).or_else(|_| std::fs::remove_dir(&tmp));
-            open().map_err(io(&tmp))?
+            open(true).map_err(io(&tmp))?
         }
     };
     file.write_all(text.as_bytes()).map_err(io(&tmp))?;
@@ -537,25 +541,35 @@ fn lock(dir: &Path, how: FlockArg, wait: Duration) -> Result<Flock<File>, ClaimE
     }
 }
 
-/// The lock file opened for flock: read-write (created 0600), or read-only where that is all we
-/// may; never through a link, never blocking, and only a regular file.
+/// An exclusive flock of `dir`'s lock file (`.lock`, made 0600 where missing), tried until
+/// `wait` has passed, as claims are changed under: for another directory of records that a
+/// claimer keeps (the hook's host-plan records). Dropping it unlocks.
+pub fn lock_exclusive(dir: &Path, wait: Duration) -> Result<Flock<File>, ClaimError> {
+    lock(dir, FlockArg::LockExclusiveNonblock, wait)
+}
+
+/// The lock file opened for flock: read-write (created 0600) and then only a file of this
+/// user's own with one link ([`crate::fsutil::require_own_file`]), or read-only where that is
+/// all we may, and then only a regular file; never through a link, never blocking.
 fn open_lock(path: &Path) -> Result<File, Error> {
     use nix::libc::{O_CREAT, O_RDONLY, O_RDWR};
     let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
-    let opened = crate::fsutil::open(path, O_RDWR | O_CREAT | flags, 0o600);
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = match opened {
+    match crate::fsutil::open(path, O_RDWR | O_CREAT | flags, 0o600) {
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-            crate::fsutil::open(path, O_RDONLY | flags, 0)
+            let file = crate::fsutil::open(path, O_RDONLY | flags, 0).map_err(io)?;
+            crate::fsutil::require_regular(&file).map_err(io)?;
+            Ok(file)
         }
-        other => other,
+        Err(e) => Err(io(e)),
+        Ok(file) => {
+            crate::fsutil::require_own_file(&file).map_err(io)?;
+            Ok(file)
+        }
     }
-    .map_err(io)?;
-    crate::fsutil::require_regular(&file).map_err(io)?;
-    Ok(file)
 }
 
 #[cfg(test)]

@@ -225,10 +225,39 @@ pub fn require_regular(file: &std::fs::File) -> std::io::Result<()> {
     regular_size(file).map(drop)
 }
 
+/// `Ok` if the opened `file` may be written in an operator's directory (a lock, a claim, a
+/// record, a log): a regular file ([`require_regular`]) owned by this process's effective user
+/// (root, for the hook and the plugin) with one link. Else a `PermissionDenied` error saying
+/// what is wrong (its owner, its links), so that a hard link or another user's file planted
+/// under the name is never written through. A file just made with `O_CREAT|O_EXCL` passes by
+/// construction. Made before anything is written: the open must not truncate (`O_TRUNC`).
+pub fn require_own_file(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata()?;
+    kind_of(&meta)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { nix::libc::geteuid() };
+    let wrong = if meta.uid() != euid {
+        format!("owned by uid {}, not by uid {euid}", meta.uid())
+    } else if meta.nlink() != 1 {
+        format!(
+            "{} links to it (a hard link), not a file of its own",
+            meta.nlink()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(std::io::Error::new(ErrorKind::PermissionDenied, wrong))
+}
+
 /// The size `fstat` gives the opened `file` if it is a regular file; else [`require_regular`]'s error.
 fn regular_size(file: &std::fs::File) -> std::io::Result<u64> {
+    kind_of(&file.metadata()?)
+}
+
+/// `meta`'s size if it is a regular file's; else [`require_regular`]'s error.
+fn kind_of(meta: &std::fs::Metadata) -> std::io::Result<u64> {
     use std::os::unix::fs::FileTypeExt;
-    let meta = file.metadata()?;
     let kind = meta.file_type();
     if kind.is_file() {
         return Ok(meta.len());
@@ -466,6 +495,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("bad") && e.contains("\"x\""), "{e}");
+    }
+
+    #[test]
+    fn only_a_regular_file_of_one_s_own_with_one_link_may_be_written() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let own = d.path().join("own");
+        let f = open(
+            &own,
+            nix::libc::O_WRONLY | nix::libc::O_CREAT | nix::libc::O_EXCL,
+            0o600,
+        );
+        require_own_file(&f.unwrap()).unwrap();
+        let rw = || open(&own, nix::libc::O_RDWR, 0).unwrap();
+        std::fs::hard_link(&own, d.path().join("planted")).unwrap();
+        let e = require_own_file(&rw()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("2 links to it (a hard link)"), "{e}");
+        std::fs::remove_file(d.path().join("planted")).unwrap();
+        require_own_file(&rw()).unwrap();
+        let other = std::fs::metadata(&own).unwrap().uid() + 1000;
+        std::os::unix::fs::chown(&own, Some(other), None).unwrap();
+        let e = require_own_file(&rw()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("owned by uid {other}, not by uid")),
+            "{e}"
+        );
+        let dir = open(d.path(), nix::libc::O_RDONLY, 0).unwrap();
+        let e = require_own_file(&dir).unwrap_err().to_string();
+        assert!(e.contains("a directory, not a regular file"), "{e}");
     }
 
     #[test]

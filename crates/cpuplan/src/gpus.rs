@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::cpu_node::cpu_nodes;
+pub use crate::cpu_node::CpuNode;
 use crate::cpuset::{CpuSet, MAX_CPU};
 use crate::error::{Error, Result};
 use crate::fsutil::{read, read_cpu_list_optional, read_optional, under};
@@ -25,6 +27,80 @@ pub struct HostGpu {
     pub node: Option<u32>,
     /// Local CPUs; `None` where sysfs doesn't say.
     pub local: Option<CpuSet>,
+    /// Where a GPU whose node has no CPUs (or whose `local_cpulist` is empty) is placed: the
+    /// nearest node with CPUs, or why none. `None` where sysfs gives its locality.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_node: Option<CpuNode>,
+}
+
+impl HostGpu {
+    /// The GPU as sysfs lists it, its CPU node not yet known.
+    pub fn new(address: impl Into<String>, node: Option<u32>, local: Option<CpuSet>) -> Self {
+        HostGpu {
+            address: address.into(),
+            node,
+            local,
+            cpu_node: None,
+        }
+    }
+
+    /// The node the GPU is ranked on: the one it is placed on where its own has no CPUs,
+    /// else its own.
+    pub fn placement_node(&self) -> Option<u32> {
+        match &self.cpu_node {
+            Some(CpuNode::Nearest { node, .. }) => Some(*node),
+            _ => self.node,
+        }
+    }
+
+    /// The CPUs the GPU picks its cores from: its placement node's where its own has none,
+    /// else its local CPUs; `None` where nothing says (see [`HostGpu::unplaced_why`]).
+    pub fn placement_cpus(&self) -> Option<&CpuSet> {
+        match &self.cpu_node {
+            Some(CpuNode::Nearest { cpus, .. }) => Some(cpus),
+            Some(CpuNode::Unplaced { .. }) => None,
+            None => self.local.as_ref(),
+        }
+    }
+
+    /// Why a GPU whose node has no CPUs could not be placed, where it could not.
+    pub fn unplaced_why(&self) -> Option<&str> {
+        match &self.cpu_node {
+            Some(CpuNode::Unplaced { why }) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// One line for the log where the GPU's own node has no CPUs: the node it was placed on
+    /// and how (a tie settled), or why it stays unplaced; `None` where sysfs gives its locality.
+    pub fn placement_line(&self) -> Option<String> {
+        let from = self
+            .node
+            .map_or_else(|| "no NUMA node".to_string(), |n| format!("node {n}"));
+        match self.cpu_node.as_ref()? {
+            CpuNode::Nearest { node, .. } if self.node == Some(*node) => Some(format!(
+                "gpu {}: sysfs gives it no local CPUs: placed on its {from}'s CPUs",
+                self.address
+            )),
+            CpuNode::Nearest { node, note, .. } => Some(format!(
+                "gpu {}: its {from} has no CPUs: placed on node {node}, the nearest with CPUs by the distance table{}",
+                self.address,
+                note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+            )),
+            CpuNode::Unplaced { why } => Some(format!(
+                "gpu {}: not placed: {why}",
+                self.address
+            )),
+        }
+    }
+
+    /// How a tie between nodes was settled, where the GPU was placed on one of several.
+    pub fn placement_note(&self) -> Option<&str> {
+        match &self.cpu_node {
+            Some(CpuNode::Nearest { note, .. }) => note.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Where every PCI function has an entry, under a root.
@@ -33,6 +109,14 @@ pub const PCI_DEVICES_DIR: &str = "sys/bus/pci/devices";
 /// `<root>/sys/bus/pci/devices`, where every PCI function has an entry.
 pub fn pci_devices_dir(root: &Path) -> PathBuf {
     under(root, PCI_DEVICES_DIR)
+}
+
+/// The host root whose `sys/bus/pci/devices` is `devices`, where it is that directory.
+pub(crate) fn root_of_pci_devices(devices: &Path) -> Option<&Path> {
+    devices
+        .ends_with(PCI_DEVICES_DIR)
+        .then(|| devices.ancestors().nth(4))
+        .flatten()
 }
 
 /// Whether `e` is a file or PCI function that is not there (as opposed to one that is unreadable or malformed).
@@ -202,13 +286,21 @@ pub(crate) fn scan(devices: &Path, wanted: impl Fn(&Path) -> Result<bool>) -> Re
             continue;
         }
         let (node, local) = locality(&dir)?;
-        found.push(HostGpu {
-            address,
-            node,
-            local,
-        });
+        found.push(HostGpu::new(address, node, local));
     }
+    place(root_of_pci_devices(devices), &mut found);
     Ok(found)
+}
+
+/// Sets the CPU node of each of `gpus` whose own node has no CPUs, reading the node table
+/// under `root` only where one needs it.
+pub(crate) fn place(root: Option<&Path>, gpus: &mut [HostGpu]) {
+    let asked: Vec<(Option<u32>, Option<&CpuSet>)> =
+        gpus.iter().map(|g| (g.node, g.local.as_ref())).collect();
+    let found = cpu_nodes(root, &asked);
+    for (g, c) in gpus.iter_mut().zip(found) {
+        g.cpu_node = c;
+    }
 }
 
 /// The PCI functions listed in `devices` (`sys/bus/pci/devices`): each entry named by a PCI
@@ -255,6 +347,19 @@ mod tests {
                 ("local_cpulist", local),
             ],
         );
+    }
+
+    #[test]
+    fn the_root_of_a_pci_devices_directory() {
+        assert_eq!(
+            root_of_pci_devices(Path::new("/sys/bus/pci/devices")),
+            Some(Path::new("/"))
+        );
+        assert_eq!(
+            root_of_pci_devices(Path::new("/t/host/sys/bus/pci/devices")),
+            Some(Path::new("/t/host"))
+        );
+        assert_eq!(root_of_pci_devices(Path::new("/t/pci")), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
-use crate::plan::{CpuPlan, Setting, StepCpus};
+use crate::plan::{CpuPlan, PoolSplit, Role, Setting, Shares, StepCpus};
 
 /// The version of [`PlanFile`]'s layout.
 pub const PLAN_VERSION: u32 = 1;
@@ -33,8 +33,20 @@ pub struct PlanFile {
     pub left: usize,
     /// Pool sizes derived from `left`.
     pub pools: Pools,
+    /// How the CPUs left are shared among the deployment's processes (`off`, every process
+    /// sized from all of `left`, in a file written before the split).
+    #[serde(default = "split_off")]
+    pub pool_split: PoolSplit,
+    /// What each process's pool variables hold, and their sum against `left` and `usable`
+    /// (derived; all 0 in a file written before the split).
+    #[serde(default)]
+    pub processes: Shares,
     /// How the plan was reached.
     pub why: String,
+}
+
+fn split_off() -> PoolSplit {
+    PoolSplit::Off
 }
 
 /// One pinned worker in a [`PlanFile`].
@@ -104,8 +116,16 @@ impl PlanFile {
                 encode_workers: plan.encode_workers(),
                 copy_workers: plan.copy_workers(),
             },
+            pool_split: plan.split,
+            processes: plan.shares(),
             why: plan.why.clone(),
         }
+    }
+
+    /// The threads the pool variables of `process` hold under this plan (derived from the
+    /// plan, as [`PlanFile::to_plan`] recomputes it).
+    pub fn threads_for(&self, process: Role) -> usize {
+        self.to_plan().threads_for(process)
     }
 
     /// The [`CpuPlan`] this file describes (derived fields are recomputed, not trusted; a
@@ -130,6 +150,7 @@ impl PlanFile {
                 cpus: r.cpus.clone(),
                 why: r.why.clone(),
             }),
+            split: self.pool_split,
             why: self.why.clone(),
         }
     }
@@ -168,6 +189,7 @@ mod tests {
                 cpus: parse_cpu_list("54,166").unwrap(),
                 why: "r".into(),
             }),
+            split: PoolSplit::PerProcess,
             why: "auto".into(),
         }
     }
@@ -191,6 +213,26 @@ mod tests {
         assert_eq!(v["pools"]["png_threads"], 3);
         assert_eq!(v["pools"]["encode_workers"], 4);
         assert_eq!(v["pools"]["copy_workers"], 3);
+        // Two worker processes and the API server share the 12 CPUs left: 3 + 2 × 4.
+        assert_eq!(v["pool_split"], "per-process");
+        assert_eq!(v["processes"]["api_server"], 3);
+        assert_eq!(v["processes"]["worker"], 4);
+        assert_eq!(v["processes"]["workers"], 2);
+        assert_eq!(v["processes"]["other"], 4);
+        assert_eq!(v["processes"]["sum"], 11);
+        assert_eq!(v["processes"]["usable"], 16);
+    }
+
+    #[test]
+    fn a_file_without_the_split_reads_as_off() {
+        let mut v = serde_json::to_value(PlanFile::new(&sample())).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("pool_split");
+        o.remove("processes");
+        let back: PlanFile = serde_json::from_value(v).unwrap();
+        assert_eq!(back.pool_split, PoolSplit::Off);
+        assert_eq!(back.threads_for(Role::Worker(1)), 12);
+        assert_eq!(PlanFile::new(&sample()).threads_for(Role::Other), 4);
     }
 
     #[test]

@@ -87,6 +87,20 @@ pub fn parse_mountinfo_line(line: &str) -> Result<Option<MountInfo>, &'static st
     }))
 }
 
+/// Every mount in the mount table `text` (`/proc/<pid>/mountinfo`) of the filesystem on device
+/// `major:minor` (field 3), in the table's order: where one filesystem is seen (its whole root,
+/// or a directory of it bound elsewhere). Lines that do not parse are skipped.
+pub fn mounts_of_device(text: &str, major: u64, minor: u64) -> Vec<MountInfo> {
+    let want = format!("{major}:{minor}");
+    text.lines()
+        .filter(|line| {
+            let t = tokens(line);
+            t.len() > 2 && line[t[2].0..t[2].1] == want
+        })
+        .filter_map(|line| parse_mountinfo_line(line).ok().flatten())
+        .collect()
+}
+
 /// `\NNN` octal escapes (the kernel writes space, tab, newline and backslash so) turned back into bytes.
 pub fn decode_octal(field: &str) -> String {
     let b = field.as_bytes();
@@ -245,5 +259,26 @@ mod tests {
             assert!(e.contains(what), "{e}");
             assert!(e.contains(&format!("{line:?}")), "{e}");
         }
+    }
+
+    #[test]
+    fn the_mounts_of_one_device_are_found_by_its_number() {
+        let table = "\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+90 22 0:77 / /b/rootfs/dev rw,nosuid - tmpfs tmpfs rw,mode=755
+91 22 8:1 /srv/host\\040dir /b/rootfs/dev2 rw - ext4 /dev/sda1 rw
+junk
+";
+        let dev = mounts_of_device(table, 0, 77);
+        assert_eq!(dev.len(), 1);
+        assert_eq!(
+            (dev[0].fs_type.as_str(), dev[0].root.as_str()),
+            ("tmpfs", "/")
+        );
+        assert_eq!(dev[0].mount_point, "/b/rootfs/dev");
+        let disk = mounts_of_device(table, 8, 1);
+        assert_eq!(disk.len(), 2);
+        assert_eq!(disk[1].root, "/srv/host dir");
+        assert!(mounts_of_device(table, 0, 7).is_empty(), "0:7 is not 0:77");
     }
 }

@@ -9,9 +9,11 @@ use crate::topology::{SysfsTopology, Topology};
 
 mod auto;
 mod cores;
+mod shares;
 mod snapshot;
 
 use cores::Cores;
+pub use shares::{PoolSplit, PoolSplitError, Role, Shares};
 
 /// The `step_thread_core` knob: `off`, a CPU number, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +76,8 @@ pub struct CpuPlan {
     pub workers: Vec<Option<StepCpus>>,
     /// The API server's result threads' core, if pinned.
     pub result: Option<StepCpus>,
+    /// How the CPUs left are shared among the deployment's processes.
+    pub split: PoolSplit,
     /// How the plan was reached, in a line fit for a log.
     pub why: String,
 }
@@ -113,13 +117,15 @@ impl CpuPlan {
             workers: vec![None; devices.len()],
             devices,
             result: None,
+            split: PoolSplit::default(),
             why: why.into(),
         }
     }
 
     /// This plan with every worker and the API server unpinned, saying `why`.
     pub fn unpin(self, why: impl Into<String>) -> Self {
-        CpuPlan::unpinned(self.setting, self.mask, self.usable, self.devices, why)
+        let split = self.split;
+        CpuPlan::unpinned(self.setting, self.mask, self.usable, self.devices, why).with_split(split)
     }
 
     /// Every pinned CPU: the workers' and the API server's.
@@ -136,9 +142,15 @@ impl CpuPlan {
         self.usable.saturating_sub(self.pinned().len()).max(1)
     }
 
-    /// The API server's intra-op threads: a quarter of the CPUs left, 1 to 4.
+    /// The API server's intra-op threads: a quarter of the CPUs left, 1 to 4; where the pools
+    /// are split, also no more than leaves each worker process one.
     pub fn preprocess_threads(&self) -> usize {
-        (self.left() / 4).clamp(1, 4)
+        let quarter = (self.left() / 4).clamp(1, 4);
+        if self.splits() {
+            quarter.min(self.left().saturating_sub(self.workers.len()).max(1))
+        } else {
+            quarter
+        }
     }
 
     /// Threads one PNG deflates on: a quarter of the CPUs left, 1 to 4.
@@ -265,6 +277,7 @@ fn cpu_plan(cpu: usize, ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
             cpus: last.clone(),
             why: "the last core of the mask".to_string(),
         }),
+        split: PoolSplit::default(),
         why: format!(
             "step_thread_core {cpu}: {workers} workers on cpus {} from cpu {cpu}'s core up, API server on the last core of the mask ({last})",
             cores[start..start + workers]
@@ -290,6 +303,7 @@ mod tests {
             address: address.into(),
             node,
             local: Some(set(local)),
+            cpu_node: None,
         }
     }
 

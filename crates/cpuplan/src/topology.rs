@@ -3,9 +3,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use crate::cpu_node::{numa_nodes, online_cpus, NumaNode};
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
-use crate::fsutil::{read_cpu_list_optional, under};
 use crate::gpus::HostGpu;
 
 /// The host facts `deployment_plan` needs.
@@ -39,93 +39,6 @@ pub struct StaticTopology {
     pub siblings: Vec<CpuSet>,
     /// The host's GPUs, in address order.
     pub gpus: Vec<HostGpu>,
-}
-
-/// The host's online CPUs: `<root>/sys/devices/system/cpu/online`, else the `cpuN` directories there (empty if neither exists).
-pub fn online_cpus(root: &Path) -> Result<CpuSet> {
-    let cpu_dir = under(root, "/sys/devices/system/cpu");
-    if let Some(set) = read_cpu_list_optional(&cpu_dir.join("online"))? {
-        return Ok(set);
-    }
-    let entries = match std::fs::read_dir(&cpu_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CpuSet::new()),
-        Err(source) => {
-            return Err(Error::Io {
-                path: cpu_dir,
-                source,
-            })
-        }
-    };
-    let mut set = CpuSet::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| Error::Io {
-            path: cpu_dir.clone(),
-            source,
-        })?;
-        let name = entry.file_name();
-        let Some(digits) = name.to_str().and_then(|n| n.strip_prefix("cpu")) else {
-            continue;
-        };
-        if !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(cpu) = digits.parse::<usize>() {
-                set.insert(cpu);
-            }
-        }
-    }
-    Ok(set)
-}
-
-/// One NUMA node as sysfs lists it: its id and its online CPUs.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct NumaNode {
-    /// The node id (`N` of `nodeN`).
-    pub id: u32,
-    /// Its online CPUs (`cpulist` within the online CPUs).
-    pub cpus: CpuSet,
-}
-
-/// The host's NUMA nodes with online CPUs, by id (`<root>/sys/devices/system/node/nodeN/cpulist`); empty without them.
-pub fn numa_nodes(root: &Path) -> Result<Vec<NumaNode>> {
-    let online = online_cpus(root)?;
-    let node_dir = under(root, "/sys/devices/system/node");
-    let entries = match std::fs::read_dir(&node_dir) {
-        Ok(entries) => entries,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(Vec::new())
-        }
-        Err(source) => {
-            return Err(Error::Io {
-                path: node_dir,
-                source,
-            })
-        }
-    };
-    let mut nodes = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(id) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("node"))
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if let Some(cpus) = read_cpu_list_optional(&e.path().join("cpulist"))? {
-            let cpus = cpus.intersection(&online);
-            if !cpus.is_empty() {
-                nodes.push(NumaNode { id, cpus });
-            }
-        }
-    }
-    nodes.sort_by_key(|n| n.id);
-    Ok(nodes)
 }
 
 impl StaticTopology {
@@ -229,6 +142,7 @@ impl Topology for StaticTopology {
 mod tests {
     use super::*;
     use crate::cpuset::parse_cpu_list;
+    use crate::fsutil::under;
     use crate::gpus::is_not_found;
 
     fn cpu_file(root: &Path, rel: &str, text: &str) {
@@ -272,6 +186,7 @@ mod tests {
                 address: "0000:01:00.0".into(),
                 node: Some(0),
                 local: None,
+                cpu_node: None,
             }],
         };
         assert_eq!(t.smt_siblings(0).unwrap(), parse_cpu_list("0,2").unwrap());

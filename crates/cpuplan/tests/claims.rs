@@ -737,6 +737,62 @@ fn a_fifo_claim_file_or_lock_does_not_block() {
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
 
+#[test]
+fn a_hard_link_or_another_user_s_file_is_never_written_through() {
+    // Planted by someone with write access to the claims directory: a hard link to a file
+    // elsewhere, or a file of another user, under the temporary's name or the lock's.
+    let root = proc_root(&[(100, 5000)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = claims_dir(&tmp);
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = tmp.path().join("elsewhere");
+    let tmp_name = dir.join(".0000:2a:00.0.json.tmp");
+    let other = std::fs::metadata(tmp.path()).unwrap().uid() + 1000;
+    for plant in ["hard link", "another user's"] {
+        std::fs::write(&target, "keep").unwrap();
+        if plant == "hard link" {
+            std::fs::hard_link(&target, &tmp_name).unwrap();
+        } else {
+            std::fs::write(&tmp_name, "theirs").unwrap();
+            std::os::unix::fs::chown(&tmp_name, Some(other), None).unwrap();
+        }
+        // The temporary is removed (its name only) and made afresh: the claim is made.
+        assert_eq!(
+            claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"]).unwrap(),
+            ClaimOutcome::Claimed,
+            "{plant}"
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "{plant}");
+        let claim = std::fs::metadata(dir.join("0000:2a:00.0.json")).unwrap();
+        assert_eq!((claim.nlink(), claim.uid()), (1, 0), "{plant}");
+        assert!(!tmp_name.exists(), "{plant}");
+        std::fs::remove_file(dir.join("0000:2a:00.0.json")).unwrap();
+        // The lock: refused, naming it and what is wrong; nothing written into it.
+        std::fs::remove_file(dir.join(".lock")).unwrap();
+        if plant == "hard link" {
+            std::fs::hard_link(&target, dir.join(".lock")).unwrap();
+        } else {
+            std::fs::write(dir.join(".lock"), "keep").unwrap();
+            std::os::unix::fs::chown(dir.join(".lock"), Some(other), None).unwrap();
+        }
+        let err = claim_as(&dir, root.path(), ("ctr-a", 100, 5000), &["0000:2a:00.0"])
+            .unwrap_err()
+            .to_string();
+        let what = if plant == "hard link" {
+            "2 links to it (a hard link)".to_string()
+        } else {
+            format!("owned by uid {other}, not by uid 0")
+        };
+        assert!(
+            err.contains(".lock") && err.contains(&what),
+            "{plant}: {err}"
+        );
+        assert!(!dir.join("0000:2a:00.0.json").exists(), "{plant}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "{plant}");
+        std::fs::remove_file(dir.join(".lock")).unwrap();
+    }
+}
+
 /// `race_child` in a new pid namespace with its own /proc (`unshare -p -f --mount-proc`), as a
 /// process in a container that sees the claims directory would be: its pid there is 1.
 fn spawn_in_a_new_pid_namespace(

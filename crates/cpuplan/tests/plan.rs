@@ -205,6 +205,7 @@ fn auto_pins_nothing_for_a_gpu_without_local_cpus() {
             address: "0000:01:00.0".into(),
             node: Some(0),
             local: None,
+            cpu_node: None,
         }],
     };
     let plan = deployment_plan_on(

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use cpuplan::planenv::PlanEnv;
 use cpuplan::planenv::Pools;
-use cpuplan::CpuSet;
+use cpuplan::{CpuSet, PoolSplit};
 use proptest::prelude::*;
 
 fn cpus() -> impl Strategy<Value = CpuSet> {
@@ -52,6 +52,8 @@ prop_compose! {
         workers in prop::collection::vec((prop::option::of(cpus()), device()), 0..6),
         result in prop::option::of(cpus()),
         pools in (1usize..9, 1usize..9, 1usize..99, 1usize..99),
+        split in prop::bool::ANY,
+        worker_threads in 1usize..1000,
         why in hostile(),
         generation in 0u64..1_000_000,
     ) -> PlanEnv {
@@ -70,6 +72,8 @@ prop_compose! {
                 encode_workers: pools.2,
                 copy_workers: pools.3,
             },
+            split: if split { PoolSplit::PerProcess } else { PoolSplit::Off },
+            worker_threads,
             why,
             generation,
         }

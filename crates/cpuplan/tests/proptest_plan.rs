@@ -62,6 +62,7 @@ fn host(
                 } else {
                     Some(local.clone())
                 },
+                cpu_node: None,
             });
         }
     }

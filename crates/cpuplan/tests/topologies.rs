@@ -72,6 +72,7 @@ fn ryzen_amd_gpu_without_numa_node() {
             address: "0000:0a:00.0".into(),
             node: None,
             local: Some(set("0-11")),
+            cpu_node: None,
         }]
     );
 }
@@ -90,6 +91,7 @@ fn kvm_p100_3d_controller_class_and_virtio_vga_skipped() {
             address: "0000:06:00.0".into(),
             node: None,
             local: Some(set("0-7")),
+            cpu_node: None,
         }]
     );
     // The virtio VGA is a display of another vendor and class: only like itself matches it.
@@ -144,6 +146,7 @@ fn aspeed_mic_trailing_nul_and_mixed_nodes() {
             address: "0000:05:00.0".into(),
             node: Some(0),
             local: Some(set("0-7")),
+            cpu_node: None,
         }]
     );
     assert_eq!(
@@ -152,6 +155,7 @@ fn aspeed_mic_trailing_nul_and_mixed_nodes() {
             address: "0000:83:00.0".into(),
             node: Some(1),
             local: Some(set("8-15")),
+            cpu_node: None,
         }]
     );
     // The NVMe quirk: numa_node -1 with a local_cpulist.

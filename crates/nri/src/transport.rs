@@ -3,18 +3,22 @@
 //! The crate's client takes a connected fd, so connection 2 (plugin calls runtime) is one end
 //! of a socket pair whose other end the mux pumps. Its server only serves connections it
 //! accepts from a listener, so connection 1 (runtime calls plugin) goes through a private
-//! listener: a unix socket in a fresh 0700 directory (root's only), which the mux of each
-//! session connects to. One server serves the plugin's whole life: a server per session would
-//! leak a pipe fd each time (the crate never closes its listener's wake-up pipe).
+//! listener: an abstract unix socket (no file, so nothing is left in the file system however
+//! the process ends) that serves only connections from this process (`SO_PEERCRED`: any other
+//! peer is closed at once), which the mux of each session connects to. One server serves the
+//! plugin's whole life: a server per session would leak a pipe fd each time (the crate never
+//! closes its listener's wake-up pipe).
 
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use prost::Message;
+use ttrpc::security_extension::{AcceptHook, HookError, HookOutput};
 
 use crate::api::{RegisterPluginRequest, RUNTIME_SERVICE};
 use crate::error::Error;
@@ -25,39 +29,103 @@ use crate::version::NRI_VERSION;
 /// How long the plugin waits for the runtime to answer its registration.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How many names a [`LocalServer`] tries before giving up (another process may hold one).
+const BIND_TRIES: u32 = 16;
+
 /// A ttrpc server on a private listener, reached by connecting local streams to it.
 pub struct LocalServer {
     server: Option<ttrpc::Server>,
     // Closed after the server is shut down: ttrpc never closes a listener fd it was given.
     listener: Option<UnixListener>,
-    dir: PathBuf,
-    path: PathBuf,
+    /// The listener's abstract name.
+    name: Vec<u8>,
+}
+
+/// A fresh abstract name: `nri-plugin.<pid>.<count>.<nanoseconds>`.
+fn fresh_name() -> Vec<u8> {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "nri-plugin.{}.{}.{nanos:x}",
+        std::process::id(),
+        COUNT.fetch_add(1, Ordering::Relaxed)
+    )
+    .into_bytes()
+}
+
+/// A listener on a fresh abstract name (one another process holds is skipped), and the name.
+fn bind_private() -> Result<(UnixListener, Vec<u8>), Error> {
+    let mut tries = 0;
+    loop {
+        let name = fresh_name();
+        let addr = SocketAddr::from_abstract_name(&name).map_err(transport("private listener"))?;
+        match UnixListener::bind_addr(&addr) {
+            Ok(listener) => return Ok((listener, name)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && tries < BIND_TRIES => tries += 1,
+            Err(e) => return Err(transport("private listener")(e)),
+        }
+    }
+}
+
+/// The pid of the process at the other end of the connected unix socket `fd` (`SO_PEERCRED`:
+/// the process that connected, as it was at `connect`).
+fn peer_pid(fd: RawFd) -> io::Result<i32> {
+    let mut cred = nix::libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<nix::libc::ucred>() as nix::libc::socklen_t;
+    // SAFETY: `cred` and `len` are ours and live across the call; the kernel writes at most
+    // `len` bytes into `cred`, which is that long.
+    let rc = unsafe {
+        nix::libc::getsockopt(
+            fd,
+            nix::libc::SOL_SOCKET,
+            nix::libc::SO_PEERCRED,
+            (&mut cred as *mut nix::libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.pid)
+}
+
+/// Serves only connections this process made: an abstract socket has no file permissions, so
+/// any other process of the network namespace could connect, and is closed at once.
+#[derive(Debug)]
+struct OwnProcessOnly;
+
+impl AcceptHook for OwnProcessOnly {
+    fn on_accept(&self, fd: RawFd) -> Result<HookOutput, HookError> {
+        let pid = peer_pid(fd).map_err(HookError::Io)?;
+        if pid != std::process::id() as i32 {
+            log::warn!("nri: a connection to the plugin's private listener from pid {pid}, not the plugin's own: closed");
+            return Err(HookError::Rejected(format!("peer pid {pid}")));
+        }
+        Ok(HookOutput {
+            data: Default::default(),
+            payload_transform: None,
+        })
+    }
 }
 
 impl LocalServer {
-    /// Starts a server with `methods` on a listener in a fresh private directory.
+    /// Starts a server with `methods` on a private listener (an abstract socket that serves
+    /// this process only).
     pub fn start(
         methods: std::collections::HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>,
     ) -> Result<LocalServer, Error> {
-        let template = std::env::temp_dir().join("nri-plugin.XXXXXX");
-        let dir: PathBuf = nix::unistd::mkdtemp(&template).map_err(|e| Error::Transport {
-            what: "private directory",
-            source: io::Error::from(e),
-        })?;
-        let path = dir.join("plugin.sock");
-        let listener = match UnixListener::bind(&path) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = std::fs::remove_dir(&dir);
-                return Err(transport("private listener")(e));
-            }
-        };
+        let (listener, name) = bind_private()?;
         let fd = listener.as_raw_fd();
         let mut s = LocalServer {
             server: None,
             listener: Some(listener),
-            dir,
-            path,
+            name,
         };
         let mut server = ttrpc::Server::new()
             .add_listener(fd)
@@ -65,6 +133,7 @@ impl LocalServer {
                 what: "server listener",
                 source,
             })?
+            .set_accept_hook(OwnProcessOnly)
             .register_service(methods);
         server.start().map_err(|source| Error::Ttrpc {
             what: "server start",
@@ -76,7 +145,9 @@ impl LocalServer {
 
     /// A new connection to the server.
     pub fn connect(&self) -> Result<UnixStream, Error> {
-        UnixStream::connect(&self.path).map_err(transport("private connection"))
+        SocketAddr::from_abstract_name(&self.name)
+            .and_then(|addr| UnixStream::connect_addr(&addr))
+            .map_err(transport("private connection"))
     }
 }
 
@@ -90,8 +161,6 @@ impl Drop for LocalServer {
     /// hangs up at once: the test of that hung 3 times in 67 runs). Past the wait both are left
     /// to the thread, so dropping never hangs and the listener fd is never closed under it.
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
         let Some(server) = self.server.take() else {
             return;
         };

@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 
 use crate::{plan_to_py, PyPlan};
 
-/// The hook's plan as `(setting, (mask, usable, workers, result, why), devices, source)`.
-type PyHookPlan<'py> = (String, PyPlan<'py>, Vec<Option<String>>, String);
+/// The hook's plan as `(setting, (mask, usable, workers, result, why), devices, source, pool_split)`.
+type PyHookPlan<'py> = (String, PyPlan<'py>, Vec<Option<String>>, String, String);
 
 /// A plan that was found, with its workers' devices.
 type Found = (Plan, Vec<Option<String>>);
@@ -82,5 +82,6 @@ pub fn read_hook_plan(py: Python<'_>, path: Option<PathBuf>) -> PyResult<Option<
         plan_to_py(py, &cpu_plan)?,
         devices,
         plan.source.clone(),
+        plan.file.pool_split.to_string(),
     )))
 }

@@ -287,28 +287,44 @@ fn deployment_plan<'py>(
     }
 }
 
-/// A plan's derived values, `(pinned, left, preprocess_threads, png_threads, encode_workers, copy_workers)`, from its usable count and pinned CPUs.
+/// A plan's derived values, `(pinned, left, preprocess_threads, png_threads, encode_workers,
+/// copy_workers, worker_threads)`, from its usable count, pinned CPUs and `split`
+/// (`per-process` or `off`, how the CPUs left are shared among the workers' processes).
 #[pyfunction]
+#[pyo3(signature = (usable, workers, result, split="per-process"))]
 #[allow(clippy::type_complexity)]
 fn derived<'py>(
     py: Python<'py>,
     usable: usize,
     workers: Vec<Option<Bound<'py, PyAny>>>,
     result: Option<Bound<'py, PyAny>>,
-) -> PyResult<(Bound<'py, PyFrozenSet>, usize, usize, usize, usize, usize)> {
+    split: &str,
+) -> PyResult<(
+    Bound<'py, PyFrozenSet>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+)> {
     let step = |cpus: &Bound<'py, PyAny>| -> PyResult<StepCpus> {
         Ok(StepCpus {
             cpus: from_py(cpus)?,
             why: String::new(),
         })
     };
+    let split: cpuplan::PoolSplit = split
+        .parse()
+        .map_err(|e: cpuplan::PoolSplitError| PyValueError::new_err(e.to_string()))?;
     let mut plan = CpuPlan::unpinned(
         Setting::Off,
         CpuSet::new(),
         usable,
         Vec::new(),
         String::new(),
-    );
+    )
+    .with_split(split);
     plan.workers = workers
         .iter()
         .map(|w| w.as_ref().map(step).transpose())
@@ -321,6 +337,7 @@ fn derived<'py>(
         plan.png_threads(),
         plan.encode_workers(),
         plan.copy_workers(),
+        plan.worker_threads(),
     ))
 }
 

@@ -106,6 +106,7 @@ def plan_json(p: cpuplan.HookPlan) -> Dict[str, object]:
     """p in the shape of the planner's plan JSON (PlanFile), as `cpuplan-hook plan --json` prints it."""
     fmt = cpuplan.format_cpu_list
     devices: List[Optional[str]] = list(p.devices) + [None] * (len(p.workers) - len(p.devices))
+    workers = len(p.workers) if p.pool_split == "per-process" else min(1, len(p.workers))
     return {
         "version": 1,
         "setting": p.setting,
@@ -121,6 +122,16 @@ def plan_json(p: cpuplan.HookPlan) -> Dict[str, object]:
             "png_threads": p.png_threads,
             "encode_workers": p.encode_workers,
             "copy_workers": p.copy_workers,
+        },
+        "pool_split": p.pool_split,
+        "processes": {
+            "api_server": p.preprocess_threads,
+            "worker": p.worker_threads,
+            "workers": workers,
+            "other": p.worker_threads,
+            "sum": p.preprocess_threads + workers * p.worker_threads,
+            "left": p.left,
+            "usable": p.usable,
         },
         "why": p.why,
     }

@@ -87,6 +87,27 @@ def test_an_unpinned_hook_plan_still_names_every_workers_device(repo: Path, hook
     assert w == cpuplan.Worker(1, "0000:2a:00.0", None, p.why)
 
 
+def test_each_worker_process_gets_its_share_of_the_cpus_left(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two GPUs, 10 CPUs left: the API server keeps 2, each worker process gets (10 - 2) / 2.
+    path = hook_plan_file(repo, hook_bin, tmp_path)
+    data = json.loads(path.read_text())
+    assert data["pool_split"] == "per-process" and data["processes"]["worker"] == 4
+    p = cpuplan.hook_plan(path)
+    assert p is not None and p.pool_split == "per-process"
+    assert (p.left, p.preprocess_threads, p.worker_threads) == (10, 2, 4)
+    assert p.worker_threads * len(p.workers) + p.preprocess_threads <= p.left
+    # The seed's CpuPlan (devices_plan's) is a deployment of one process per worker too.
+    seed = CpuPlan(p.mask, p.usable, p.workers, p.result, p.why)
+    assert seed.worker_threads == 4
+    # One process drives every GPU: all of left.
+    (tmp_path / "off").mkdir()
+    off = hook_plan_file(repo, hook_bin, tmp_path / "off", {"cpuplan.pool-split": "off"})
+    q = cpuplan.hook_plan(off)
+    assert q is not None and q.pool_split == "off" and q.worker_threads == 10
+    # One worker keeps left.
+    assert CpuPlan(p.mask, p.usable, p.workers[:1]).worker_threads == CpuPlan(p.mask, p.usable, p.workers[:1]).left
+
+
 def test_the_default_plan_path_is_run_cpuplan(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cpuplan.DEFAULT_PLAN == "/run/cpuplan/plan.json"
     assert cpuplan.PLAN_VAR == "CPUPLAN_PLAN"

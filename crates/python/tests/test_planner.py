@@ -248,3 +248,25 @@ def test_cpu_plan_error_is_the_seeds() -> None:
     assert issubclass(CpuPlanError, ValueError)
     assert CpuPlanError.__module__ == "cpuplan.cpus"
     assert CpuPlanError.__doc__ == "A step_thread_core value the process mask can't honour."
+
+
+def test_a_gpu_on_a_node_without_cpus_is_placed_on_the_nearest_grace_node(repo: Path) -> None:
+    off = repo / "tests/fixtures/grace/gb200-cdmm-off"
+    on = repo / "tests/fixtures/grace/gb200-cdmm-on"
+    # The seed's HostGpu keeps what sysfs says: the GPU's memory node and its empty local CPUs.
+    assert host.host_gpus("0008:01:00.0", root=off)[0] == HostGpu("0008:01:00.0", "2", frozenset())
+    addresses = ["0008:01:00.0", "0009:01:00.0", None, "0018:01:00.0"]
+    p = host.deployment_plan("auto", addresses, mask=range(144), usable=16, root=off)
+    q = host.deployment_plan("auto", addresses, mask=range(144), usable=16, root=on)
+    cpus = [None if w is None else w.cpus for w in p.workers]
+    assert cpus == [None if w is None else w.cpus for w in q.workers]
+    assert cpus == [frozenset({0}), frozenset({1}), None, frozenset({72})]
+    assert p.result == q.result == 71
+    # Where the placement node shows: the worker's why and the plan's.
+    assert p.workers[0] is not None and "rank 0 of 2 on node 0 (nearest to its node 2)" in p.workers[0].why
+    assert "gpu 0008:01:00.0's node 2 has no CPUs: node 0" in p.why
+    # The seed's call over the same host's PCI devices directory places them alike.
+    s = cpuplan.cpus.deployment_plan(
+        "auto", addresses, mask=range(144), usable=16, pci_root=off / "sys/bus/pci/devices", siblings=lambda c: frozenset({c})
+    )
+    assert [None if w is None else w.cpus for w in s.workers] == cpus

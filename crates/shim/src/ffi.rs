@@ -155,6 +155,24 @@ pub extern "C" fn cpuplan_workers() -> c_int {
     guard(|| Ok(count(the_plan()?.workers())))
 }
 
+/// The intra-op threads of `worker`'s process (0 or more), or of the API server (-1), under the
+/// loaded plan ([`cpuplan::CpuPlan::threads_for`]), or a negative errno.
+#[no_mangle]
+pub extern "C" fn cpuplan_threads(worker: c_int) -> c_int {
+    guard(|| {
+        let process = match worker {
+            -1 => cpuplan::Role::ApiServer,
+            w => cpuplan::Role::Worker(usize::try_from(w).map_err(|_| ShimError::Var {
+                source_name: "cpuplan_threads".into(),
+                name: "worker".into(),
+                value: worker.to_string(),
+                what: "a worker index is 0 or more, or -1 for the API server".into(),
+            })?),
+        };
+        Ok(count(the_plan()?.threads_for(process)))
+    })
+}
+
 /// Panics inside the guard: returns `-EIO` where panics unwind (test builds only, feature `panic-test`).
 #[cfg(feature = "panic-test")]
 #[no_mangle]

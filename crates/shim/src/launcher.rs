@@ -1,13 +1,15 @@
 //! `cpuplan-exec`'s logic: its arguments, the env file next to the plan, and which variables it sets.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use cpuplan::planenv::shell::is_name;
 use cpuplan::planenv::{is_plan_var, CUDA_DEVICE_ORDER, GOMAXPROCS, PLAN_PATH, POOL_VARS, PREFIX};
+use cpuplan::Role;
 
 use crate::error::{Result, ShimError};
-use crate::plan::{Plan, DEFAULT_PLAN, ENV_FILE};
+use crate::plan::{Plan, DEFAULT_PLAN, ENV_FILE, MAX_PLAN};
 
 /// Exit status for a command line `cpuplan-exec` does not understand.
 pub const EXIT_USAGE: i32 = 2;
@@ -47,10 +49,12 @@ pub fn usage() -> String {
 usage: cpuplan-exec [--plan PATH] [--worker N | --result] [--optional] [-v] -- CMD [ARGS...]
 
 Loads the plan's variables from plan.env (next to the plan) into the environment,
-without overriding variables already set, pins itself as asked, then execs CMD.
-The plan's variables are its {PREFIX}* ones and the thread variables
+without overriding variables already set to another value than plan.env's, pins
+itself as asked, then execs CMD. The plan's variables are its {PREFIX}* ones and the
+thread variables
 {list}
-Any other key in plan.env (LD_PRELOAD, PATH, ...) is ignored.
+which hold the process's share of the CPUs left: the API server's with --result,
+a worker's otherwise. Any other key in plan.env (LD_PRELOAD, PATH, ...) is ignored.
 
   --plan PATH   the plan JSON (default: ${PLAN_PATH}, else {DEFAULT_PLAN});
                 plan.env is read from the same directory
@@ -175,23 +179,25 @@ pub struct Import {
     pub ignored: Vec<String>,
 }
 
-fn push_once(list: &mut Vec<String>, key: &str) {
-    if !list.iter().any(|k| k == key) {
-        list.push(key.to_string());
-    }
-}
-
 /// Sorts the variables of the env file at `path` into [`Import`]; `is_set` says whether a key is already set.
 ///
 /// Only the plan's variables ([`is_plan_var`]: its `CPUPLAN_*` ones and the thread variables)
 /// are imported. A key that is not a variable name or a value holding a NUL, which no
-/// environment can hold, is an error naming the file and the key.
+/// environment can hold, is an error naming the file and the key. Linear in the number of
+/// variables: each key is looked up once in a hash of those already sorted.
 pub fn import_vars(
     file_vars: &[(String, String)],
     path: &Path,
     is_set: impl Fn(&str) -> bool,
 ) -> Result<Import> {
+    use std::collections::hash_map::Entry;
+    /// Which list of [`Import`] a key went to, and where in it.
+    enum Slot {
+        Set(usize),
+        Other,
+    }
     let mut out = Import::default();
+    let mut seen: HashMap<&str, Slot> = HashMap::new();
     for (k, v) in file_vars {
         let bad = |what| ShimError::EnvVar {
             path: path.to_path_buf(),
@@ -204,18 +210,69 @@ pub fn import_vars(
         if v.contains('\0') {
             return Err(bad("a NUL byte in the value"));
         }
-        if !is_plan_var(k) {
-            push_once(&mut out.ignored, k);
-        } else if is_set(k) {
-            push_once(&mut out.kept, k);
-        } else {
-            match out.set.iter_mut().find(|(n, _)| n == k) {
-                Some(slot) => slot.1 = v.clone(),
-                None => out.set.push((k.clone(), v.clone())),
+        match seen.entry(k.as_str()) {
+            Entry::Occupied(e) => {
+                if let Slot::Set(i) = e.get() {
+                    out.set[*i].1 = v.clone();
+                }
+            }
+            Entry::Vacant(e) => {
+                if !is_plan_var(k) {
+                    out.ignored.push(k.clone());
+                    e.insert(Slot::Other);
+                } else if is_set(k) {
+                    out.kept.push(k.clone());
+                    e.insert(Slot::Other);
+                } else {
+                    out.set.push((k.clone(), v.clone()));
+                    e.insert(Slot::Set(out.set.len() - 1));
+                }
             }
         }
     }
     Ok(out)
+}
+
+/// The env file's `file_vars` by name, the last of a name winning (as a shell sourcing it
+/// would leave them): looked up once per variable by [`set_otherwise`], so that an import stays
+/// linear in the file's variables.
+pub fn last_values(file_vars: &[(String, String)]) -> HashMap<&str, &str> {
+    file_vars
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+/// Whether `key` is set in the environment (`current`) to another value than the env file
+/// gives it (`file`: its [`last_values`]): a value the plan put there (the runtime copies
+/// `plan.env`'s values into the container's environment) is the plan's to change for the
+/// process started.
+pub fn set_otherwise(file: &HashMap<&str, &str>, key: &str, current: Option<&str>) -> bool {
+    let Some(current) = current else {
+        return false;
+    };
+    file.get(key).is_none_or(|v| *v != current)
+}
+
+/// The process `target` starts: the API server for `--result`, worker N for `--worker N`,
+/// another process otherwise.
+pub fn process_of(target: Target) -> Role {
+    match target {
+        Target::Nothing => Role::Other,
+        Target::Worker(i) => Role::Worker(i),
+        Target::Result => Role::ApiServer,
+    }
+}
+
+/// `import` with the thread variables it sets holding `target`'s share under `plan`
+/// ([`Plan::threads_for`]): the API server's for `--result`, a worker's otherwise.
+pub fn retarget(import: &mut Import, plan: &Plan, target: Target) {
+    let threads = plan.threads_for(process_of(target)).to_string();
+    for (k, v) in &mut import.set {
+        if POOL_VARS.contains(&k.as_str()) {
+            v.clone_from(&threads);
+        }
+    }
 }
 
 /// What the launcher found next to the plan.
@@ -231,12 +288,21 @@ pub struct Found {
     pub plan: Option<Plan>,
 }
 
+/// The text of the regular file at `path`, read as every plan file is read
+/// ([`cpuplan::read_file`]: without ever blocking, at most [`MAX_PLAN`] bytes): a FIFO, a
+/// device, a directory or a larger file is an error saying so, as is text that is not UTF-8.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let bytes = cpuplan::read_file(path, MAX_PLAN)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Reads the plan at `plan_path` and `plan.env` beside it; an error if either exists but is malformed.
 ///
 /// With neither file: `Ok` with no plan and no variables (the caller decides).
 pub fn find_plan(plan_path: &Path) -> Result<Found> {
     let env_path = env_file_for(plan_path);
-    let env_vars = match std::fs::read_to_string(&env_path) {
+    let env_vars = match read_text(&env_path) {
         Ok(text) => {
             Some(
                 cpuplan::planenv::shell::parse(&text).map_err(|e| ShimError::EnvLine {
@@ -402,6 +468,46 @@ mod tests {
                 "CPUPLAN_STEP_THREAD_CORE"
             ]
         );
+    }
+
+    #[test]
+    fn a_value_the_plan_put_in_the_environment_is_the_plans_to_change() {
+        let vars = pairs(&[("OMP_NUM_THREADS", "3"), ("OMP_NUM_THREADS", "5")]);
+        let vars = last_values(&vars);
+        assert!(!set_otherwise(&vars, "OMP_NUM_THREADS", None));
+        assert!(!set_otherwise(&vars, "OMP_NUM_THREADS", Some("5")));
+        assert!(set_otherwise(&vars, "OMP_NUM_THREADS", Some("3")));
+        assert!(set_otherwise(&vars, "GOMAXPROCS", Some("5")));
+    }
+
+    #[test]
+    fn each_target_gets_its_process_share() {
+        // Two workers share 8 CPUs left with the API server: 2 for it, 3 each.
+        let env = pairs(&[
+            ("CPUPLAN_MASK", "0-7"),
+            ("CPUPLAN_USABLE", "8"),
+            ("CPUPLAN_DEVICES", "0000:01:00.0;0000:02:00.0"),
+            ("CPUPLAN_POOL_SPLIT", "per-process"),
+        ]);
+        let plan = Plan::from_env_vars(&env, Path::new("plan.env")).unwrap();
+        let file = pairs(&[
+            ("OMP_NUM_THREADS", "3"),
+            ("PYTHON_CPU_COUNT", "3"),
+            ("GOMAXPROCS", "8"),
+        ]);
+        let share = |target| {
+            let mut i = import_vars(&file, Path::new("plan.env"), |_| false).unwrap();
+            retarget(&mut i, &plan, target);
+            i.set
+        };
+        let api = pairs(&[
+            ("OMP_NUM_THREADS", "2"),
+            ("PYTHON_CPU_COUNT", "2"),
+            ("GOMAXPROCS", "8"),
+        ]);
+        assert_eq!(share(Target::Result), api);
+        assert_eq!(share(Target::Worker(1)), file);
+        assert_eq!(share(Target::Nothing), file);
     }
 
     #[test]

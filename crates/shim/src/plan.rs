@@ -151,6 +151,12 @@ impl Plan {
     pub fn workers(&self) -> usize {
         self.file.workers.len()
     }
+
+    /// The intra-op threads of `process`: its share of the CPUs left where each worker runs in
+    /// a process of its own, what its `OMP_NUM_THREADS` holds.
+    pub fn threads_for(&self, process: cpuplan::Role) -> usize {
+        self.file.threads_for(process)
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,8 @@ fn check(got: &HashMap<String, String>) {
     assert_eq!(g("load"), "0");
     assert_eq!(g("error_after_ok"), "(null)");
     assert_eq!((g("usable"), g("left"), g("workers")), ("2", "1", "2"));
+    // The API server's and a worker's share of the one CPU left; -2 names no process.
+    assert_eq!(g("threads"), "1,1,1");
     assert_eq!(g("pin_worker0"), "0");
     assert_eq!(
         g("warm"),

@@ -174,3 +174,40 @@ fn cpuplan_exec_reads_the_default_run_cpuplan_in_a_runc_container() {
         )
     );
 }
+
+#[test]
+fn cpuplan_exec_refuses_a_fifo_and_a_device_plan_env_in_a_runc_container() {
+    require_tools();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle(dir.path());
+    // As an image can hold them: plan.env a FIFO in one plan directory, a link to /dev/zero
+    // in another, each beside a good plan.json.
+    let r = b.join("rootfs/etc");
+    for d in ["fifo", "zero"] {
+        std::fs::create_dir(r.join(d)).unwrap();
+        write_plan(&r.join(d), &sample_plan());
+        std::fs::remove_file(r.join(d).join("plan.env")).unwrap();
+    }
+    nix::unistd::mkfifo(
+        &r.join("fifo/plan.env"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", r.join("zero/plan.env")).unwrap();
+    let out = run_container(
+        dir.path(),
+        &b,
+        &[
+            "sh",
+            "-c",
+            "for d in fifo zero; do /bin/cpuplan-exec --plan /etc/$d/plan.json -- true 2>&1; \
+             echo \"$d rc=$?\"; done",
+        ],
+        vec![],
+    );
+    assert_eq!(
+        out,
+        "cpuplan-exec: cannot read /etc/fifo/plan.env: a FIFO, not a regular file\nfifo rc=3\n\
+         cpuplan-exec: cannot read /etc/zero/plan.env: a device, not a regular file\nzero rc=3\n",
+    );
+}

@@ -274,7 +274,8 @@ fn sh_and_the_shim_read_plan_env_alike() {
     let shell = String::from_utf8_lossy(&o.stdout).into_owned();
     let ours =
         cpuplan::planenv::shell::parse(&std::fs::read_to_string(&env_path).unwrap()).unwrap();
-    assert_eq!(ours.len(), 21);
+    // 15 CPUPLAN_* plan variables, 7 pool variables, GOMAXPROCS, CUDA_DEVICE_ORDER.
+    assert_eq!(ours.len(), 24);
     for (k, v) in &ours {
         assert_eq!(var(&shell, k), Some(v.as_str()), "{k}");
     }
@@ -476,4 +477,81 @@ fn container_text_cannot_forge_a_line() {
         no_panic_lines(&o),
         ["cpuplan-exec: cannot run no\\nsuch-command: ENOENT: No such file or directory"]
     );
+}
+
+/// Runs `cpuplan-exec --plan PLAN -- true` under `timeout 20` (a read that blocks would hang it).
+fn exec_bounded(plan: &std::path::Path) -> Output {
+    Command::new("timeout")
+        .arg("20")
+        .arg(EXEC)
+        .args(["--plan", plan.to_str().unwrap(), "--", "true"])
+        .env_remove("CPUPLAN_PLAN")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_fifo_a_device_or_an_oversized_plan_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = vec![b'#'; (1 << 20) + 1];
+    for name in ["plan.env", "plan.json"] {
+        for (what, said) in [
+            ("fifo", "a FIFO, not a regular file"),
+            ("device", "a device, not a regular file"),
+            ("big", "over the 1048576-byte limit"),
+        ] {
+            let d = dir.path().join(format!("{name}-{what}"));
+            std::fs::create_dir(&d).unwrap();
+            let plan = write_plan(&d, &sample_plan());
+            let file = d.join(name);
+            std::fs::remove_file(&file).unwrap();
+            match what {
+                "fifo" => nix::unistd::mkfifo(&file, nix::sys::stat::Mode::S_IRWXU).unwrap(),
+                // A link to a device: what a tenant's image can put there.
+                "device" => std::os::unix::fs::symlink("/dev/zero", &file).unwrap(),
+                _ => std::fs::write(&file, &big).unwrap(),
+            }
+            let o = exec_bounded(&plan);
+            let lines = no_panic_lines(&o);
+            assert_eq!(o.status.code(), Some(3), "{name} {what}: {lines:?}");
+            assert_eq!(lines.len(), 1, "{name} {what}: {lines:?}");
+            assert!(
+                lines[0].contains(&file.display().to_string()) && lines[0].contains(said),
+                "{name} {what}: {lines:?}"
+            );
+        }
+    }
+}
+
+/// The fastest of three runs of `cpuplan-exec` over a `plan.env` carrying `n` more plan
+/// variables (each set in CMD's environment).
+fn import_time(dir: &std::path::Path, n: usize) -> std::time::Duration {
+    let d = dir.join(format!("n{n}"));
+    std::fs::create_dir(&d).unwrap();
+    let plan = write_plan(&d, &sample_plan());
+    let mut env = common::hook_env(&sample_plan());
+    for i in 0..n {
+        env.push_str(&format!("CPUPLAN_X{i}=1\n"));
+    }
+    std::fs::write(d.join("plan.env"), env).unwrap();
+    (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let o = exec_bounded(&plan);
+            assert!(o.status.success(), "{n} variables: {:?}", text(&o));
+            t.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+#[test]
+fn importing_plan_variables_is_linear() {
+    // 8 times the variables takes at most about 8 times as long (a quadratic import: 64).
+    let dir = tempfile::tempdir().unwrap();
+    let (n, n8) = (4000, 32000);
+    let (t, t8) = (import_time(dir.path(), n), import_time(dir.path(), n8));
+    let ratio = t8.as_secs_f64() / t.as_secs_f64();
+    eprintln!("import: {n} variables {t:?}, {n8} variables {t8:?}: ratio {ratio:.1}");
+    assert!(ratio < 20.0, "{n}: {t:?}, {n8}: {t8:?}: ratio {ratio:.1}");
 }

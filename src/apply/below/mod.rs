@@ -26,7 +26,7 @@ mod write;
 pub use open::{open_dir_below, open_dir_in, open_rootfs};
 pub use remove::remove_plan_files_of;
 pub use temps::remove_stale_temps_of;
-pub use write::{write_files_at, write_placed_in};
+pub use write::{write_files_at, PlanDir};
 
 /// Why the plan files could not be written.
 #[derive(Debug, thiserror::Error)]

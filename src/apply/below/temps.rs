@@ -81,17 +81,59 @@ pub(super) const MAX_SCAN: usize = 4096;
 
 /// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name in `names`
 /// whose writer's pid no longer runs (a hook killed mid-write); never any other file.
-pub(super) fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) {
-    remove_stale_temps_of(dirfd, dir, |n| names.contains(&n));
+pub(super) fn remove_stale_temps(dirfd: &OwnedFd, dir: &Path, names: &[&str]) -> Swept {
+    remove_stale_temps_of(dirfd, dir, |n| names.contains(&n))
+}
+
+/// What one sweep of a directory for stale temporary files did: logged as one line.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Swept {
+    /// How many were removed.
+    pub removed: usize,
+    /// How many could not be removed, and the first error.
+    pub failed: usize,
+    /// The first removal that failed, in words.
+    pub first_error: Option<String>,
+    /// Whether the listing stopped at [`MAX_SCAN`] entries (the rest wait for a later sweep).
+    pub cut: bool,
+}
+
+impl Swept {
+    /// The one line that says what the sweep of `dir` did; `None` where it found nothing.
+    pub fn line(&self, dir: &Path) -> Option<String> {
+        if self.removed == 0 && self.failed == 0 {
+            return None;
+        }
+        let mut line = format!(
+            "removed {} stale temporary file(s) from {}",
+            self.removed,
+            dir.display()
+        );
+        if self.failed > 0 {
+            line.push_str(&format!(
+                ", left {} that could not be removed ({})",
+                self.failed,
+                self.first_error.as_deref().unwrap_or("")
+            ));
+        }
+        if self.cut {
+            line.push_str(&format!(
+                "; only its first {MAX_SCAN} entries were looked at, the rest wait for a later run"
+            ));
+        }
+        Some(line)
+    }
 }
 
 /// Removes from `dirfd` the temporary files of [`temp_name`]'s form for a name that `is_name`
-/// accepts whose writer's pid no longer runs; never any other file.
-pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str) -> bool) {
+/// accepts whose writer's pid no longer runs; never any other file. However many there are,
+/// the log gets one line (how many were removed and left, and the directory).
+pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str) -> bool) -> Swept {
+    let mut swept = Swept::default();
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     // A descriptor of its own, so the listing starts at the directory's first entry.
     let Ok(listed) = openat(Some(dirfd.as_raw_fd()), ".", flags, Mode::empty()) else {
-        return;
+        return swept;
     };
     let listed = own(listed);
     let mut stale: Vec<String> = Vec::new();
@@ -101,6 +143,7 @@ pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str)
     let _ = cpuplan::dirents::each(&listed, &mut buf, |name, _| {
         seen += 1;
         if seen > MAX_SCAN {
+            swept.cut = true;
             return ControlFlow::Break(());
         }
         if let Ok(n) = std::str::from_utf8(name) {
@@ -117,10 +160,21 @@ pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str)
             name.as_str(),
             UnlinkatFlags::NoRemoveDir,
         ) {
-            Ok(()) => log::info!("removed stale temporary file {}", dir.join(&name).display()),
-            Err(e) => log::warn!("cannot remove stale {}: {e}", dir.join(&name).display()),
+            Ok(()) => swept.removed += 1,
+            Err(e) => {
+                swept.failed += 1;
+                swept
+                    .first_error
+                    .get_or_insert_with(|| format!("{}: {e}", cpuplan::quoted(&name)));
+            }
         }
     }
+    match swept.line(dir) {
+        Some(line) if swept.failed > 0 => log::warn!("{line}"),
+        Some(line) => log::info!("{line}"),
+        None => {}
+    }
+    swept
 }
 
 /// The writer's pid in `file` when it is named `.<name>.<pid>.<nanos>.tmp` for a name of `names`.

@@ -307,3 +307,43 @@ fn the_writer_says_whether_the_files_are_on_the_rootfs_s_own_filesystem() {
     let _ = std::process::Command::new("umount").arg(&run).status();
     assert!(!got, "a tmpfs on run/ is not the rootfs's filesystem");
 }
+
+#[test]
+fn stale_temporaries_past_the_listing_bound_are_summed_up_and_left_for_a_later_run() {
+    use super::temps::MAX_SCAN;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("cpuplan");
+    std::fs::create_dir(&dir).unwrap();
+    let many = MAX_SCAN + 904;
+    for i in 0..many {
+        std::fs::write(dir.join(format!(".plan.env.{}.{i}.tmp", u32::MAX)), "").unwrap();
+    }
+    std::fs::write(dir.join("notes"), "kept").unwrap();
+    let fd = open_dir_in(
+        &open_rootfs(Path::new("/"), None, t.path()).unwrap(),
+        Path::new("/cpuplan"),
+    )
+    .unwrap();
+    let sweep = || remove_stale_temps_of(&fd, Path::new("/run/cpuplan"), |n| n == "plan.env");
+    let first = sweep();
+    assert!(first.cut && first.failed == 0, "{first:?}");
+    assert!(
+        (MAX_SCAN - 1..=MAX_SCAN).contains(&first.removed),
+        "{first:?}"
+    );
+    let line = first.line(Path::new("/run/cpuplan")).unwrap();
+    assert!(
+        line.starts_with(&format!(
+            "removed {} stale temporary file(s) from /run/cpuplan",
+            first.removed
+        )) && line.contains("the rest wait for a later run"),
+        "{line}"
+    );
+    let second = sweep();
+    assert_eq!(second.removed, many - first.removed, "{second:?}");
+    assert!(!second.cut);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the other file stays");
+    let none = sweep();
+    assert_eq!(none.line(Path::new("/run/cpuplan")), None, "nothing to say");
+}

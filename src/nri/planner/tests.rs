@@ -90,6 +90,67 @@ fn a_mount_at_or_under_the_plan_directory_covers_it() {
     }
 }
 
+/// A mount at `dest` of `kind` from `source` with `options`.
+fn mount(dest: &str, kind: &str, source: &str, options: &[&str]) -> Mount {
+    Mount {
+        destination: dest.into(),
+        r#type: kind.into(),
+        source: source.into(),
+        options: options.iter().map(|o| o.to_string()).collect(),
+    }
+}
+
+#[test]
+fn the_plan_mount_goes_only_into_the_runtime_s_dev() {
+    // containerd's and CRI-O's /dev: a tmpfs of no path.
+    let dev = mount(
+        "/dev",
+        "tmpfs",
+        "tmpfs",
+        &["nosuid", "strictatime", "mode=755"],
+    );
+    let volume = mount(
+        "/run/cpuplan",
+        "bind",
+        "/var/lib/kubelet/x",
+        &["rbind", "ro"],
+    );
+    assert_eq!(plan_mount_unsafe(std::slice::from_ref(&dev)), None);
+    assert_eq!(
+        plan_mount_unsafe(&[dev.clone(), volume]),
+        None,
+        "the hook's dir is no matter"
+    );
+    let own = [
+        // no /dev of the runtime's: the image's is there
+        vec![],
+        // a bind at /dev in any spelling, a volume, a tmpfs typed bind
+        vec![mount("/dev", "bind", "/dev", &["rbind"])],
+        vec![dev.clone(), mount("/dev/", "tmpfs", "/srv/dev", &["bind"])],
+        vec![mount("/dev", "tmpfs", "tmpfs", &["rbind"])],
+        vec![mount("/dev", "", "/host/dev", &[])],
+        // the container's own mount at or under the plan directory, or a path with ..
+        vec![dev.clone(), mount("/dev/cpuplan", "bind", "/v", &["rbind"])],
+        vec![
+            dev.clone(),
+            mount("/dev/cpuplan/data", "bind", "/v", &["rbind"]),
+        ],
+        vec![
+            dev.clone(),
+            mount("/dev/x/../cpuplan", "bind", "/v", &["rbind"]),
+        ],
+    ];
+    for mounts in own {
+        let why = plan_mount_unsafe(&mounts);
+        assert!(why.is_some(), "{mounts:?}");
+    }
+    let why = plan_mount_unsafe(&[mount("/dev", "bind", "/srv/dev", &["rbind"])]).unwrap();
+    assert!(
+        why.contains("/dev is its own mount (bind from /srv/dev)"),
+        "{why}"
+    );
+}
+
 #[test]
 fn a_container_that_mounts_the_plugin_s_directories_is_its_own() {
     let config = HookConfig {

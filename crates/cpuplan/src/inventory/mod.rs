@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::cgroup::CgroupMounts;
+use crate::cpu_node::{cpu_nodes, CpuNode};
 use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::gpu::nvidia::{mig, nvidia_gpus, NvidiaGpu};
@@ -91,6 +92,8 @@ pub struct PciFunction {
     pub node: Option<u32>,
     /// Its local CPUs, read only for a display or accelerator function.
     pub local: Option<CpuSet>,
+    /// Where it is placed when its node has no CPUs ([`HostGpu::cpu_node`]).
+    pub cpu_node: Option<CpuNode>,
 }
 
 /// The PCI base classes whose functions the inventory keeps whole: display and accelerators.
@@ -227,6 +230,7 @@ impl HostInventory {
                     address: g.address.clone(),
                     node: g.node,
                     local: g.local.clone(),
+                    cpu_node: g.cpu_node.clone(),
                 })
                 .collect(),
         )
@@ -277,12 +281,19 @@ fn read_pci(topology_root: &Path) -> Result<Vec<PciFunction>, InventoryError> {
             vendor: None,
             node: None,
             local: None,
+            cpu_node: None,
         };
         if may_be_gpu(class) {
             f.vendor = pci_vendor(&dir).map_err(InventoryError::Host)?;
             (f.node, f.local) = locality(&dir).map_err(InventoryError::Host)?;
         }
         found.push(f);
+    }
+    let asked: Vec<(Option<u32>, Option<&CpuSet>)> =
+        found.iter().map(|f| (f.node, f.local.as_ref())).collect();
+    let placed = cpu_nodes(Some(topology_root), &asked);
+    for (f, c) in found.iter_mut().zip(placed) {
+        f.cpu_node = c;
     }
     Ok(found)
 }

@@ -72,7 +72,7 @@ pub(crate) fn fixture_hosts() -> Vec<(PathBuf, PathBuf)> {
     let mut hosts = vec![(example.clone(), example.clone())];
     let fixtures = repo.join("tests/fixtures");
     hosts.push((fixtures.join("e2e-host"), fixtures.join("e2e-host")));
-    for group in ["topologies", "synthetic"] {
+    for group in ["topologies", "synthetic", "grace"] {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures.join(group))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -118,7 +118,7 @@ fn the_format_refuses_what_is_not_whole() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/host");
     let inv = inventory_of(&root);
     let bytes = encode(&inv);
-    assert!(bytes.starts_with(b"cpuplan-inventory 4\n"));
+    assert!(bytes.starts_with(b"cpuplan-inventory 5\n"));
     assert_eq!(decode(&bytes).unwrap(), inv);
     for len in 0..bytes.len() {
         assert!(decode(&bytes[..len]).is_err(), "truncated to {len} bytes");
@@ -163,17 +163,17 @@ fn a_version_2_file_is_another_version_read_again_and_rewritten() {
     ]
     .concat();
     let e = decode(&v2).unwrap_err();
-    assert!(e.contains("not a version 4 inventory"), "{e}");
+    assert!(e.contains("not a version 5 inventory"), "{e}");
     std::fs::write(&path, &v2).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     let o = obtain(&dir, &r, &r, false);
     assert!(
-        matches!(&o.came, Came::Written(Some(w)) if w.contains("not a version 4")),
+        matches!(&o.came, Came::Written(Some(w)) if w.contains("not a version 5")),
         "{}",
         o.describe()
     );
     let now = std::fs::read(&path).unwrap();
-    assert!(now.starts_with(b"cpuplan-inventory 4\n"));
+    assert!(now.starts_with(b"cpuplan-inventory 5\n"));
     assert_eq!(decode(&now).unwrap(), inventory_of(&r));
     assert_eq!(obtain(&dir, &r, &r, false).came, Came::File);
 }

@@ -15,6 +15,15 @@ fn node_name(node: Option<u32>) -> String {
     }
 }
 
+/// How a GPU came to its placement node, for its worker's line: empty where its own node has
+/// its CPUs, else the node its memory is on.
+fn placed_from(gpu: &HostGpu) -> String {
+    match (gpu.node, gpu.placement_node()) {
+        (Some(memory), Some(on)) if memory != on => format!(" (nearest to its node {memory})"),
+        _ => String::new(),
+    }
+}
+
 /// Where one worker's GPU sits: its rank among its node's GPUs and the cores it picks from.
 struct Placement<'g> {
     gpu: &'g HostGpu,
@@ -69,15 +78,19 @@ pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
                 gpus.len()
             ));
         };
+        if let Some(why) = gpu.unplaced_why() {
+            return nothing(format!("gpu {addr}: {why}"));
+        }
+        let home = gpu.placement_node();
         let mut rank = 0;
         let mut peers = 0;
-        for g in gpus.iter().filter(|g| g.node == gpu.node) {
+        for g in gpus.iter().filter(|g| g.placement_node() == home) {
             if g.address == addr {
                 rank = peers;
             }
             peers += 1;
         }
-        let Some(local) = &gpu.local else {
+        let Some(local) = gpu.placement_cpus() else {
             return nothing(format!("gpu {addr} has no local CPUs in sysfs"));
         };
         let (bottom, top) = match cores.ends(&local.intersection(mask), peers)? {
@@ -85,7 +98,7 @@ pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
             Ends::Short(count) => {
                 return nothing(format!(
                     "{} has {count} cores in the mask for gpu {addr}'s {peers} GPUs, fewer than 2 per GPU",
-                    node_name(gpu.node)
+                    node_name(home)
                 ))
             }
         };
@@ -105,11 +118,12 @@ pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
     let mut taken = CpuSet::new();
     let place = |p: &Placement, from: &str| {
         format!(
-            "gpu {} rank {} of {} on {}: core {} from the {from}",
+            "gpu {} rank {} of {} on {}{}: core {} from the {from}",
             p.gpu.address,
             p.rank,
             p.peers,
-            node_name(p.gpu.node),
+            node_name(p.gpu.placement_node()),
+            placed_from(p.gpu),
             p.rank
         )
     };
@@ -144,16 +158,36 @@ pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
         cpus: top.clone(),
         why: format!("worker {first}'s {}", place(p, "top")),
     };
-    let mut nodes: Vec<Option<u32>> = placed.iter().map(|(_, p)| p.gpu.node).collect();
+    let mut nodes: Vec<Option<u32>> = placed.iter().map(|(_, p)| p.gpu.placement_node()).collect();
     nodes.sort_unstable();
     nodes.dedup();
     let nodes: Vec<String> = nodes.into_iter().map(node_name).collect();
-    let why = format!(
+    let mut why = format!(
         "step_thread_core auto: {} of {n} workers pinned by GPU rank on {} ({} host GPUs like {like}), API server on cpus {top}",
         placed.len(),
         nodes.join(", "),
         gpus.len()
     );
+    // A GPU's node without CPUs and how a tie was settled, once each, on the same line.
+    let mut notes: Vec<String> = Vec::new();
+    for (_, p) in &placed {
+        if let (Some(memory), Some(on)) = (p.gpu.node, p.gpu.placement_node()) {
+            if memory != on {
+                let mut note = format!(
+                    "gpu {}'s node {memory} has no CPUs: node {on}",
+                    p.gpu.address
+                );
+                if let Some(tie) = p.gpu.placement_note() {
+                    note.push_str(&format!(" ({tie})"));
+                }
+                notes.push(note);
+            }
+        }
+    }
+    if !notes.is_empty() {
+        why.push_str("; ");
+        why.push_str(&notes.join("; "));
+    }
     Ok(CpuPlan {
         setting: Setting::Auto,
         mask: mask.clone(),
@@ -161,6 +195,7 @@ pub(crate) fn auto_plan(ask: &Ask) -> Result<CpuPlan, CpuPlanError> {
         devices: addresses.to_vec(),
         workers,
         result: Some(result),
+        split: Default::default(),
         why,
     })
 }

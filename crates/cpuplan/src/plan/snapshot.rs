@@ -109,7 +109,7 @@ fn consulted(
                 .iter()
                 .filter(|g| addresses.iter().flatten().any(|a| *a == g.address))
             {
-                if let Some(l) = &g.local {
+                if let Some(l) = g.placement_cpus() {
                     local.extend_from(l);
                 }
             }

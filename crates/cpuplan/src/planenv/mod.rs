@@ -4,7 +4,7 @@
 //! The file is `KEY='value'` lines in [`shell`]'s subset, so `. /run/cpuplan/plan.env` in any
 //! POSIX shell sets exactly these values and runs nothing. The `CPUPLAN_*` variables carry the
 //! plan; the thread variables size common pools from it (`OMP_NUM_THREADS` and the other
-//! [`POOL_VARS`] = `left`, `GOMAXPROCS` = `usable`), and `CUDA_DEVICE_ORDER=PCI_BUS_ID` makes CUDA
+//! [`POOL_VARS`] = a process's share of `left`, `GOMAXPROCS` = `usable`), and `CUDA_DEVICE_ORDER=PCI_BUS_ID` makes CUDA
 //! number GPUs in PCI address order, the order of the plan's workers.
 
 pub mod shell;
@@ -12,7 +12,7 @@ pub mod shell;
 use crate::cpuset::{format_cpu_list, parse_cpu_list, CpuSet};
 pub use crate::json::Pools;
 use crate::json::{ResultJson, WorkerJson};
-use crate::{PlanFile, PLAN_VERSION};
+use crate::{PlanFile, PoolSplit, Role, Shares, PLAN_VERSION};
 
 pub use shell::LineError;
 
@@ -40,6 +40,10 @@ pub const PNG_THREADS: &str = "CPUPLAN_PNG_THREADS";
 pub const ENCODE_WORKERS: &str = "CPUPLAN_ENCODE_WORKERS";
 /// Threads a large output read copies over.
 pub const COPY_WORKERS: &str = "CPUPLAN_COPY_WORKERS";
+/// How the CPUs left are shared among the deployment's processes (`per-process` or `off`).
+pub const POOL_SPLIT: &str = "CPUPLAN_POOL_SPLIT";
+/// A worker process's intra-op threads: what the [`POOL_VARS`] hold.
+pub const WORKER_THREADS: &str = "CPUPLAN_WORKER_THREADS";
 /// How the plan was reached.
 pub const WHY: &str = "CPUPLAN_WHY";
 /// The container's own `step_thread_core` setting (read by the hook, not written).
@@ -58,15 +62,27 @@ pub const GENERATION_JSON: &str = "generation";
 /// The prefix of every variable this module defines for the plan.
 pub const PREFIX: &str = "CPUPLAN_";
 
-/// Thread-pool sizes set to the plan's `left`: OpenMP, MKL, OpenBLAS, BLIS, numexpr, rayon.
-pub const POOL_VARS: [&str; 6] = [
+/// Thread-pool sizes set to a process's share of the plan's `left` ([`PlanEnv::worker_threads`]
+/// in the container's environment and `plan.env`): OpenMP, MKL, OpenBLAS, BLIS, numexpr, rayon,
+/// and Python's `os.cpu_count()` / `os.process_cpu_count()` (3.13 and later), which size
+/// `concurrent.futures`' default pools.
+pub const POOL_VARS: [&str; 7] = [
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
     "BLIS_NUM_THREADS",
     "NUMEXPR_NUM_THREADS",
     "RAYON_NUM_THREADS",
+    "PYTHON_CPU_COUNT",
 ];
+
+/// The thread variables of a process whose pools get `threads`: each of [`POOL_VARS`].
+pub fn thread_vars(threads: usize) -> Vec<(&'static str, String)> {
+    POOL_VARS
+        .iter()
+        .map(|k| (*k, threads.to_string()))
+        .collect()
+}
 /// Go's scheduler size, set to the plan's `usable`.
 pub const GOMAXPROCS: &str = "GOMAXPROCS";
 /// CUDA's device numbering, set to [`CUDA_ORDER`] so `cuda:N` is the N-th GPU in PCI order.
@@ -107,6 +123,12 @@ pub struct PlanEnv {
     pub result: Option<CpuSet>,
     /// Pool sizes.
     pub pools: Pools,
+    /// How the CPUs left are shared among the deployment's processes.
+    pub split: PoolSplit,
+    /// A worker process's intra-op threads, what [`POOL_VARS`] hold ([`CpuPlan::worker_threads`]).
+    ///
+    /// [`CpuPlan::worker_threads`]: crate::CpuPlan::worker_threads
+    pub worker_threads: usize,
     /// How the plan was reached.
     pub why: String,
     /// The files' generation ([`GENERATION`]); 0 where none is known (a process environment,
@@ -170,6 +192,11 @@ impl PlanEnv {
             devices: file.worker_devices(),
             result: file.result.as_ref().map(|r| r.cpus.clone()),
             pools: file.pools,
+            split: file.pool_split,
+            worker_threads: match file.processes.worker {
+                0 => file.threads_for(Role::Other),
+                n => n,
+            },
             why: file.why.clone(),
             generation: 0,
         }
@@ -181,14 +208,14 @@ impl PlanEnv {
         self
     }
 
-    /// The variables in file order: the `CPUPLAN_*` plan, then the thread variables.
+    /// The variables in file order: the `CPUPLAN_*` plan, then the thread variables (a worker
+    /// process's, which any process started without saying which it is gets too).
     pub fn vars(&self) -> Vec<(&'static str, String)> {
-        let left = self.left.to_string();
         let mut vars = vec![
             (SETTING, self.setting.clone()),
             (MASK, format_cpu_list(&self.mask)),
             (USABLE, self.usable.to_string()),
-            (LEFT, left.clone()),
+            (LEFT, self.left.to_string()),
             (PINNED, format_cpu_list(&self.pinned)),
             (WORKERS, join(&self.workers, format_cpu_list)),
             (DEVICES, join(&self.devices, String::clone)),
@@ -206,9 +233,11 @@ impl PlanEnv {
             (PNG_THREADS, self.pools.png_threads.to_string()),
             (ENCODE_WORKERS, self.pools.encode_workers.to_string()),
             (COPY_WORKERS, self.pools.copy_workers.to_string()),
+            (POOL_SPLIT, self.split.to_string()),
+            (WORKER_THREADS, self.worker_threads.to_string()),
             (WHY, self.why.clone()),
         ];
-        vars.extend(POOL_VARS.iter().map(|k| (*k, left.clone())));
+        vars.extend(thread_vars(self.worker_threads));
         vars.push((GOMAXPROCS, self.usable.to_string()));
         vars.push((CUDA_DEVICE_ORDER, CUDA_ORDER.to_string()));
         vars
@@ -319,6 +348,13 @@ impl PlanEnv {
                 encode_workers: 0,
                 copy_workers: 0,
             },
+            split: match get(POOL_SPLIT) {
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| bad(POOL_SPLIT, &v, "not per-process or off"))?,
+                None => PoolSplit::Off,
+            },
+            worker_threads: 0,
             why: get(WHY).unwrap_or_default(),
             generation: 0,
         };
@@ -344,6 +380,7 @@ impl PlanEnv {
             encode_workers: opt(ENCODE_WORKERS, derived.pools.encode_workers)?,
             copy_workers: opt(COPY_WORKERS, derived.pools.copy_workers)?,
         };
+        env.worker_threads = opt(WORKER_THREADS, derived.processes.worker)?;
         Ok(env)
     }
 
@@ -374,7 +411,28 @@ impl PlanEnv {
             pinned: self.pinned.clone(),
             left: self.left,
             pools: self.pools,
+            pool_split: self.split,
+            processes: self.shares(),
             why: self.why.clone(),
+        }
+    }
+
+    /// Each process's share as this plan states it: the API server's `preprocess_threads`, a
+    /// worker's [`PlanEnv::worker_threads`].
+    fn shares(&self) -> Shares {
+        let workers = match self.split {
+            PoolSplit::PerProcess => self.workers.len(),
+            PoolSplit::Off => self.workers.len().min(1),
+        };
+        let api_server = self.pools.preprocess_threads;
+        Shares {
+            api_server,
+            worker: self.worker_threads,
+            workers,
+            other: self.worker_threads,
+            sum: api_server + self.worker_threads * workers,
+            left: self.left,
+            usable: self.usable,
         }
     }
 }
@@ -406,6 +464,7 @@ mod tests {
                 cpus: "54,166".parse().unwrap(),
                 why: "r".into(),
             }),
+            split: PoolSplit::PerProcess,
             why: "it's \"auto\"\n$(x)".into(),
         };
         PlanEnv::new(&PlanFile::new(&plan))
@@ -417,7 +476,16 @@ mod tests {
         assert!(text.starts_with("# Written by cpuplan"));
         assert!(text.contains("\nCPUPLAN_WORKERS='1,113;-;-'\n"), "{text}");
         assert!(text.contains("\nCPUPLAN_DEVICES='0000:2a:00.0;-;0000:3a:00.0'\n"));
-        assert!(text.contains("\nOMP_NUM_THREADS='12'\n"));
+        // Three worker processes and the API server share the 12 CPUs left: 3 + 3 × 3.
+        assert!(
+            text.contains("\nCPUPLAN_PREPROCESS_THREADS='3'\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nCPUPLAN_POOL_SPLIT='per-process'\n"));
+        assert!(text.contains("\nCPUPLAN_WORKER_THREADS='3'\n"));
+        assert!(text.contains("\nOMP_NUM_THREADS='3'\n"));
+        assert!(text.contains("\nPYTHON_CPU_COUNT='3'\n"));
+        assert!(text.contains("\nCPUPLAN_LEFT='12'\n"));
         assert!(text.contains("\nGOMAXPROCS='16'\n"));
         assert!(text.contains("\nCUDA_DEVICE_ORDER='PCI_BUS_ID'\n"));
         let keys: Vec<_> = sample().vars().into_iter().map(|(k, _)| k).collect();

@@ -104,10 +104,14 @@ class CpuPlan:
         """The CPUs pinned for the API server: result's."""
         return None if self.result is None else (self.result,)
 
+    def _split(self) -> str:
+        """How the CPUs left are shared among the workers' processes: the seed's deployments run one process per worker."""
+        return "per-process"
+
     def _derived(self) -> tuple:
-        """(pinned, left, preprocess_threads, png_threads, encode_workers, copy_workers), from the planner."""
+        """(pinned, left, preprocess_threads, png_threads, encode_workers, copy_workers, worker_threads), from the planner."""
         workers = [None if w is None else w[0] for w in self.workers]
-        return _cpuplan.derived(self.usable, workers, self._result_cpus())
+        return _cpuplan.derived(self.usable, workers, self._result_cpus(), self._split())
 
     @property
     def copy_workers(self) -> int:
@@ -133,6 +137,11 @@ class CpuPlan:
     def png_threads(self) -> int:
         """Threads one PNG deflates on (image_io.uint8_to_png)."""
         return self._derived()[3]
+
+    @property
+    def worker_threads(self) -> int:
+        """A worker process's intra-op threads: its share of the CPUs left where each of two or more workers runs in a process of its own, after the API server's preprocess_threads; every CPU left otherwise. At least 1."""
+        return self._derived()[6]
 
     @property
     def preprocess_threads(self) -> int:

@@ -42,6 +42,11 @@ class HookPlan(CpuPlan):
     devices: Tuple[Optional[str], ...] = ()
     result_core: Optional[StepCpus] = None
     source: Optional[str] = None
+    pool_split: str = "per-process"
+
+    def _split(self) -> str:
+        """The plan's own pool_split (the hook's config or the container's cpuplan.pool-split)."""
+        return self.pool_split
 
     def _result_cpus(self) -> Optional[Iterable[int]]:
         """result_core's CPUs while result is one of them, else result's CPU."""
@@ -52,7 +57,7 @@ class HookPlan(CpuPlan):
         return (self.result,)
 
     @classmethod
-    def _planned(cls, setting: str, planned: tuple, devices: Iterable[Optional[str]], source: Optional[str] = None) -> "HookPlan":
+    def _planned(cls, setting: str, planned: tuple, devices: Iterable[Optional[str]], source: Optional[str] = None, pool_split: str = "per-process") -> "HookPlan":
         """A HookPlan from the planner's (mask, usable, workers, result, why)."""
         mask, usable, workers, result, why = planned
         core = _steps([result])[0]
@@ -66,6 +71,7 @@ class HookPlan(CpuPlan):
             tuple(None if d is None else str(d) for d in devices),
             core,
             source,
+            pool_split,
         )
 
 
@@ -81,5 +87,5 @@ def hook_plan(path: Optional[PathLike] = None) -> Optional[HookPlan]:
     found = _cpuplan.read_hook_plan(None if path is None else os.fspath(path))
     if found is None:
         return None
-    setting, planned, devices, source = found
-    return HookPlan._planned(setting, planned, devices, source)
+    setting, planned, devices, source, pool_split = found
+    return HookPlan._planned(setting, planned, devices, source, pool_split)

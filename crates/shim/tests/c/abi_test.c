@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
     printf("load=%d\n", cpuplan_load(argv[1]));
     printf("error_after_ok=%s\n", cpuplan_last_error() ? "set" : "(null)");
     printf("usable=%d\nleft=%d\nworkers=%d\n", cpuplan_usable(), cpuplan_left(), cpuplan_workers());
+    printf("threads=%d,%d,%d\n", cpuplan_threads(-1), cpuplan_threads(1), cpuplan_threads(-2) < 0);
 
     printf("pin_worker0=%d\n", cpuplan_pin_worker_warm(0, warm, "warm"));
     print_cpus("main");

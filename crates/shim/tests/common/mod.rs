@@ -48,6 +48,7 @@ pub fn sample_plan() -> CpuPlan {
             cpus: one(a),
             why: format!("the API server's core, cpu {a}"),
         }),
+        split: cpuplan::PoolSplit::PerProcess,
         why: format!("step_thread_core {b}: the plan's why, with a quote: it's"),
     }
 }

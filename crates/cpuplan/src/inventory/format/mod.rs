@@ -2,14 +2,15 @@
 //! length and checksum, and the body (the inventory in a compact little-endian binary layout).
 //!
 //! ```text
-//! cpuplan-inventory 4
+//! cpuplan-inventory 5
 //! 2311 9f1c0b2a77e4d1c3
 //! <2311 bytes>
 //! ```
 //!
 //! The length is the body's in bytes and the checksum ([`checksum`]) in hex: a truncated,
 //! padded or altered file, or one of another version (a version 2 file's body is JSON, a
-//! version 3 file's checksum is byte-wise FNV-1a 64), is refused whole ([`decode`]), never
+//! version 3 file's checksum is byte-wise FNV-1a 64, a version 4 file's PCI functions have no
+//! CPU node), is refused whole ([`decode`]), never
 //! half-used.
 //!
 //! The body, every integer little-endian, in this order (`str` is a `u32` byte length and the
@@ -26,7 +27,7 @@
 //! | `cores` | `list<u16>` of each core's number of CPUs, then all the cores' CPU ids as `u16`s (each core's ascending) |
 //! | `core_of` | `u8` 0 where each CPU's core is the one that lists it (what sysfs gives: the cores say it all), else 1 and a `list<u16>`, `0xffff` for a CPU that was not online |
 //! | `nodes` | `list<(u32 id, set cpus)>` |
-//! | `pci` | `list<(str address, opt<u32> class, opt<u32> vendor, opt<u32> node, opt<set> local)>` |
+//! | `pci` | `list<(str address, opt<u32> class, opt<u32> vendor, opt<u32> node, opt<set> local, opt<cpu_node>)>`; a `cpu_node` is a `u8` 0 and `u32` node, `set` cpus, `opt<str>` note (the nearest node with CPUs), or a `u8` 1 and `str` why (unplaced) |
 //! | `nvidia` | `list<(str address, opt<u32> minor, opt<str> uuid)>` |
 //! | `caps_major` | `opt<i64>` |
 //! | `cgroup_mounts` | `opt<list<(str root, str mount point, str type, str source, str super options)>>` |
@@ -42,6 +43,7 @@ use std::path::PathBuf;
 
 use super::stamp::{DirStamp, Stamp, FNV_OFFSET, FNV_PRIME};
 use super::{Cores, HostInventory, PciFunction};
+use crate::cpu_node::CpuNode;
 use crate::cpuset::{CpuSet, Words, MAX_CPU};
 use crate::gpu::nvidia::NvidiaGpu;
 use crate::mountinfo::MountInfo;
@@ -51,7 +53,7 @@ use crate::topology::NumaNode;
 pub const MAGIC: &str = "cpuplan-inventory";
 
 /// The format's version: a file of another version is read afresh and written again.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The most bytes an inventory file may have (a host with 8192 CPUs and 1000 PCI functions fits).
 pub const MAX_FILE: usize = 1 << 20;
@@ -98,6 +100,7 @@ pub fn encode(inv: &HostInventory) -> Vec<u8> {
         w.opt(f.vendor, Writer::u32);
         w.opt(f.node, Writer::u32);
         w.opt(f.local.as_ref(), Writer::set);
+        w.opt(f.cpu_node.as_ref(), Writer::cpu_node);
     }
     w.count(inv.nvidia.len());
     for g in &inv.nvidia {
@@ -292,6 +295,21 @@ impl Writer {
         }
     }
 
+    fn cpu_node(&mut self, c: &CpuNode) {
+        match c {
+            CpuNode::Nearest { node, cpus, note } => {
+                self.0.push(0);
+                self.u32(*node);
+                self.set(cpus);
+                self.opt(note.as_deref().map(str::as_bytes), Writer::str);
+            }
+            CpuNode::Unplaced { why } => {
+                self.0.push(1);
+                self.str(why.as_bytes());
+            }
+        }
+    }
+
     fn opt<T>(&mut self, v: Option<T>, put: impl FnOnce(&mut Self, T)) {
         match v {
             None => self.0.push(0),
@@ -427,6 +445,20 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn cpu_node(&mut self) -> Result<CpuNode, Bad> {
+        match self.u8()? {
+            0 => Ok(CpuNode::Nearest {
+                node: self.u32()?,
+                cpus: self.set()?,
+                note: self.opt(Self::string)?,
+            }),
+            1 => Ok(CpuNode::Unplaced {
+                why: self.string()?,
+            }),
+            _ => Err("a CPU node kind that is neither 0 nor 1"),
+        }
+    }
+
     fn dir(&mut self) -> Result<DirStamp, Bad> {
         let present = match self.u8()? {
             0 => false,
@@ -505,13 +537,14 @@ impl<'a> Reader<'a> {
                 cpus: r.set()?,
             })
         })?;
-        let pci = self.list(8, |r| {
+        let pci = self.list(9, |r| {
             Ok(PciFunction {
                 address: r.string()?,
                 class: r.opt(Self::u32)?,
                 vendor: r.opt(Self::u32)?,
                 node: r.opt(Self::u32)?,
                 local: r.opt(Self::set)?,
+                cpu_node: r.opt(Self::cpu_node)?,
             })
         })?;
         let nvidia = self.list(6, |r| {

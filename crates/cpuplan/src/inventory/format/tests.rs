@@ -198,14 +198,14 @@ fn the_frame_lines_are_strict() {
         "the upper case is another spelling"
     );
     for head in [
-        format!("cpuplan-inventory 04\n{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 4 \n{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 4\n{} {sum:016X}\n", body.len()),
-        format!("cpuplan-inventory 4\n{} {}\n", body.len(), &hex[1..]),
-        format!("cpuplan-inventory 4\n0{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 4\n+{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 4\n{}  {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 4\n{} {sum:016x}\n", body.len() + 1),
+        format!("cpuplan-inventory 05\n{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 5 \n{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 5\n{} {sum:016X}\n", body.len()),
+        format!("cpuplan-inventory 5\n{} {}\n", body.len(), &hex[1..]),
+        format!("cpuplan-inventory 5\n0{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 5\n+{} {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 5\n{}  {sum:016x}\n", body.len()),
+        format!("cpuplan-inventory 5\n{} {sum:016x}\n", body.len() + 1),
     ] {
         assert!(decode(&text(&head)).is_err(), "{head:?}");
     }
@@ -242,5 +242,5 @@ fn the_checksum_sees_every_bit_and_the_length() {
     .concat();
     assert!(decode(&framed(&body)).is_ok());
     let e = decode(&v3).unwrap_err();
-    assert!(e.contains("not a version 4 inventory"), "{e}");
+    assert!(e.contains("not a version 5 inventory"), "{e}");
 }
