@@ -101,12 +101,20 @@ fn plan_json(h: &FakeHost) -> Value {
     serde_json::from_str(&plan_file(h, "plan.json").expect("plan.json written")).unwrap()
 }
 
+/// The hook's logger is the process's: a test that reads its log runs alone in this binary, or
+/// another test's run would point the logger at its own file meanwhile.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn log(h: &FakeHost) -> String {
     std::fs::read_to_string(h.scratch("hook.log")).unwrap_or_default()
 }
 
 #[test]
 fn crun_systemd_layout_the_container_child_of_the_scope_gets_the_plan() {
+    let _one_at_a_time = serial();
     let id = "h6-ctr";
     let mut h = host(&format!("system.slice:cpuplan:{id}"));
     let leaf = plant_v2(
@@ -142,6 +150,7 @@ fn crun_systemd_layout_the_container_child_of_the_scope_gets_the_plan() {
 
 #[test]
 fn podman_and_crun_cgroupfs_layouts() {
+    let _one_at_a_time = serial();
     let id = "h6-ctr";
     // podman --cgroup-manager=systemd: machine.slice:libpod:<id>.
     let mut h = host(&format!("machine.slice:libpod:{id}"));
@@ -166,6 +175,7 @@ fn podman_and_crun_cgroupfs_layouts() {
 
 #[test]
 fn a_pid_two_levels_below_or_in_another_unit_is_refused() {
+    let _one_at_a_time = serial();
     for cg in [
         "system.slice/cpuplan-h6-ctr.scope/container/deeper",
         "system.slice/sshd.service/container",
@@ -184,6 +194,7 @@ fn a_pid_two_levels_below_or_in_another_unit_is_refused() {
 
 #[test]
 fn kubelet_pod_slice_quota_is_the_tightest_of_the_chain() {
+    let _one_at_a_time = serial();
     let uid = "0f2a";
     let id = "h6-ctr";
     let pod = format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice");
