@@ -51,75 +51,89 @@ fn recipe(args: &[&str], envs: &[(&str, &Path)]) -> std::process::Output {
     c.output().expect("run tests/vm/cgroup2-vm.sh")
 }
 
+/// What the guest's one boot found ([`boot`]).
+fn results() -> &'static Results {
+    // One boot for the binary: a boot that fails fails every test with its cause, and is not
+    // tried again by the next test (a `get_or_init` whose closure panics would run it again).
+    static RESULTS: OnceLock<Result<Results, String>> = OnceLock::new();
+    let r = RESULTS.get_or_init(|| {
+        std::panic::catch_unwind(boot).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the boot panicked".into())
+        })
+    });
+    r.as_ref()
+        .unwrap_or_else(|e| panic!("the guest run failed: {e}"))
+}
+
 /// Builds the image when needed, boots the guest once with the static hook, and reads back
 /// what `guest.sh` found.
-fn results() -> &'static Results {
-    static RESULTS: OnceLock<Results> = OnceLock::new();
-    RESULTS.get_or_init(|| {
-        let img = image_dir();
-        if !img.join("rootfs.img").exists() {
-            let t0 = Instant::now();
-            let out = recipe(&["build"], &[("VM_DIR", &img)]);
-            assert!(
-                out.status.success(),
-                "building the guest image failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            eprintln!("vm_systemd: image built in {} s", t0.elapsed().as_secs());
-        }
-        let share = tempfile::Builder::new()
-            .prefix("share-")
-            .tempdir_in(target_dir().join("vm"))
-            .unwrap();
-        let s = share.path();
-        std::fs::copy(static_hook(), s.join("cpuplan-hook")).unwrap();
-        std::fs::copy(vm_dir().join("guest.sh"), s.join("guest.sh")).unwrap();
-        copy_tree(&common::runc::fixtures().join("e2e-host"), &s.join("topo"));
+fn boot() -> Results {
+    let img = image_dir();
+    if !img.join("rootfs.img").exists() {
         let t0 = Instant::now();
-        let out = {
-            let mut c = Command::new("bash");
-            c.arg(vm_dir().join("cgroup2-vm.sh"))
-                .args(["run", "bash", "guest.sh"])
-                .env("VM_DIR", &img)
-                .env("VM_SHARE", s)
-                .env("VM_TIMEOUT", "600");
-            c.output().expect("run tests/vm/cgroup2-vm.sh")
-        };
-        let round_trip = t0.elapsed();
-        let console = std::fs::read_to_string(img.join("last-console.log")).unwrap_or_default();
-        let log = format!(
-            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- console\n{console}\n--- hook log\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(s.join("hook.log")).unwrap_or_default()
+        let out = recipe(&["build"], &[("VM_DIR", &img)]);
+        assert!(
+            out.status.success(),
+            "building the guest image failed: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        let text = std::fs::read_to_string(s.join("results.jsonl"))
-            .unwrap_or_else(|e| panic!("the guest wrote no results ({e}):\n{log}"));
-        let mut r = Results {
-            checks: BTreeMap::new(),
-            facts: BTreeMap::new(),
-            log,
-        };
-        for line in text.lines() {
-            let v: Value = serde_json::from_str(line).expect("a result line parses");
-            if let Some(c) = v["check"].as_str() {
-                let ok = v["ok"].as_bool().unwrap_or(false);
-                r.checks
-                    .insert(c.into(), (ok, v["detail"].as_str().unwrap_or("").into()));
-            } else if let Some(f) = v["fact"].as_str() {
-                r.facts
-                    .insert(f.into(), v["value"].as_str().unwrap_or("").into());
-            }
+        eprintln!("vm_systemd: image built in {} s", t0.elapsed().as_secs());
+    }
+    let share = tempfile::Builder::new()
+        .prefix("share-")
+        .tempdir_in(target_dir().join("vm"))
+        .unwrap();
+    let s = share.path();
+    std::fs::copy(static_hook(), s.join("cpuplan-hook")).unwrap();
+    std::fs::copy(vm_dir().join("guest.sh"), s.join("guest.sh")).unwrap();
+    copy_tree(&common::runc::fixtures().join("e2e-host"), &s.join("topo"));
+    let t0 = Instant::now();
+    let out = {
+        let mut c = Command::new("bash");
+        c.arg(vm_dir().join("cgroup2-vm.sh"))
+            .args(["run", "bash", "guest.sh"])
+            .env("VM_DIR", &img)
+            .env("VM_SHARE", s)
+            .env("VM_TIMEOUT", "600");
+        c.output().expect("run tests/vm/cgroup2-vm.sh")
+    };
+    let round_trip = t0.elapsed();
+    let console = std::fs::read_to_string(img.join("last-console.log")).unwrap_or_default();
+    let log = format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- console\n{console}\n--- hook log\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(s.join("hook.log")).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(s.join("results.jsonl"))
+        .unwrap_or_else(|e| panic!("the guest wrote no results ({e}):\n{log}"));
+    let mut r = Results {
+        checks: BTreeMap::new(),
+        facts: BTreeMap::new(),
+        log,
+    };
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).expect("a result line parses");
+        if let Some(c) = v["check"].as_str() {
+            let ok = v["ok"].as_bool().unwrap_or(false);
+            r.checks
+                .insert(c.into(), (ok, v["detail"].as_str().unwrap_or("").into()));
+        } else if let Some(f) = v["fact"].as_str() {
+            r.facts
+                .insert(f.into(), v["value"].as_str().unwrap_or("").into());
         }
-        r.facts
-            .insert("round_trip_ms".into(), round_trip.as_millis().to_string());
-        // The figures, for the log of a CI run.
-        for (k, v) in &r.facts {
-            eprintln!("vm_systemd: {k} = {v}");
-        }
-        r
-    })
+    }
+    r.facts
+        .insert("round_trip_ms".into(), round_trip.as_millis().to_string());
+    // The figures, for the log of a CI run.
+    for (k, v) in &r.facts {
+        eprintln!("vm_systemd: {k} = {v}");
+    }
+    r
 }
 
 fn copy_tree(from: &Path, to: &Path) {

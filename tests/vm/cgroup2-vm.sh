@@ -197,6 +197,13 @@ EOF
 C=/run/cgroup2-vm
 mkdir -p "$C"
 o=trans=virtio,version=9p2000.L,msize=524288,cache=none
+# udev loads the 9p transport and binds the shares' devices when it gets to them: on a loaded
+# host under TCG that can come after multi-user.target, so wait for the control share's tag.
+modprobe -q 9pnet_virtio 2>/dev/null || true
+for _ in $(seq 1 240); do
+  grep -qsx cgroup2vm_ctl /sys/bus/virtio/drivers/9pnet_virtio/*/mount_tag && break
+  sleep 0.5
+done
 mount -t 9p -o "$o" cgroup2vm_ctl "$C" || { echo "cgroup2-vm-run: no control share" >&2; exit 1; }
 cd /root
 if grep -qsx cgroup2vm_host /sys/bus/virtio/drivers/9pnet_virtio/*/mount_tag; then
