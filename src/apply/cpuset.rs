@@ -1,11 +1,14 @@
-//! Writing the container's own cgroup cpuset, and nothing else.
+//! Writing the container's own cgroup cpuset, and nothing else; under the systemd driver also
+//! its unit's `AllowedCPUs` ([`super::unit`]), where systemd keeps it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cpuplan::{CgroupDir, Cgroups, CpuSet};
 
 use super::identity::own_cgroup;
+use super::unit::{set_allowed_cpus, unit_cpus_now, unit_of, UNIT_TIMEOUT};
 
 /// Why the cpuset was not written.
 #[derive(Debug, thiserror::Error)]
@@ -52,15 +55,47 @@ impl CpusetError {
 /// What happened to the cpuset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpusetWrite {
-    /// Written to `path` (a `cpuset.cpus`), which held `was` before: [`restore_cpuset`] puts it back.
-    Written {
-        /// The file written.
-        path: PathBuf,
-        /// Its content before the write.
-        was: String,
-    },
+    /// Written: [`restore_cpuset`] puts it back.
+    Written(Narrowed),
     /// The host has no cpuset controller for the container.
     NoController,
+}
+
+/// A cpuset written: where, what it was, and what became of the systemd unit's property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Narrowed {
+    /// The file written (the pid's own cgroup's `cpuset.cpus`).
+    pub path: PathBuf,
+    /// Its content before the write.
+    pub was: String,
+    /// The container's systemd unit's `AllowedCPUs`.
+    pub unit: UnitSet,
+    /// The D-Bus address systemd was called on.
+    pub bus: String,
+}
+
+/// What became of the container's systemd unit's `AllowedCPUs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitSet {
+    /// Not under the systemd driver: the cgroup file is where the cpuset lives.
+    NotSystemd,
+    /// Set on `unit`, whose own `cpuset.cpus` held `was`; the call took `took`.
+    Set {
+        /// The unit.
+        unit: String,
+        /// The unit's CPUs before (empty: inherited).
+        was: String,
+        /// How long systemd took.
+        took: Duration,
+    },
+    /// The call failed (`why`): the cgroup file alone holds the narrowing, until systemd
+    /// next re-applies the unit's properties.
+    Failed {
+        /// The unit.
+        unit: String,
+        /// Why, in one line.
+        why: String,
+    },
 }
 
 /// Checks that `found` is container `id`'s own cgroup: below its hierarchy's root, and where
@@ -76,13 +111,16 @@ pub fn check_own(
     })
 }
 
-/// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup (container `id`'s), found among its hierarchies `cgroups`.
+/// Writes `cpus` as `cpuset.cpus` of pid's own cpuset cgroup (container `id`'s), found among
+/// its hierarchies `cgroups`; under the systemd driver also as its unit's `AllowedCPUs`, through
+/// systemd on the D-Bus address `bus` ([`super::unit::system_bus`]), waiting for it at most
+/// `unit_wait` (and never over [`UNIT_TIMEOUT`]).
 pub fn write_cpuset(
     cgroups: &Cgroups,
     pid: u32,
     cpus: &CpuSet,
-    cgroups_path: Option<&str>,
-    id: &str,
+    (cgroups_path, id): (Option<&str>, &str),
+    (bus, unit_wait): (&str, Duration),
 ) -> Result<CpusetWrite, CpusetError> {
     let found = cgroups
         .controller("cpuset")
@@ -98,13 +136,45 @@ pub fn write_cpuset(
     })?;
     let was = String::from_utf8_lossy(&was).trim().to_string();
     put(&path, &cpus.to_string())?;
-    Ok(CpusetWrite::Written { path, was })
+    let unit = match unit_of(&found, cgroups_path) {
+        None => UnitSet::NotSystemd,
+        Some(unit) => {
+            let unit_was = unit_cpus_now(&unit);
+            match set_allowed_cpus(bus, &unit.name, cpus, unit_wait.min(UNIT_TIMEOUT)) {
+                Ok(took) => UnitSet::Set {
+                    unit: unit.name,
+                    was: unit_was,
+                    took,
+                },
+                Err(e) => UnitSet::Failed {
+                    unit: unit.name,
+                    why: e.to_string(),
+                },
+            }
+        }
+    };
+    Ok(CpusetWrite::Written(Narrowed {
+        path,
+        was,
+        unit,
+        bus: bus.to_string(),
+    }))
 }
 
-/// Writes `was` (what [`write_cpuset`] found) back to `path`, undoing the narrowing when a
-/// later stage fails; an empty `was` (a v2 cpuset that inherits) is written as an empty line.
-pub fn restore_cpuset(path: &Path, was: &str) -> Result<(), CpusetError> {
-    put(path, if was.is_empty() { "\n" } else { was })
+/// Puts back what [`write_cpuset`] changed, undoing the narrowing when a later stage fails:
+/// the file's old content (an empty one, a v2 cpuset that inherits, as an empty line), and the
+/// unit's `AllowedCPUs` where it was set.
+pub fn restore_cpuset(narrowed: &Narrowed) -> Result<(), CpusetError> {
+    let was = narrowed.was.as_str();
+    put(&narrowed.path, if was.is_empty() { "\n" } else { was })?;
+    if let UnitSet::Set { unit, was, .. } = &narrowed.unit {
+        // What the unit had: its CPUs as the file showed them (none: inherited, cleared).
+        let cpus = was.parse::<CpuSet>().unwrap_or_default();
+        if let Err(e) = set_allowed_cpus(&narrowed.bus, unit, &cpus, UNIT_TIMEOUT) {
+            log::warn!("cannot put the unit's AllowedCPUs back: {e}");
+        }
+    }
+    Ok(())
 }
 
 /// The most bytes of a `cpuset.cpus` read (a list of every CPU of a large host fits).

@@ -16,11 +16,21 @@
 //! - none: the leaf is named for the container id (`…/<id>`, runc's and crun's cgroupfs
 //!   default) or is its scope (`…/<prefix>-<id>.scope`, the systemd drivers' default).
 //!
+//! The runtime may put the container's processes one level below that cgroup: crun's systemd
+//! driver makes the scope and moves them into its `container` child (another name where the
+//! `run.oci.systemd.subgroup` annotation asks), podman with `--cgroup-manager=systemd` likewise
+//! (`/machine.slice/libpod-<id>.scope/container`). The pid's cgroup, read by the hook from
+//! `/proc/<pid>/cgroup` in the host's cgroup namespace, is where the runtime put it: at
+//! createRuntime the container's own code has not run yet and cannot have moved it. So the
+//! named cgroup or a direct child of it is the container's ([`own_cgroup`]), under the cgroupfs
+//! and systemd drivers alike; the cpuset is written to the pid's own (the leaf, where it takes
+//! effect).
+//!
 //! The hierarchies checked are those the hook reads and writes: the v1 ones holding `cpuset`
 //! or `cpu`, else the unified (v2) one. A pid whose cgroups were not read cannot be checked,
 //! and is refused too.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cpuplan::{CgroupDir, CgroupVersion, Cgroups};
 
@@ -86,27 +96,39 @@ pub fn own_cgroup(found: &CgroupDir, cgroups_path: Option<&str>, id: &str) -> Re
     if rel.as_os_str().is_empty() {
         return Err("is the hierarchy's root cgroup, shared by the whole host".into());
     }
+    // The pid's cgroup itself, or its parent when the runtime made a child for the processes.
+    let candidates = [
+        Some(rel),
+        rel.parent().filter(|p| !p.as_os_str().is_empty()),
+    ];
+    let candidates = candidates.iter().flatten();
     match cgroups_path.filter(|p| !p.is_empty()) {
         Some(cg) => {
             let tails = named_tails(cg);
-            if tails.iter().any(|t| rel.ends_with(t)) {
+            if candidates
+                .clone()
+                .any(|c| tails.iter().any(|t| c.ends_with(t)))
+            {
                 Ok(())
             } else {
                 let want: Vec<String> =
                     tails.iter().map(|t| format!("…/{}", t.display())).collect();
                 Err(format!(
-                    "is not the one the config's cgroupsPath {cg:?} names ({})",
+                    "is not the one the config's cgroupsPath {cg:?} names ({}), nor a child of it",
                     want.join(" or ")
                 ))
             }
         }
         None => {
-            let leaf = rel.file_name().and_then(|l| l.to_str()).unwrap_or("");
-            if leaf == id || leaf.ends_with(&format!("-{id}.scope")) {
+            let named = |c: &Path| {
+                let leaf = c.file_name().and_then(|l| l.to_str()).unwrap_or("");
+                leaf == id || leaf.ends_with(&format!("-{id}.scope"))
+            };
+            if candidates.into_iter().any(|c| named(c)) {
                 Ok(())
             } else {
                 Err(format!(
-                    "is not named for container {id:?} (…/{id} or …/<prefix>-{id}.scope), and the config names no cgroupsPath"
+                    "is not named for container {id:?} (…/{id} or …/<prefix>-{id}.scope, or a child of one), and the config names no cgroupsPath"
                 ))
             }
         }
@@ -147,7 +169,27 @@ mod tests {
         assert!(ok("outer/pod/ctr1", Some("pod/ctr1"), "x").is_ok());
         assert!(ok("pod/ctr1", Some("/ctr1"), "x").is_ok());
         assert!(ok("xctr1", Some("/ctr1"), "x").is_err(), "whole components");
-        assert!(ok("ctr1/sub", Some("/ctr1"), "x").is_err());
+        // The runtime's child of the container's cgroup (crun's `container`), not deeper.
+        assert!(ok("ctr1/container", Some("/ctr1"), "x").is_ok());
+        assert!(ok("ctr1/a/b", Some("/ctr1"), "x").is_err());
+        assert!(ok("other/sub", Some("/ctr1"), "x").is_err());
+        let crun = "system.slice/cpuplan-x.scope/container";
+        assert!(ok(crun, Some("system.slice:cpuplan:x"), "x").is_ok());
+        let podman = "machine.slice/libpod-ab12.scope/container";
+        assert!(ok(podman, Some("machine.slice:libpod:ab12"), "ab12").is_ok());
+        let e = ok(
+            "system.slice/foo.service/container",
+            Some("system.slice:cpuplan:x"),
+            "x",
+        )
+        .unwrap_err();
+        assert!(e.contains("nor a child of it"), "{e}");
+        assert!(ok(
+            "system.slice/cpuplan-x.scope/container/x",
+            Some("system.slice:cpuplan:x"),
+            "x"
+        )
+        .is_err());
         let sd = "kubepods-besteffort-pod1.slice:cri-containerd:c1";
         let sd_dir =
             "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-c1.scope";
@@ -165,6 +207,9 @@ mod tests {
         assert!(ok("c1", None, "c1").is_ok());
         assert!(ok("runc-parent/c1", Some(""), "c1").is_ok());
         assert!(ok("system.slice/runc-c1.scope", None, "c1").is_ok());
+        assert!(ok("machine.slice/crun-c1.scope/container", None, "c1").is_ok());
+        assert!(ok("c1/container", None, "c1").is_ok());
+        assert!(ok("c1/a/b", None, "c1").is_err());
         let e = ok("system.slice/foo.service", None, "c1").unwrap_err();
         assert!(e.contains("\"c1\""), "{e}");
         // The root cgroup is nobody's own.

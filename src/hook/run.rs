@@ -10,12 +10,15 @@ use std::io::Read;
 use std::mem::ManuallyDrop;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cpuplan::Holder;
 
 use crate::apply::below::{open_rootfs, remove_plan_files_of, PlanDir};
 use crate::apply::claim::{claim_for_init, release, scope, Deadline};
-use crate::apply::cpuset::{restore_cpuset, write_cpuset, CpusetError, CpusetWrite};
+use crate::apply::cpuset::{
+    restore_cpuset, write_cpuset, CpusetError, CpusetWrite, Narrowed, UnitSet,
+};
 use crate::apply::hostplan::{self, Hold};
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
@@ -335,12 +338,12 @@ fn create_runtime(
                 state.id(),
                 config.dir.display()
             );
-            cpuset_file.map(|(path, _)| path)
+            cpuset_file.map(|n| n.path)
         }
         Err(e) => {
             release_logged(config, &host, &inputs, &deadline);
-            if let Some((path, was)) = cpuset_file {
-                put_back(state, &path, &was);
+            if let Some(narrowed) = cpuset_file {
+                put_back(state, &narrowed);
             }
             let was_off = course.is_off();
             let cause = e.to_string();
@@ -365,7 +368,7 @@ fn create_runtime(
 }
 
 /// Writes the decision's cpuset, if it has one and the container a pid: where it was written
-/// and what the file held, to put back. A cpuset the host does not let the hook write keeps it
+/// and what the file (and the systemd unit) held, to put back. A cpuset the host does not let the hook write keeps it
 /// ([`Course::keep_cpuset`]); any other failure releases the claims and is a planning problem.
 fn narrow(
     config: &HookConfig,
@@ -374,26 +377,43 @@ fn narrow(
     inputs: &Inputs,
     course: &mut Course,
     deadline: &Deadline,
-) -> Result<Option<(PathBuf, String)>, HookError> {
+) -> Result<Option<Narrowed>, HookError> {
     let (Some(set), Some(pid)) = (course.decision().cpuset.clone(), state.pid()) else {
         return Ok(None);
     };
     let cgroups_path = inputs.spec.cgroups_path.as_deref();
+    let bus = crate::apply::unit::system_bus(&config.root);
+    // systemd is waited on no longer than the hook's registration leaves (less the rest of its
+    // work), so that a bus that does not answer never gets the hook killed.
+    let unit_wait = deadline.left().saturating_sub(Duration::from_millis(500));
     match write_cpuset(
         &inputs.cgroups,
         pid,
         &set,
-        cgroups_path,
-        &inputs.container.id,
+        (cgroups_path, &inputs.container.id),
+        (&bus, unit_wait),
     ) {
-        Ok(CpusetWrite::Written { path, was }) => {
+        Ok(CpusetWrite::Written(narrowed)) => {
             log::debug!(
                 "container {}: wrote {set} to {} (it was {})",
                 state.id(),
-                path.display(),
-                was.trim()
+                narrowed.path.display(),
+                narrowed.was.trim()
             );
-            Ok(Some((path, was)))
+            match &narrowed.unit {
+                UnitSet::NotSystemd => {}
+                UnitSet::Set { unit, took, .. } => log::debug!(
+                    "container {}: set AllowedCPUs={set} on {unit} through systemd in {} ms",
+                    state.id(),
+                    took.as_millis()
+                ),
+                UnitSet::Failed { why, .. } => log::warn!(
+                    "container {}: cpuset {set} written to the cgroup file only, which systemd \
+                     resets at its next daemon-reload: {why}",
+                    state.id()
+                ),
+            }
+            Ok(Some(narrowed))
         }
         Ok(CpusetWrite::NoController) => {
             let why = "cpuset kept: the host has no cpuset controller for the container";
@@ -415,14 +435,14 @@ fn narrow(
     }
 }
 
-/// Puts the cpuset file at `path` back to `was`, logging how it went.
-fn put_back(state: &HookState, path: &Path, was: &str) {
-    match restore_cpuset(path, was) {
+/// Puts the cpuset back as it was before [`narrow`], logging how it went.
+fn put_back(state: &HookState, narrowed: &Narrowed) {
+    match restore_cpuset(narrowed) {
         Ok(()) => log::info!(
             "container {}: cpuset put back to {} ({})",
             state.id(),
-            was.trim(),
-            path.display()
+            narrowed.was.trim(),
+            narrowed.path.display()
         ),
         Err(e) => log::warn!("container {}: cannot put the cpuset back: {e}", state.id()),
     }
