@@ -558,3 +558,44 @@ fn a_hard_link_or_another_user_s_file_in_the_operator_s_directories_is_never_wri
         );
     }
 }
+
+#[test]
+fn a_config_naming_a_system_directory_or_a_nul_plans_nothing_there_and_the_container_starts() {
+    // An operator's slip in another form than `"claims_dir": "/etc"`: `/var/tmp/` with a
+    // trailing slash, `//usr//local`, and a `dir` holding a NUL. The config is unusable: every
+    // container gets the `off` plan naming the key (at the default `dir`), starts under the
+    // default `allow`, and nothing is made in or beside the system directory.
+    let cases: [(&str, Value, &str); 3] = [
+        ("claims_dir", json!("/var/tmp/"), "is a system directory"),
+        ("claims_dir", json!("//usr//local"), "is a system directory"),
+        ("dir", json!("/run/cpu\u{0}plan"), "holds a NUL byte"),
+    ];
+    let watched = [
+        "/var/tmp/.lock",
+        "/var/hostplans",
+        "/usr/local/.lock",
+        "/usr/hostplans",
+    ];
+    let before: Vec<bool> = watched.iter().map(|p| Path::new(p).exists()).collect();
+    for (key, value, what) in cases {
+        let node = Node::new(&fixtures().join("e2e-host"));
+        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&node.config).unwrap()).unwrap();
+        cfg[key] = value.clone();
+        std::fs::write(&node.config, serde_json::to_vec(&cfg).unwrap()).unwrap();
+        let mut b = node.bundle("sysdir", HOLD);
+        b.gpu(0);
+        let t = start(&b);
+        let plan = plan_json(&b);
+        stop(&b, t);
+        let why = plan["why"].as_str().unwrap();
+        assert!(
+            why.contains(&format!("key \"{key}\"")) && why.contains(what),
+            "{key} {value}: {why}"
+        );
+        assert!(plan["workers"]
+            .as_array()
+            .is_none_or(|w| w.iter().all(Value::is_null)));
+        let after: Vec<bool> = watched.iter().map(|p| Path::new(p).exists()).collect();
+        assert_eq!(after, before, "{key} {value}: made in {watched:?}");
+    }
+}
