@@ -182,9 +182,12 @@ class Bench:
             child = f"{self.venv}/bin/python /bench/workload.py numpy {seconds}"
         else:
             child = f"{self.venv}/bin/python /bench/workload.py onnx {seconds} /model/mlp.onnx env"
+        # Each process's result line (tens of KB, past PIPE_BUF) goes to a file of its own and
+        # is printed after all are done: N writers on one pipe interleave such lines.
         script = (
             f'i=0; while [ $i -lt {n} ]; do (export LOCAL_RANK=$i; '
-            f'[ -n "$OMP_NUM_THREADS" ] || export OMP_NUM_THREADS=1; exec {child}) & i=$((i+1)); done; wait'
+            f'[ -n "$OMP_NUM_THREADS" ] || export OMP_NUM_THREADS=1; exec {child} > /tmp/result.$i) & i=$((i+1)); done; wait; '
+            f'for f in /tmp/result.*; do busybox cat $f; done'
         )
         env: List[str] = []
         if self.args.sim_left and variant != "launcher":
