@@ -29,20 +29,20 @@ fn shim_error(e: ShimError) -> PyErr {
 }
 
 /// The plan file at `path` with its workers' devices; `Ok(None)` when there is no such file.
-fn from_file(path: &Path) -> Result<Option<Found>, ShimError> {
+fn from_file(path: &Path) -> PyResult<Option<Found>> {
     match Plan::load_from(path) {
         Ok(plan) => Ok(Some(with_devices(plan))),
         Err(ShimError::NoPlan(_)) => Ok(None),
-        Err(e) => Err(e),
+        Err(e) => Err(shim_error(e)),
     }
 }
 
 /// The plan in this process's `CPUPLAN_*` variables with its workers' devices; `Ok(None)` when `CPUPLAN_MASK` is not set.
-fn from_env() -> Result<Option<Found>, ShimError> {
+fn from_env() -> PyResult<Option<Found>> {
     match Plan::from_env() {
         Ok(plan) => Ok(Some(with_devices(plan))),
         Err(ShimError::NoPlan(_)) => Ok(None),
-        Err(e) => Err(e),
+        Err(e) => Err(shim_error(e)),
     }
 }
 
@@ -59,7 +59,7 @@ fn with_devices(plan: Plan) -> Found {
 #[pyo3(signature = (path=None))]
 pub fn read_hook_plan(py: Python<'_>, path: Option<PathBuf>) -> PyResult<Option<PyHookPlan<'_>>> {
     let found = match &path {
-        Some(p) => match from_file(p).map_err(shim_error)? {
+        Some(p) => match from_file(p)? {
             Some(found) => Some(found),
             None => {
                 return Err(PyOSError::new_err((
@@ -68,9 +68,9 @@ pub fn read_hook_plan(py: Python<'_>, path: Option<PathBuf>) -> PyResult<Option<
                 )));
             }
         },
-        None => match from_file(&Plan::default_path()).map_err(shim_error)? {
+        None => match from_file(&Plan::default_path())? {
             Some(found) => Some(found),
-            None => from_env().map_err(shim_error)?,
+            None => from_env()?,
         },
     };
     let Some((plan, devices)) = found else {
