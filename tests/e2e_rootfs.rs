@@ -77,31 +77,7 @@ fn hold(tag: &str) -> String {
 /// Runs `b` in a thread (runc in the foreground there) until its init wrote `/tmp/<tag>.ready`
 /// in `rootfs`.
 fn start(b: &Bundle, rootfs: &Path, tag: &str) -> std::thread::JoinHandle<(i32, String, String)> {
-    let ready = rootfs.join(format!("tmp/{tag}.ready"));
-    b.write_config();
-    let (path, id, state) = (b.path(), b.id.clone(), b.dir.path().join("state"));
-    let t = std::thread::spawn(move || {
-        let out = Command::new("timeout")
-            .args(["60", "runc", "--root"])
-            .arg(state)
-            .args(["run", "--bundle"])
-            .arg(path)
-            .arg(id)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        common::hookbin::outcome(out)
-    });
-    let t0 = Instant::now();
-    while !ready.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{} did not start",
-            b.id
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    t
+    b.run_until(&rootfs.join(format!("tmp/{tag}.ready")))
 }
 
 /// Stops a container started with [`start`]; asserts runc succeeded.

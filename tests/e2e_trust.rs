@@ -6,7 +6,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::runc::{fixtures, hook_bin, line_value, Bundle};
 use serde_json::{json, Value};
@@ -59,36 +58,7 @@ impl Node {
 /// Runs `b` in a thread (runc in the foreground there) and waits until its init wrote `ready`
 /// into its rootfs (its `/tmp` is the host's bundle dir).
 fn start(b: &Bundle) -> std::thread::JoinHandle<(i32, String, String)> {
-    let ready = b.rootfs().join("tmp/ready");
-    let path = b.path();
-    let (id, state) = (b.id.clone(), b.dir.path().join("state"));
-    std::fs::write(
-        path.join("config.json"),
-        serde_json::to_vec_pretty(&b.config).unwrap(),
-    )
-    .unwrap();
-    let t = std::thread::spawn(move || {
-        let out = Command::new("timeout")
-            .args(["60", "runc", "--root"])
-            .arg(state)
-            .args(["run", "--bundle"])
-            .arg(path)
-            .arg(id)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        common::hookbin::outcome(out)
-    });
-    let t0 = Instant::now();
-    while !ready.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{} did not start",
-            b.id
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    t
+    b.run_until(&b.rootfs().join("tmp/ready"))
 }
 
 /// Stops a container started with [`start`] and returns its output.

@@ -203,6 +203,36 @@ impl Bundle {
         Running(Some(child))
     }
 
+    /// Runs the container in the foreground of a thread of its own, and returns once its init
+    /// made `ready` (a path on the host; 20 s at most): the thread gives runc's exit status,
+    /// stdout and stderr when the container ends.
+    pub fn run_until(&self, ready: &Path) -> std::thread::JoinHandle<(i32, String, String)> {
+        self.write_config();
+        let (path, id, state) = (self.path(), self.id.clone(), self.dir.path().join("state"));
+        let t = std::thread::spawn(move || {
+            let out = Command::new("timeout")
+                .args(["60", "runc", "--root"])
+                .arg(state)
+                .args(["run", "--bundle"])
+                .arg(path)
+                .arg(id)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            super::hookbin::outcome(out)
+        });
+        let t0 = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "{} did not start",
+                self.id
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        t
+    }
+
     /// Runs the container in the foreground: (runc exit status, stdout, stderr).
     pub fn run(&self) -> (i32, String, String) {
         self.write_config();
