@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::config::HookConfig;
 use crate::decide::stale::{drifts, summary, Drift, Now, Planned};
-use crate::decide::{decide, Decision};
+use crate::decide::{Ask, Course, Decision};
 use crate::edit::{SpecEdit, NRI_PLAN_DIR, PLAN_JSON};
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
@@ -54,12 +54,7 @@ pub fn explain(
         ),
     };
     let inputs = read(&host, config, container, spec, &Live::default());
-    let mut decision = decide(&inputs, config);
-    if !decision.claims.is_empty() {
-        decision
-            .notes
-            .push("no pid: GPU claims were not checked".into());
-    }
+    let decision = Course::new(&inputs, config, Ask::Explain).into_decision();
     let edit = SpecEdit::new(&inputs, &decision, config);
     let gpus = inputs
         .topology

@@ -388,7 +388,7 @@ fn a_quota_no_runtime_applies_is_refused_alike_by_all_four() {
     let e = handler
         .create_container(&PodSandbox::default(), &container)
         .unwrap_err();
-    assert!(format!("{e:?}").contains(field), "NRI: {e:?}");
+    assert!(e.to_string().contains(field), "NRI: {e}");
     assert!(
         !h.dir.path().join("nri/ctr").exists(),
         "NRI: nothing written"

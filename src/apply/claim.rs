@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use cpuplan::{ClaimError, ClaimOutcome, Holder};
 
 use crate::config::{HookConfig, CLAIM_WAIT_RESERVE_MS, HOOK_TIMEOUT_S};
-use crate::decide::ClaimResult;
+use crate::decide::{ClaimResult, Problem, Why};
 use crate::logging::escape;
 use crate::read::host::Host;
 use crate::read::Container;
@@ -43,12 +43,23 @@ pub fn claim(
             );
             ClaimResult::held(&address)
         }
-        Err(e) => ClaimResult::Failed(e.to_string()),
+        Err(e) => ClaimResult::Failed(Problem::claim(e)),
     };
     if let ClaimResult::Failed(why) = &result {
         log::warn!("container {id}: no GPU claim: {why}");
     }
     result
+}
+
+/// A claim that failed where the wait for its lock was cut short by the hook's deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("{failed} ({cut})")]
+struct CutShort {
+    /// How the claim failed.
+    #[source]
+    failed: Problem,
+    /// How the wait was cut.
+    cut: String,
 }
 
 /// The hook's own deadline: when it started and the timeout its registration gives it, after
@@ -116,21 +127,27 @@ pub fn claim_for_init(
     if gpus.is_empty() {
         return ClaimResult::Skipped;
     }
-    let failed = |why: String| {
+    let failed = |why: Problem| {
         log::warn!("container {}: no GPU claim: {why}", escape(&container.id));
         ClaimResult::Failed(why)
     };
     let holder = match host.holder(&container.id, &scope(bundle), pid) {
         Ok(Some(h)) => h,
-        Ok(None) => return failed(format!("pid {pid} is gone or a zombie")),
-        Err(e) => return failed(e.to_string()),
+        Ok(None) => {
+            return failed(Problem::claim(Why(format!(
+                "pid {pid} is gone or a zombie"
+            ))))
+        }
+        Err(e) => return failed(Problem::claim(e)),
     };
     let (wait, cut) = deadline.wait(config.claim_wait_ms);
     match (
         claim(&config.claims_dir, &host.root, &holder, gpus, wait),
         cut,
     ) {
-        (ClaimResult::Failed(why), Some(cut)) => ClaimResult::Failed(format!("{why} ({cut})")),
+        (ClaimResult::Failed(why), Some(cut)) => {
+            ClaimResult::Failed(Problem::claim(CutShort { failed: why, cut }))
+        }
         (result, _) => result,
     }
 }

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 
 use super::{Args, CliError, Command, Context, Exit, UsageError};
 use crate::config::HookConfig;
-use crate::decide::verdict;
+use crate::decide::{verdict, Problem, Why};
 use crate::read::bundle::MAX_CONFIG;
 
 /// `hook [STAGE]`.
@@ -89,12 +89,13 @@ fn fail_open(ctx: &Context, stage: &str) -> Result<(), CliError> {
         .map(|c| c.on_error)
         .unwrap_or_else(|_| HookConfig::on_error_of_unusable(ctx.config));
     let what = format!("{stage}: internal error (a panic; please report it)");
-    match verdict(on_error, &what) {
+    let problem = Problem::Internal(what);
+    match verdict(on_error, &problem) {
         Ok(()) => {
-            eprintln!("cpuplan-hook: {what}; on_error allow: the container starts unplanned");
+            eprintln!("cpuplan-hook: {problem}; on_error allow: the container starts unplanned");
             Ok(())
         }
-        Err(r) => Err(CliError::Failed(r.problem)),
+        Err(r) => Err(CliError::Failed(r.to_string())),
     }
 }
 
@@ -115,18 +116,20 @@ fn precreate(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
             let on_error = c.on_error;
             crate::logging::init(c.log.as_deref());
             crate::logging::set_level(c.log_level);
-            verdict(on_error, &format!("precreate: {e}"))
-                .map_err(|r| CliError::Failed(r.problem))?;
-            log::warn!("precreate: {e}; config left unchanged");
+            let problem = Problem::from(e);
+            verdict(on_error, &problem).map_err(|r| CliError::Failed(format!("precreate: {r}")))?;
+            log::warn!("precreate: {problem}; config left unchanged");
             return pass_through(out, &input, &mut stdin);
         }
     };
     crate::logging::init(config.log.as_deref());
     crate::logging::set_level(config.log_level);
     if input.len() > MAX_CONFIG {
-        let why = format!("precreate: the runtime config on stdin is over {MAX_CONFIG} bytes");
-        verdict(config.on_error, &why).map_err(|r| CliError::Failed(r.problem))?;
-        log::warn!("{why}; config left unchanged");
+        let why = Problem::spec(Why(format!(
+            "the runtime config on stdin is over {MAX_CONFIG} bytes"
+        )));
+        verdict(config.on_error, &why).map_err(|r| CliError::Failed(format!("precreate: {r}")))?;
+        log::warn!("precreate: {why}; config left unchanged");
         return pass_through(out, &input, &mut stdin);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());

@@ -7,7 +7,9 @@
 
 pub mod course;
 pub mod numa;
+pub mod problem;
 pub mod stale;
+pub mod update;
 pub mod verdict;
 
 use cpuplan::{CpuPlan, CpuSet, Setting};
@@ -15,7 +17,9 @@ use cpuplan::{CpuPlan, CpuSet, Setting};
 use crate::config::{CpusetRule, HookConfig};
 use crate::read::gpus::Gpu;
 use crate::read::Inputs;
-pub use course::Course;
+pub use course::{Ask, Course};
+pub use problem::{Problem, Why};
+pub use update::Created;
 pub use verdict::{verdict, Refusal};
 
 /// What should be done to one container.
@@ -33,7 +37,7 @@ pub struct Decision {
     /// What the reader of the plan should know.
     pub notes: Vec<String>,
     /// The planning problem the decision fell back to `off` for, if any.
-    pub problem: Option<String>,
+    pub problem: Option<Problem>,
 }
 
 /// How claiming a decision's GPUs went.
@@ -47,7 +51,7 @@ pub enum ClaimResult {
     /// plan, so it never names the holder (made by [`ClaimResult::held`]).
     Held(String),
     /// The claims could not be taken (lock busy, unwritable dir): plan without one.
-    Failed(String),
+    Failed(Problem),
 }
 
 impl ClaimResult {
@@ -64,7 +68,7 @@ impl ClaimResult {
 /// The decision for `inputs` under `config`.
 pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
     if let Some(p) = &inputs.problem {
-        return Decision::off(inputs, p.to_string());
+        return Decision::off(inputs, Problem::Read(p.clone()));
     }
     let addresses = inputs.addresses();
     let (narrowed, mut cpuset_why) = match config.cpuset {
@@ -96,12 +100,12 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
                     );
                     (None, plan)
                 }
-                Err(e) => return Decision::off(inputs, e.to_string()),
+                Err(e) => return Decision::off(inputs, e.into()),
             },
         },
         None => match over(&inputs.mask) {
             Ok(plan) => (None, plan),
-            Err(e) => return Decision::off(inputs, e.to_string()),
+            Err(e) => return Decision::off(inputs, e.into()),
         },
     };
     let mut plan = plan.with_split(inputs.split);
@@ -188,7 +192,7 @@ impl Decision {
     }
 
     /// The `off` plan over the container's mask, carrying `cause`: nothing narrowed, claimed or pinned.
-    pub fn off(inputs: &Inputs, cause: String) -> Decision {
+    pub fn off(inputs: &Inputs, cause: Problem) -> Decision {
         let mut notes = inputs.notes.clone();
         notes.push(format!("planning problem: {cause}"));
         Decision {

@@ -82,8 +82,9 @@ fn a_setting_no_mask_can_honour_falls_back_to_off_with_the_cause() {
         1,
         "the off plan still lists the worker"
     );
-    let p = d.problem.as_deref().unwrap();
-    assert!(p.contains("step_thread_core 7"), "{p}");
+    let p = d.problem.as_ref().unwrap();
+    assert!(p.to_string().contains("step_thread_core 7"), "{p}");
+    assert_eq!(p.cause(), "plan");
     assert!(
         d.plan.why.starts_with("step_thread_core off: "),
         "{}",
@@ -95,12 +96,14 @@ fn a_setting_no_mask_can_honour_falls_back_to_off_with_the_cause() {
 #[test]
 fn a_read_problem_is_the_off_plan_over_what_was_read() {
     let mut i = inputs(Setting::Auto, &["18"], "0-7", 4);
-    i.problem = Some(crate::read::ReadError::EmptyMask);
+    i.problem = Some(std::sync::Arc::new(crate::read::ReadError::EmptyMask));
     let d = decide(&i, &config());
     assert_eq!(d.cpuset, None);
     assert_eq!(d.plan.mask, set("0-7"));
     assert_eq!(d.plan.usable, 4);
-    assert!(d.problem.unwrap().contains("mask is empty"));
+    let p = d.problem.unwrap();
+    assert!(p.to_string().contains("mask is empty"));
+    assert_eq!(p.cause(), "empty_mask");
 }
 
 #[test]
@@ -136,9 +139,10 @@ fn claim_outcomes_change_only_the_pinning() {
         .plan
         .why
         .contains("pins nothing: GPU 0000:18:00.0 is held"));
-    let failed = d
-        .clone()
-        .after_claim(&ClaimResult::Failed("lock busy".into()));
+    let failed =
+        d.clone().after_claim(&ClaimResult::Failed(Problem::claim(
+            Why("lock busy".into()),
+        )));
     assert_eq!(failed.plan.workers, d.plan.workers);
     assert!(failed
         .plan
@@ -192,7 +196,7 @@ fn gpus_named_only_by_an_untrusted_source_are_planned_for_but_not_claimed() {
 fn a_course_makes_each_next_decision_and_the_verdict() {
     let i = inputs(Setting::Auto, &["18"], "0-15", 4);
     let c = config();
-    let mut course = Course::new(&i, &c);
+    let mut course = Course::new(&i, &c, Ask::Create);
     assert_eq!(course.decision(), &decide(&i, &c));
     assert_eq!(course.verdict(), Ok(()));
     // A GPU held elsewhere, then a cpuset the host refuses: the replanned decision still pins
@@ -207,25 +211,26 @@ fn a_course_makes_each_next_decision_and_the_verdict() {
     assert!(d.plan.pinned().is_empty(), "{}", d.plan.why);
     assert!(!course.is_off());
     // A failure under allow: the off plan carrying it; under deny: the refusal, and no change.
-    course.fail("the files: EROFS".into()).unwrap();
+    course.fail(erofs()).unwrap();
     assert!(course.is_off());
-    assert_eq!(
-        course.decision().problem.as_deref(),
-        Some("the files: EROFS")
-    );
+    assert_eq!(course.decision().problem, Some(erofs()));
     assert_eq!(course.verdict(), Ok(()), "allow starts it");
     let deny = HookConfig {
         on_error: crate::config::OnError::Deny,
         ..config()
     };
-    let mut course = Course::new(&i, &deny);
-    let r = course.fail("the files: EROFS".into()).unwrap_err();
-    assert_eq!(r.problem, "the files: EROFS");
+    let mut course = Course::new(&i, &deny, Ask::Create);
+    let r = course.fail(erofs()).unwrap_err();
+    assert_eq!(r.problem.to_string(), "the files: EROFS");
+    assert_eq!(r.problem.cause(), "files");
     assert!(!course.is_off());
     let mut bad = inputs(Setting::Auto, &["18"], "0-15", 4);
-    bad.problem = Some(crate::read::ReadError::EmptyMask);
-    let refused = Course::new(&bad, &deny).verdict().unwrap_err();
-    assert!(refused.problem.contains("mask is empty"), "{refused}");
+    bad.problem = Some(std::sync::Arc::new(crate::read::ReadError::EmptyMask));
+    let refused = Course::new(&bad, &deny, Ask::Create).verdict().unwrap_err();
+    assert!(
+        refused.problem.to_string().contains("mask is empty"),
+        "{refused}"
+    );
 }
 
 #[test]
@@ -234,7 +239,7 @@ fn the_summary_of_an_off_plan_after_a_problem_names_where_off_came_from() {
     let mut i = inputs(Setting::Auto, &["2a"], "0-15", 4);
     i.setting_from = String::new();
     let cause = "annotation cpuplan.step-thread-core: \"fast\" is not off, auto or a cpu number";
-    let d = Decision::off(&i, cause.into());
+    let d = Decision::off(&i, Problem::spec(Why(cause.into())));
     let line = d.summary(&i);
     assert!(
         line.contains(&format!(
@@ -247,4 +252,115 @@ fn the_summary_of_an_off_plan_after_a_problem_names_where_off_came_from() {
     assert_eq!(d.setting_from(&i), "off after a planning problem");
     let fine = inputs(Setting::Auto, &[], "0-15", 4);
     assert_eq!(decide(&fine, &config()).setting_from(&fine), "hook config");
+}
+
+fn erofs() -> Problem {
+    Problem::files(Why("the files: EROFS".into()))
+}
+
+#[test]
+fn explain_notes_that_no_claim_was_checked() {
+    let i = inputs(Setting::Auto, &["18"], "0-15", 4);
+    let c = config();
+    let d = Course::new(&i, &c, Ask::Explain).into_decision();
+    assert_eq!(d.claims, vec!["0000:18:00.0".to_string()]);
+    assert_eq!(
+        d.notes.last().map(String::as_str),
+        Some("no pid: GPU claims were not checked")
+    );
+    let none = inputs(Setting::Auto, &[], "0-15", 4);
+    let d = Course::new(&none, &c, Ask::Explain).into_decision();
+    assert!(!d.notes.iter().any(|n| n.contains("not checked")));
+}
+
+/// Inputs as an update reads them: kubelet's set `cpus` and quota `quota` in the spec.
+fn update_inputs(gpus: &[&str], cpus: &str, quota: f64) -> crate::read::Inputs {
+    let mut i = inputs(Setting::Auto, gpus, cpus, (quota.floor() as usize).max(1));
+    i.spec.cpus = Some(set(cpus));
+    i.spec.quota = Some(quota);
+    i
+}
+
+#[test]
+fn an_exclusive_set_from_kubelet_stays_as_it_is() {
+    // Two CPUs for a quota of two: kubelet's static policy gave them to this container alone.
+    let i = update_inputs(&["9a"], "4-5", 2.0);
+    let d = update::update(&i, &config());
+    assert_eq!(d.cpuset, None, "{}", d.cpuset_why);
+    assert_eq!(
+        d.cpuset_why,
+        "cpuset kept: kubelet's 4-5 is exclusive (no larger than the quota's usable CPUs)"
+    );
+    assert_eq!(d.plan.mask, set("4-5"));
+    assert_eq!(d.problem, None);
+    // A quota below one CPU still leaves one usable CPU: a one-CPU set is exclusive.
+    let i = update_inputs(&["9a"], "4", 0.5);
+    assert_eq!(update::update(&i, &config()).cpuset, None);
+}
+
+#[test]
+fn a_shared_set_from_kubelet_is_narrowed_inside_it() {
+    // The shared pool, larger than the quota: the numa rule runs again inside it.
+    let i = update_inputs(&["9a"], "0-15", 4.0);
+    let d = update::update(&i, &config());
+    assert_eq!(d, decide(&i, &config()));
+    assert_eq!(d.cpuset, Some(set("4-7,12-15")));
+    // No quota: nothing is exclusive.
+    let mut i = update_inputs(&["9a"], "4-5", 2.0);
+    i.spec.quota = None;
+    assert_eq!(update::update(&i, &config()), decide(&i, &config()));
+}
+
+#[test]
+fn claims_never_change_on_an_update() {
+    let gpu = vec!["0000:18:00.0".to_string()];
+    let claimed = Created::of(&ClaimResult::Claimed, &gpu);
+    assert_eq!(claimed.claims, gpu);
+    assert_eq!(claimed.claim_at_update(&gpu), ClaimResult::Claimed);
+    let held = Created::of(&ClaimResult::Held("GPU x is held".into()), &gpu);
+    assert_eq!(
+        (held.claims.is_empty(), held.held.as_deref()),
+        (true, Some("GPU x is held"))
+    );
+    assert_eq!(
+        held.claim_at_update(&gpu),
+        ClaimResult::Held("GPU x is held".into())
+    );
+    let failed = Created::of(&ClaimResult::Failed(erofs()), &gpu);
+    assert_eq!(failed, Created::default());
+    match failed.claim_at_update(&gpu) {
+        ClaimResult::Failed(p) => assert_eq!(p.cause(), "claim"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        Created::default().claim_at_update(&[]),
+        ClaimResult::Skipped
+    );
+}
+
+#[test]
+fn an_update_s_course_carries_the_claim_of_the_creation() {
+    let i = update_inputs(&["9a"], "0-15", 4.0);
+    let c = config();
+    let gpu = vec!["0000:9a:00.0".to_string()];
+    let held = Created {
+        claims: Vec::new(),
+        held: Some("GPU 0000:9a:00.0 is held by another container".into()),
+    };
+    let course = Course::new(&i, &c, Ask::Update(held));
+    assert!(course.decision().plan.pinned().is_empty());
+    assert!(matches!(course.claim(), ClaimResult::Held(_)));
+    let claimed = Created::of(&ClaimResult::Claimed, &gpu);
+    let course = Course::new(&i, &c, Ask::Update(claimed));
+    assert_eq!(course.decision(), &decide(&i, &c));
+    // A problem is the off plan, whatever was claimed.
+    let mut bad = i;
+    bad.problem = Some(std::sync::Arc::new(crate::read::ReadError::EmptyMask));
+    let course = Course::new(&bad, &c, Ask::Update(Created::default()));
+    assert!(course.is_off());
+    assert!(course
+        .decision()
+        .plan
+        .why
+        .starts_with("step_thread_core off: "));
 }

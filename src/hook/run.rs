@@ -22,7 +22,7 @@ use crate::apply::cpuset::{
 use crate::apply::hostplan::{self, Hold};
 use crate::apply::identity::check_pid;
 use crate::config::HookConfig;
-use crate::decide::{verdict, Course, Decision, Refusal};
+use crate::decide::{verdict, Ask, Course, Decision, Problem, Refusal};
 use crate::edit::{PlanDoc, SpecEdit};
 use crate::logging::escape;
 use crate::read::bundle::{load_bundle, load_rootfs};
@@ -74,7 +74,7 @@ pub enum HookError {
         /// The container id.
         container: String,
         /// The cause.
-        problem: String,
+        problem: Problem,
     },
 }
 
@@ -85,8 +85,10 @@ pub struct Report {
     pub plan: PlanDoc,
     /// Where the cpuset was written, if it was.
     pub cpuset_file: Option<PathBuf>,
-    /// The problem that led to the `off` plan, if any.
+    /// The problem that led to the `off` plan, if any, as `plan.json` words it.
     pub problem: Option<String>,
+    /// That problem's kind ([`Problem::cause`]).
+    pub cause: Option<&'static str>,
 }
 
 /// Runs `stage` on the state in `input` with the config at `config_path`: the hook's library entry point.
@@ -132,7 +134,7 @@ pub fn run_hook(
         if stage == Stage::CreateRuntime {
             return create_runtime(&config, &state, started, Some(ReadError::Config(e)));
         }
-        return refuse(&config, &state, &e.to_string()).map(|()| None);
+        return refuse(&config, &state, &e.into()).map(|()| None);
     }
     match stage {
         Stage::Other => {
@@ -196,7 +198,7 @@ fn remove_host_plan_files(config: &HookConfig, bundle: &Path, id: &str) {
 }
 
 /// Logs a planning problem and gives the verdict on it: under `deny` the hook's error.
-fn refuse(config: &HookConfig, state: &HookState, problem: &str) -> Result<(), HookError> {
+fn refuse(config: &HookConfig, state: &HookState, problem: &Problem) -> Result<(), HookError> {
     log::warn!("container {}: planning problem: {problem}", state.id());
     verdict(config.on_error, problem).map_err(|r| denied(state, r))
 }
@@ -210,7 +212,7 @@ fn denied(state: &HookState, r: Refusal) -> HookError {
 }
 
 /// Logs `cause` and makes it the course's: under `deny` the hook's error, else the `off` plan.
-fn fail(state: &HookState, course: &mut Course, cause: String) -> Result<(), HookError> {
+fn fail(state: &HookState, course: &mut Course, cause: Problem) -> Result<(), HookError> {
     log::warn!("container {}: planning problem: {cause}", state.id());
     course.fail(cause).map_err(|r| denied(state, r))
 }
@@ -234,7 +236,7 @@ fn create_runtime(
     let spec = match load_bundle(state.bundle()) {
         Ok(spec) => spec,
         // Without the bundle the rootfs is unknown: nothing can be written, only logged.
-        Err(e) => return refuse(config, state, &e.to_string()).map(|()| None),
+        Err(e) => return refuse(config, state, &Problem::spec(e)).map(|()| None),
     };
     let container = Container {
         id: state.id().to_string(),
@@ -261,15 +263,15 @@ fn create_runtime(
             .unwrap_or_default(),
     };
     let mut inputs = ManuallyDrop::new(read(&host, config, container, spec, &live));
-    if unusable.is_some() {
-        inputs.problem = unusable;
+    if let Some(e) = unusable {
+        inputs.problem = Some(std::sync::Arc::new(e));
     }
-    let mut course = Course::new(&inputs, config);
+    let mut course = Course::new(&inputs, config, Ask::Create);
     let rootfs = match rootfs {
         Ok(fd) => fd,
         Err(e) => {
             // Nothing can be written: the report says what would have been.
-            fail(state, &mut course, e.to_string())?;
+            fail(state, &mut course, Problem::rootfs(e))?;
             return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     };
@@ -282,7 +284,7 @@ fn create_runtime(
     if let Some(pid) = state.pid() {
         let cgroups_path = inputs.spec.cgroups_path.as_deref();
         if let Err(e) = check_pid(&inputs.cgroups, pid, cgroups_path, &inputs.container.id) {
-            fail(state, &mut course, e.to_string())?;
+            fail(state, &mut course, Problem::identity(e))?;
             return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     }
@@ -295,7 +297,7 @@ fn create_runtime(
     let plan_dir = match PlanDir::open(&rootfs, &config.dir, &names) {
         Ok(d) => d,
         Err(e) => {
-            fail(state, &mut course, e.to_string())?;
+            fail(state, &mut course, Problem::files(e))?;
             return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     };
@@ -308,7 +310,9 @@ fn create_runtime(
                 holder.pid,
                 escape(&holder.scope)
             );
-            course.fail(cause).map_err(|r| denied(state, r))?;
+            course
+                .fail(Problem::PlanDirHeld(cause))
+                .map_err(|r| denied(state, r))?;
             return Ok(Some(report(&inputs, course.into_decision(), None)));
         }
     }
@@ -346,7 +350,7 @@ fn create_runtime(
                 put_back(state, &narrowed);
             }
             let was_off = course.is_off();
-            let cause = e.to_string();
+            let cause = Problem::files(e);
             if was_off {
                 refuse(config, state, &cause)?;
             } else {
@@ -429,7 +433,7 @@ fn narrow(
         }
         Err(e) => {
             release_logged(config, host, inputs, deadline);
-            fail(state, course, e.to_string())?;
+            fail(state, course, Problem::cpuset(e))?;
             Ok(None)
         }
     }
@@ -452,7 +456,8 @@ fn report(inputs: &Inputs, decision: Decision, cpuset_file: Option<PathBuf>) -> 
     Report {
         plan: PlanDoc::new(inputs, &decision),
         cpuset_file,
-        problem: decision.problem,
+        problem: decision.problem.as_ref().map(ToString::to_string),
+        cause: decision.problem.as_ref().map(Problem::cause),
     }
 }
 

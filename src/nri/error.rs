@@ -14,6 +14,9 @@ pub enum NriError {
         /// What went wrong.
         what: String,
     },
+    /// The runtime's plugin configuration is unusable (it names the key).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The stub could not connect, register or go on.
     #[error(transparent)]
     Stub(#[from] nri_plugin::Error),

@@ -33,7 +33,7 @@ use nri_plugin::{EventMask, Plugin, PluginResult};
 
 use crate::apply::claim::{claim, release_scope};
 use crate::config::{paths_overlap, HookConfig, OnError};
-use crate::decide::{decide, verdict, ClaimResult, Decision};
+use crate::decide::{verdict, Ask, ClaimResult, Course, Created, Problem, Why};
 use crate::edit::{SpecEdit, PLAN_JSON};
 use crate::logging::escape;
 use crate::read::host::Host;
@@ -51,6 +51,29 @@ pub const MAX_CLAIM_WAIT: Duration = Duration::from_millis(500);
 
 /// What the runtime's plugin configuration is called in messages.
 pub const RUNTIME_CONFIG: &str = "<the runtime's NRI plugin config>";
+
+/// A container the plugin refuses (`on_error: deny`): the error that fails the runtime's call,
+/// naming the container. Its text carries the problem's, so the problem is no `source` (the
+/// stub renders a chain, which would print it twice).
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// At CreateContainer: the container is not created.
+    #[error("cpuplan: container {id}: {problem}")]
+    Create {
+        /// The container id (escaped for the log).
+        id: String,
+        /// The planning problem.
+        problem: Problem,
+    },
+    /// At UpdateContainer: kubelet's update fails.
+    #[error("cpuplan: container {id}: update: {problem}")]
+    Update {
+        /// The container id (escaped for the log).
+        id: String,
+        /// The planning problem.
+        problem: Problem,
+    },
+}
 
 /// The handler that plans containers as the hook does.
 #[derive(Debug)]
@@ -229,13 +252,17 @@ impl Planner {
 
     /// This plugin as the holder of container `id`'s claims: they last while the plugin runs,
     /// and are taken again at every Synchronize.
-    fn holder(&self, id: &str) -> Result<Holder, String> {
+    fn holder(&self, id: &str) -> Result<Holder, Problem> {
         let me = match self.me.get() {
             Some(me) => me.clone(),
             None => match self.host.holder("", &self.scope, std::process::id()) {
                 Ok(Some(me)) => self.me.get_or_init(|| me).clone(),
-                Ok(None) => return Err("the plugin's own /proc entry is missing".into()),
-                Err(e) => return Err(e.to_string()),
+                Ok(None) => {
+                    return Err(Problem::claim(Why(
+                        "the plugin's own /proc entry is missing".into(),
+                    )))
+                }
+                Err(e) => return Err(Problem::claim(e)),
             },
         };
         Ok(Holder {
@@ -302,17 +329,20 @@ impl Planner {
 
     /// A planning problem, judged by the one allow/deny rule ([`verdict`]): under `allow` the
     /// container is created unchanged, under `deny` not at all.
-    fn problem(&self, id: &str, problem: &str) -> Result<ContainerAdjustment, String> {
+    fn problem(&self, id: &str, problem: Problem) -> Result<ContainerAdjustment, Refused> {
         log::warn!("container {id}: planning problem: {problem}");
-        verdict(self.config.on_error, problem)
+        verdict(self.config.on_error, &problem)
             .map(|()| ContainerAdjustment::default())
-            .map_err(|r| format!("cpuplan: container {id}: {r}"))
+            .map_err(|r| Refused::Create {
+                id: id.to_string(),
+                problem: r.problem,
+            })
     }
 
-    fn plan(&self, pod: &PodSandbox, c: &Container) -> Result<ContainerAdjustment, String> {
+    fn plan(&self, pod: &PodSandbox, c: &Container) -> Result<ContainerAdjustment, Refused> {
         let id = match ContainerId::parse(&c.id) {
             Ok(id) => id,
-            Err(e) => return self.problem(&crate::logging::escape(&c.id), &e.to_string()),
+            Err(e) => return self.problem(&crate::logging::escape(&c.id), Problem::id(e)),
         };
         if let Some(why) = self.plugin_s_own(pod, c) {
             log::info!(
@@ -326,7 +356,7 @@ impl Planner {
         let id = &id;
         let spec = match container_spec(pod, c) {
             Ok(s) => s,
-            Err(e) => return self.problem(&id_text, &e.to_string()),
+            Err(e) => return self.problem(&id_text, Problem::spec(e)),
         };
         let container = Ctr {
             id: c.id.clone(),
@@ -349,28 +379,24 @@ impl Planner {
             ));
         }
         let mount = unsafe_mount.is_none() && retried.is_none();
-        let decision = decide(&inputs, &self.config);
-        if let Some(p) = &decision.problem {
-            return self.problem(&id_text, p);
+        let mut course = Course::new(&inputs, &self.config, Ask::Create);
+        if let Some(p) = &course.decision().problem {
+            return self.problem(&id_text, p.clone());
         }
-        let claimed = self.claim(&c.id, &decision.claims);
+        let claims = course.decision().claims.clone();
+        course.claimed(self.claim(&c.id, &claims));
         let (cpus, quota, period) =
             kubelet_cpu(c.linux.as_ref().and_then(|l| l.resources.as_ref()));
+        let Created { claims, held } = Created::of(course.claim(), &claims);
         let record = Record {
-            claims: match claimed {
-                ClaimResult::Claimed => decision.claims.clone(),
-                _ => Vec::new(),
-            },
-            held: match &claimed {
-                ClaimResult::Held(why) => Some(why.clone()),
-                _ => None,
-            },
+            claims,
+            held,
             cpus,
             quota,
             period,
             generation: 1,
         };
-        let decision: Decision = decision.after_claim(&claimed);
+        let decision = course.into_decision();
         let mut edit = SpecEdit::new(&inputs, &decision, &self.config);
         edit.dir = PathBuf::from(PLAN_MOUNT);
         if mount && !inputs.spec.sets_env(PLAN_PATH) {
@@ -390,7 +416,7 @@ impl Planner {
             }
             Err(e) => {
                 self.forget(id);
-                self.problem(&id_text, &e.to_string())
+                self.problem(&id_text, Problem::files(e))
             }
         }
     }
@@ -415,7 +441,7 @@ impl Plugin for PlanHandler {
     /// not load fails the registration, naming the key); then the log keeps the `log_level` of
     /// the configuration in force and, unless `--log` named the file, goes to its `log`.
     fn configure(&self, req: &ConfigureRequest) -> PluginResult<()> {
-        self.configure_with(&req.config).map_err(Into::into)
+        Ok(self.configure_with(&req.config)?)
     }
 
     fn create_container(
@@ -461,11 +487,10 @@ impl Plugin for PlanHandler {
 
 impl PlanHandler {
     /// Configure with the runtime's plugin configuration `text` (empty: none given).
-    pub fn configure_with(&self, text: &str) -> Result<(), String> {
+    pub fn configure_with(&self, text: &str) -> Result<(), super::NriError> {
         let given = !text.trim().is_empty();
         let config = match given {
-            true => HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())
-                .map_err(|e| e.to_string())?,
+            true => HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())?,
             false => self.config(),
         };
         crate::logging::set_level(config.log_level);
@@ -476,7 +501,7 @@ impl PlanHandler {
         }
         if let Err(e) = self.hold_dir(&config.nri_dir) {
             log::error!("nri: {e}");
-            return Err(e.to_string());
+            return Err(e);
         }
         if given {
             log::info!(
@@ -532,7 +557,10 @@ impl Planner {
                 continue;
             };
             match self.claim(id.as_str(), &record.claims) {
-                ClaimResult::Held(why) | ClaimResult::Failed(why) => {
+                ClaimResult::Held(why) => {
+                    log::warn!("container {id}: its GPU claim could not be taken again: {why}")
+                }
+                ClaimResult::Failed(why) => {
                     log::warn!("container {id}: its GPU claim could not be taken again: {why}")
                 }
                 ClaimResult::Claimed | ClaimResult::Skipped => {}

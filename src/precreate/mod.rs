@@ -12,7 +12,7 @@ pub mod rawjson;
 use std::path::Path;
 
 use crate::config::HookConfig;
-use crate::decide::{decide, verdict};
+use crate::decide::{verdict, Ask, Course, Problem};
 use crate::edit::SpecEdit;
 use crate::read::bundle::parse_spec;
 use crate::read::host::Host;
@@ -24,7 +24,21 @@ use rawjson::{MemberError, RawObject};
 pub enum PrecreateError {
     /// The config cannot be planned for or edited.
     #[error("precreate: {0}")]
-    Denied(String),
+    Denied(Problem),
+}
+
+/// The config on stdin is not one precreate can edit.
+#[derive(Debug, thiserror::Error)]
+enum StdinError {
+    /// Not UTF-8.
+    #[error("<stdin>: {0}")]
+    Utf8(#[source] std::str::Utf8Error),
+    /// Not a JSON object.
+    #[error("<stdin>: {0}")]
+    Json(#[source] serde_json::Error),
+    /// A member precreate writes is not what a config holds there.
+    #[error("<stdin>: {0}")]
+    Member(#[source] MemberError),
 }
 
 /// The config to use for `input` (a runtime config's JSON), planned with `config`; `cwd` is the
@@ -52,10 +66,10 @@ pub fn precreate(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8
     }
 }
 
-fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, String> {
-    let spec = parse_spec(input, Path::new("<stdin>"), cwd).map_err(|e| e.to_string())?;
-    let text = std::str::from_utf8(input).map_err(|e| format!("<stdin>: {e}"))?;
-    let mut doc = RawObject::parse(text).map_err(|e| format!("<stdin>: {e}"))?;
+fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, Problem> {
+    let spec = parse_spec(input, Path::new("<stdin>"), cwd).map_err(Problem::spec)?;
+    let text = std::str::from_utf8(input).map_err(|e| Problem::spec(StdinError::Utf8(e)))?;
+    let mut doc = RawObject::parse(text).map_err(|e| Problem::spec(StdinError::Json(e)))?;
     let container = Container {
         id: "(precreate)".into(),
         pid: None,
@@ -64,10 +78,10 @@ fn plan_into(config: &HookConfig, input: &[u8], cwd: &Path) -> Result<Vec<u8>, S
     let (host, inventory) = Host::stored(config, false);
     crate::read::host::log_inventory("(precreate)", &inventory);
     let inputs = read(&host, config, container, spec, &Live::default());
-    let decision = decide(&inputs, config);
+    let decision = Course::new(&inputs, config, Ask::Create).into_decision();
     decision.verdict(config.on_error).map_err(|r| r.problem)?;
     let edit = SpecEdit::new(&inputs, &decision, config);
-    write_edit(&mut doc, &edit).map_err(|e| format!("<stdin>: {e}"))?;
+    write_edit(&mut doc, &edit).map_err(|e| Problem::spec(StdinError::Member(e)))?;
     log::info!("precreate: {}", decision.plan.why);
     Ok(doc.to_json().into_bytes())
 }

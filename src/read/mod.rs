@@ -99,7 +99,7 @@ pub struct Inputs {
     /// of a mount that names no GPU, a MIG instance, a partition): also in `plan.json`.
     pub gpu_notes: Vec<String>,
     /// The first read that failed: the decision falls back to `off` with this cause.
-    pub problem: Option<ReadError>,
+    pub problem: Option<std::sync::Arc<ReadError>>,
 }
 
 impl Inputs {
@@ -205,7 +205,7 @@ pub fn read(
                 .unwrap_or_default();
             inputs.usable = cpuplan::usable_cpus(&inputs.mask, inputs.quota());
         }
-        inputs.problem = Some(p);
+        inputs.problem = Some(std::sync::Arc::new(p));
     }
     inputs
 }

@@ -15,7 +15,8 @@ fn the_runtime_s_config_replaces_the_file_s_and_a_bad_one_fails_configure() {
     assert_eq!(h.planner().dirs.dir(&x), Path::new("/t/nri/x"));
     let e = h
         .configure_with(r#"{"step_thread_core": "fast"}"#)
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains(RUNTIME_CONFIG) && e.contains("step_thread_core"),
         "{e}"
@@ -42,7 +43,7 @@ fn a_launched_plugin_holds_the_nri_dir_of_its_configuration_or_fails_configure()
     // Another one of that directory fails its registration, naming the one there.
     let second = PlanHandler::new(HookConfig::default(), "10-cpuplan", true);
     second.hold_at_configure();
-    let e = second.configure_with(&config("a")).unwrap_err();
+    let e = second.configure_with(&config("a")).unwrap_err().to_string();
     assert!(
         e.contains("one plugin per nri_dir") && e.contains(&format!("pid {}", std::process::id())),
         "{e}"

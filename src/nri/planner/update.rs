@@ -5,8 +5,9 @@
 //! quota means "unchanged": the plugin then takes kubelet's earlier value from its record (the
 //! request's `container` holds the container's current resources, that is cpuplan's narrowed
 //! cpuset, never kubelet's). The `numa` rule runs again inside kubelet's set only, over the pod's
-//! cgroup (the container's own holds the old narrowing and quota); a set no larger than the
-//! quota's usable CPUs is exclusive and stays as kubelet gives it. The plan files are rewritten
+//! cgroup (the container's own holds the old narrowing and quota); the decision is decide's
+//! (`Ask::Update`: a set no larger than the quota's usable CPUs is exclusive and stays as
+//! kubelet gives it, and the claims are those taken at creation). The plan files are rewritten
 //! whole with the next generation, the record first; claims never change. The answer narrows the
 //! update where the plan narrows (the requested resources, with cpuplan's cpuset), and is empty
 //! where kubelet's update is to pass as it is. A problem is judged by the one verdict: under
@@ -18,8 +19,8 @@ use nri_plugin::api::{
     OptionalUInt64, PodSandbox, UpdateContainerResponse,
 };
 
-use super::{ContainerId, Ctr, Live, Planner, Record};
-use crate::decide::{decide, verdict, ClaimResult, Decision};
+use super::{ContainerId, Ctr, Live, Planner, Record, Refused};
+use crate::decide::{verdict, Ask, Course, Created, Problem};
 use crate::edit::SpecEdit;
 use crate::logging::escape;
 use crate::read::read;
@@ -58,25 +59,20 @@ pub(super) fn parent_cgroups_path(path: &str) -> Option<String> {
     Some(format!("{parent}::{slice}"))
 }
 
-/// How claiming went at creation, as the record keeps it: an update claims nothing.
-fn claim_of(record: &Record, wanted: &[String]) -> ClaimResult {
-    match (&record.held, record.claims.is_empty(), wanted.is_empty()) {
-        (Some(why), _, _) => ClaimResult::Held(why.clone()),
-        (None, false, _) => ClaimResult::Claimed,
-        (None, true, false) => ClaimResult::Failed(
-            "no claim was taken at creation, and claims do not change on an update".into(),
-        ),
-        (None, true, true) => ClaimResult::Skipped,
-    }
-}
-
 impl Planner {
     /// A planning problem at an update: the one verdict; under `allow` kubelet's update passes.
-    fn update_problem(&self, id: &str, problem: &str) -> Result<UpdateContainerResponse, String> {
+    fn update_problem(
+        &self,
+        id: &str,
+        problem: Problem,
+    ) -> Result<UpdateContainerResponse, Refused> {
         log::warn!("container {id}: update: planning problem, kubelet's update passes through unchanged: {problem}");
-        verdict(self.config.on_error, problem)
+        verdict(self.config.on_error, &problem)
             .map(|()| UpdateContainerResponse::default())
-            .map_err(|r| format!("cpuplan: container {id}: update: {r}"))
+            .map_err(|r| Refused::Update {
+                id: id.to_string(),
+                problem: r.problem,
+            })
     }
 
     /// Plans container `c` of `pod` again for kubelet's `resources` (see the module's text).
@@ -85,10 +81,10 @@ impl Planner {
         pod: &PodSandbox,
         c: &Container,
         resources: Option<&LinuxResources>,
-    ) -> Result<UpdateContainerResponse, String> {
+    ) -> Result<UpdateContainerResponse, Refused> {
         let id = match ContainerId::parse(&c.id) {
             Ok(id) => id,
-            Err(e) => return self.update_problem(&escape(&c.id), &e.to_string()),
+            Err(e) => return self.update_problem(&escape(&c.id), Problem::id(e)),
         };
         let Some(record) = self.dirs.record(&id) else {
             log::debug!("container {id}: update: not planned by this plugin, passed through");
@@ -117,7 +113,7 @@ impl Planner {
         });
         let spec = match container_spec(pod, &asked) {
             Ok(s) => s,
-            Err(e) => return self.update_problem(&id_text, &e.to_string()),
+            Err(e) => return self.update_problem(&id_text, Problem::spec(e)),
         };
         let container = Ctr {
             id: c.id.clone(),
@@ -126,26 +122,14 @@ impl Planner {
         };
         let inputs = read(&self.host, &self.config, container, spec, &Live::default());
         let kubelet_set = inputs.spec.cpus.clone();
-        // Exclusive: no larger than the quota's usable CPUs (floor(quota), at least 1).
-        let exclusive = kubelet_set.as_ref().filter(|set| {
-            inputs
-                .spec
-                .quota
-                .is_some_and(|q| set.len() <= (q.floor() as usize).max(1))
-        });
-        let decision: Decision = match exclusive {
-            Some(set) => Decision::keeping_cpuset(
-                &inputs,
-                &self.config,
-                format!("cpuset kept: kubelet's {set} is exclusive (no larger than the quota's usable CPUs)"),
-            ),
-            None => decide(&inputs, &self.config),
+        let created = Created {
+            claims: record.claims.clone(),
+            held: record.held.clone(),
         };
-        if let Some(p) = &decision.problem {
+        let decision = Course::new(&inputs, &self.config, Ask::Update(created)).into_decision();
+        if let Some(p) = decision.problem {
             return self.update_problem(&id_text, p);
         }
-        let claim = claim_of(&record, &decision.claims);
-        let decision = decision.after_claim(&claim);
         let generation = record.generation.max(1) + 1;
         let edit = SpecEdit::at_generation(&inputs, &decision, &self.config, generation);
         let record = Record {
@@ -156,7 +140,7 @@ impl Planner {
             ..record
         };
         if let Err(e) = self.dirs.write(&id, &edit, &record) {
-            return self.update_problem(&id_text, &e.to_string());
+            return self.update_problem(&id_text, Problem::files(e));
         }
         log::info!(
             "container {id}: updated (kubelet's cpus {}, quota {}): plan files of generation {generation}: {}",
@@ -237,28 +221,5 @@ mod tests {
                 .map(String::as_str),
             Some("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice")
         );
-    }
-
-    #[test]
-    fn claims_never_change_on_an_update() {
-        let gpu = vec!["0000:18:00.0".to_string()];
-        let claimed = Record {
-            claims: gpu.clone(),
-            ..Record::default()
-        };
-        assert_eq!(claim_of(&claimed, &gpu), ClaimResult::Claimed);
-        let held = Record {
-            held: Some("GPU x is held".into()),
-            ..Record::default()
-        };
-        assert_eq!(
-            claim_of(&held, &gpu),
-            ClaimResult::Held("GPU x is held".into())
-        );
-        assert!(matches!(
-            claim_of(&Record::default(), &gpu),
-            ClaimResult::Failed(_)
-        ));
-        assert_eq!(claim_of(&Record::default(), &[]), ClaimResult::Skipped);
     }
 }
