@@ -10,8 +10,8 @@ pub use crate::logging::LogLevel;
 
 mod checks;
 
+pub(crate) use checks::paths_overlap;
 use checks::{check_container_dir, check_dir_name, check_operator_dir, kind_of, shown, typed};
-pub use checks::{is_system_dir, paths_overlap, SYSTEM_DIRS};
 
 /// What names a GPU as the container's: the operator's spec, the runtime's device nodes, the
 /// device plugin's volume-mounts, or the container's own environment.
@@ -124,7 +124,7 @@ pub struct HookConfig {
 
 /// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices, the
 /// runtime's device nodes and the device plugin's volume-mounts.
-pub const DEFAULT_GPU_SOURCES: [GpuSource; 3] =
+pub(crate) const DEFAULT_GPU_SOURCES: [GpuSource; 3] =
     [GpuSource::Devices, GpuSource::Nodes, GpuSource::Mounts];
 
 impl Default for HookConfig {
@@ -190,15 +190,15 @@ const KEYS: [&str; 14] = [
 /// The seconds the shipped registrations give the hook before the runtime kills it: the
 /// package's `hooks/oci/*.json` and every registration `install` writes (podman's and CRI-O's
 /// hooks directory, containerd's base spec).
-pub const HOOK_TIMEOUT_S: u64 = 10;
+pub(crate) const HOOK_TIMEOUT_S: u64 = 10;
 
 /// The part of the hook's registered timeout kept for its work besides waiting for the claims
 /// lock (reading, the cpuset, the plan files, a release after a failure), in milliseconds.
-pub const CLAIM_WAIT_RESERVE_MS: u64 = 2000;
+pub(crate) const CLAIM_WAIT_RESERVE_MS: u64 = 2000;
 
 /// The longest `claim_wait_ms` the shipped registrations can hold: [`HOOK_TIMEOUT_S`] less
 /// [`CLAIM_WAIT_RESERVE_MS`] (8000 ms).
-pub const MAX_CLAIM_WAIT_MS: u64 = HOOK_TIMEOUT_S * 1000 - CLAIM_WAIT_RESERVE_MS;
+pub(crate) const MAX_CLAIM_WAIT_MS: u64 = HOOK_TIMEOUT_S * 1000 - CLAIM_WAIT_RESERVE_MS;
 
 /// A configuration file that cannot be used, naming the file and the key.
 #[derive(Debug, thiserror::Error)]
@@ -248,7 +248,7 @@ pub enum ConfigError {
 /// The keys a config that fails to load still gives a run, each where it is valid on its own:
 /// what a planning problem does, where it is logged, where the `off` plan goes, the host
 /// roots the container is read under, and where the claims are (what `claims` lists).
-pub const KEPT_WHEN_UNUSABLE: [&str; 7] = [
+pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 7] = [
     "on_error",
     "log",
     "log_level",
@@ -259,7 +259,7 @@ pub const KEPT_WHEN_UNUSABLE: [&str; 7] = [
 ];
 
 /// The most bytes of a hook config read (1 MiB).
-pub const MAX_HOOK_CONFIG: usize = 1 << 20;
+pub(crate) const MAX_HOOK_CONFIG: usize = 1 << 20;
 
 impl HookConfig {
     /// The configuration at `path`; defaults when the file does not exist.
@@ -269,7 +269,7 @@ impl HookConfig {
 
     /// The configuration at `path`, read bounded and without blocking; when it does not exist,
     /// the defaults, unless `must_exist` (a path the user named).
-    pub fn load_from(path: &Path, must_exist: bool) -> Result<Self, ConfigError> {
+    pub(crate) fn load_from(path: &Path, must_exist: bool) -> Result<Self, ConfigError> {
         match cpuplan::read_file(path, MAX_HOOK_CONFIG) {
             Ok(bytes) => Self::parse(path, &bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
@@ -284,7 +284,7 @@ impl HookConfig {
 
     /// What a config that failed to load still says of `on_error`: its own value where the file
     /// is JSON with a valid `on_error` (so `deny` holds whatever else is wrong), else the default.
-    pub fn on_error_of_unusable(path: &Path) -> OnError {
+    pub(crate) fn on_error_of_unusable(path: &Path) -> OnError {
         Self::of_unusable(path).on_error
     }
 
@@ -292,7 +292,7 @@ impl HookConfig {
     /// keys of [`KEPT_WHEN_UNUSABLE`] where the file is JSON and each of them is valid on its own
     /// (so `deny` holds, the problem is logged where the operator looks, and the `off` plan
     /// carrying it lands where the containers look for their plan, whatever else is wrong).
-    pub fn of_unusable(path: &Path) -> HookConfig {
+    pub(crate) fn of_unusable(path: &Path) -> HookConfig {
         let v = cpuplan::read_file(path, MAX_HOOK_CONFIG)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())

@@ -1,5 +1,6 @@
 //! The hook config's tests: parsing, defaults, and what each bad value says.
 
+use super::checks::{is_system_dir, SYSTEM_DIRS};
 use super::*;
 
 fn parse(s: &str) -> Result<HookConfig, ConfigError> {

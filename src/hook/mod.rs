@@ -2,4 +2,4 @@
 
 mod run;
 
-pub use run::{run_hook, HookError, Report, Stage};
+pub use run::{run_hook, HookError, Report};

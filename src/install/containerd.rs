@@ -23,25 +23,24 @@ use toml_edit::{Array, DocumentMut, Item, Table};
 
 use super::files::{io, read_opt, write_atomic};
 use super::import::{
-    config_version, fresh, fresh_table, load_order, parse, plugin_section, with_import_of,
-    without_import_of, ConfigError,
+    config_version, fresh, fresh_table, load_order, parse, plugin_section, ConfigError,
 };
 use super::{import, InstallError, Layout};
 
 /// containerd's main config unless `--containerd-config` says otherwise.
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
 /// The drop-in, relative to the main config's directory.
-pub const DROP_IN: &str = "conf.d/cpuplan.toml";
+pub(crate) const DROP_IN: &str = "conf.d/cpuplan.toml";
 /// The base runtime spec, relative to the main config's directory.
-pub const BASE_SPEC: &str = "cpuplan-base-spec.json";
+pub(crate) const BASE_SPEC: &str = "cpuplan-base-spec.json";
 /// The CRI plugin of config version 2 (containerd 1.7, and 2.x through migration).
-pub const CRI_V2: &str = "io.containerd.grpc.v1.cri";
+pub(crate) const CRI_V2: &str = "io.containerd.grpc.v1.cri";
 /// The CRI runtime plugin of config version 3 (containerd 2.x).
-pub const CRI_V3: &str = "io.containerd.cri.v1.runtime";
+pub(crate) const CRI_V3: &str = "io.containerd.cri.v1.runtime";
 /// The annotations containerd passes from the pod and the container into the OCI spec.
-pub const ANNOTATIONS: &str = "cpuplan.*";
+pub(crate) const ANNOTATIONS: &str = "cpuplan.*";
 /// The first line of every drop-in install writes (uninstall removes only such a file).
-pub const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --containerd`";
+pub(crate) const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --containerd`";
 /// The runc runtime type, for a `runc` handler the config does not describe.
 const RUNC_V2: &str = "io.containerd.runc.v2";
 
@@ -190,7 +189,7 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 /// `WithoutDefaultSecuritySettings`: the rlimits, so that containers inherit containerd's
 /// `RLIMIT_NOFILE` instead of 1024, an AppArmor profile and a seccomp profile). CRI keeps them
 /// from a base spec, so a base spec that holds them would change every container.
-pub fn cri_default_spec(mut spec: Value) -> Value {
+pub(crate) fn cri_default_spec(mut spec: Value) -> Value {
     if let Some(p) = spec.get_mut("process").and_then(Value::as_object_mut) {
         p.remove("rlimits");
         p.remove("apparmorProfile");
@@ -237,7 +236,7 @@ fn push_unique(t: &mut Table, key: &str, value: &str) {
 }
 
 /// The drop-in's text for `c`, whose main config holds `main_doc` (`None`: no main config).
-pub fn drop_in_text(
+pub(crate) fn drop_in_text(
     c: &Containerd,
     main_doc: Option<&DocumentMut>,
 ) -> Result<String, ContainerdError> {
@@ -351,14 +350,22 @@ pub fn drop_in_text(
     Ok(format!("{head}{doc}"))
 }
 
-/// The main config with `entry` imported; `None` when an existing import already covers the drop-in.
-pub fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, ContainerdError> {
-    Ok(with_import_of(&c.config, &c.drop_in(), doc, "containerd")?)
+/// The main config with `entry` imported; `None` when an existing import already covers the
+/// drop-in (what `install` writes, for the tests of the import).
+#[cfg(test)]
+fn with_import(c: &Containerd, doc: &DocumentMut) -> Result<Option<String>, ContainerdError> {
+    Ok(import::with_import_of(
+        &c.config,
+        &c.drop_in(),
+        doc,
+        "containerd",
+    )?)
 }
 
 /// The main config without the import install added; `None` when it holds none.
-pub fn without_import(c: &Containerd, doc: &DocumentMut) -> Option<String> {
-    without_import_of(&c.config, &c.drop_in(), doc)
+#[cfg(test)]
+pub(super) fn without_import(c: &Containerd, doc: &DocumentMut) -> Option<String> {
+    import::without_import_of(&c.config, &c.drop_in(), doc)
 }
 
 /// Whether the base spec at `path` is absent or names `layout`'s binary in its hooks.
@@ -430,7 +437,7 @@ pub fn install(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallEr
 }
 
 /// Removes what [`install`] wrote for containerd (refusing files it did not write); returns what it did.
-pub fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
+pub(crate) fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, InstallError> {
     let (drop_in, spec_path) = ours_or_absent(layout, c)?;
     let mut said = import::remove(&c.config, &drop_in, "containerd")?;
     if spec_path.exists() {

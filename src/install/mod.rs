@@ -4,9 +4,9 @@
 pub mod containerd;
 mod files;
 mod hook_config;
-pub mod hooks_dir;
-pub mod hooks_file;
-pub mod import;
+mod hooks_dir;
+mod hooks_file;
+mod import;
 pub mod nri;
 
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ impl Options {
     /// Where `install` registered before it looked for podman's hooks dir
     /// (`/etc/containers/oci/hooks.d`, which Debian 12's podman 4.3 does not read), under the
     /// root prefix; `None` when `--hooks-dir` is given.
-    pub fn legacy_hooks_dir(&self) -> Result<Option<PathBuf>, InstallError> {
+    pub(crate) fn legacy_hooks_dir(&self) -> Result<Option<PathBuf>, InstallError> {
         if self.hooks_dir.is_some() {
             return Ok(None);
         }
@@ -100,11 +100,11 @@ impl Options {
 }
 
 /// The hooks dir `install` wrote to before it followed podman's.
-pub const LEGACY_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+pub(crate) const LEGACY_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
 
 /// Removes the registrations an earlier install wrote into `legacy` (when it is not the hooks
 /// dir in use now, and only files that register `layout`'s binary); returns what it did.
-pub fn remove_legacy(layout: &Layout, legacy: &Path) -> Result<Vec<String>, InstallError> {
+pub(crate) fn remove_legacy(layout: &Layout, legacy: &Path) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
     if legacy == layout.hooks_dir {
         return Ok(said);
@@ -132,7 +132,7 @@ pub use hooks_dir::DEFAULT_HOOKS_DIR;
 /// The createRuntime/poststop registration's file name.
 pub const HOOK_FILE: &str = "cpuplan.json";
 /// The precreate registration's file name.
-pub const PRECREATE_FILE: &str = "cpuplan-precreate.json";
+pub(crate) const PRECREATE_FILE: &str = "cpuplan-precreate.json";
 
 /// What could not be installed or removed.
 #[derive(Debug, thiserror::Error)]
@@ -192,17 +192,17 @@ impl Layout {
     }
 
     /// The hooks.d JSON for the createRuntime and poststop stages.
-    pub fn hook_json(&self) -> Value {
+    pub(crate) fn hook_json(&self) -> Value {
         self.hooks_d(&["hook"], &["createRuntime", "poststop"])
     }
 
     /// The hooks.d JSON for podman's precreate stage.
-    pub fn precreate_json(&self) -> Value {
+    pub(crate) fn precreate_json(&self) -> Value {
         self.hooks_d(&["precreate"], &["precreate"])
     }
 
     /// The lines containerd users add: the hooks of a `base_runtime_spec`.
-    pub fn containerd_hooks(&self) -> Value {
+    pub(crate) fn containerd_hooks(&self) -> Value {
         let hooks = oci_spec::runtime::HooksBuilder::default()
             .create_runtime(vec![self.hook_entry(&["hook", "createRuntime"])])
             .poststop(vec![self.hook_entry(&["hook", "poststop"])])
@@ -232,7 +232,7 @@ fn ours(layout: &Layout, bytes: &[u8]) -> bool {
 
 /// What `install` is asked for besides the layout.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct InstallFlags {
+pub(crate) struct InstallFlags {
     /// `--with-precreate`: register podman's precreate stage too (without it, a precreate file
     /// an earlier install wrote is removed: install is declarative).
     pub with_precreate: bool,
@@ -241,7 +241,7 @@ pub struct InstallFlags {
 }
 
 /// The prefix of the lines [`install`] returns that are warnings.
-pub const WARNING: &str = "warning: ";
+pub(crate) const WARNING: &str = "warning: ";
 
 /// Refuses (or, with `allow_dynamic`, warns about) a `binary` that asks for a dynamic loader or
 /// is not ELF; `None` when it is static.
@@ -276,7 +276,7 @@ fn check_static(binary: &Path, allow_dynamic: bool) -> Result<Option<String>, In
 /// Installs `binary` and the registrations; returns the lines it reports (warnings start with
 /// [`WARNING`]). Declarative: the precreate registration exists afterwards exactly when
 /// `flags.with_precreate`.
-pub fn install(
+pub(crate) fn install(
     layout: &Layout,
     binary: &Path,
     flags: InstallFlags,
@@ -344,7 +344,7 @@ pub fn install(
 
 /// Removes what [`install`] wrote (the config only if install wrote it and it is unchanged);
 /// returns what it did, or a line saying there was nothing to remove.
-pub fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
+pub(crate) fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
     for name in [HOOK_FILE, PRECREATE_FILE] {
         let path = layout.hooks_dir.join(name);

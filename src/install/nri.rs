@@ -18,11 +18,11 @@ use super::import::{self, config_version, fresh, load_order, parse, plugin_secti
 use super::{InstallError, Options};
 
 /// containerd's NRI plugin (config versions 2 and 3).
-pub const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
+pub(crate) const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
 /// The drop-in, relative to the main config's directory.
-pub const DROP_IN: &str = "conf.d/cpuplan-nri.toml";
+pub(crate) const DROP_IN: &str = "conf.d/cpuplan-nri.toml";
 /// The first line of the drop-in (uninstall removes only such a file).
-pub const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --nri`";
+pub(crate) const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --nri`";
 
 /// Where NRI is turned on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +53,7 @@ impl Nri {
 }
 
 /// The drop-in's text for `n`, whose main config holds `main_doc` (`None`: no main config).
-pub fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, ConfigError> {
+pub(crate) fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<String, ConfigError> {
     let version = match main_doc {
         Some(d) => config_version(&n.config, d)?,
         None => 2,
@@ -150,7 +150,7 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
 }
 
 /// Removes what [`install`] wrote (refusing a drop-in it did not write); returns what it did.
-pub fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
+pub(crate) fn uninstall(n: &Nri) -> Result<Vec<String>, InstallError> {
     check_ours(n)?;
     let mut said = import::remove(&n.config, &n.drop_in(), "nri")?;
     if !said.is_empty() {

@@ -30,7 +30,7 @@ pub const LOCK_FILE: &str = ".plugin.lock";
 
 /// This process's hold of a plan directory: released when it is dropped or the process ends.
 #[derive(Debug)]
-pub struct Instance {
+pub(crate) struct Instance {
     dir: PathBuf,
     _lock: Flock<File>,
 }
@@ -38,7 +38,7 @@ pub struct Instance {
 impl Instance {
     /// Takes `nri_dir`'s lock; while another plugin holds it, waits for it to exit when `wait`
     /// (logging the other's pid), else fails naming it.
-    pub fn acquire(nri_dir: &Path, wait: bool) -> Result<Instance, NriError> {
+    pub(crate) fn acquire(nri_dir: &Path, wait: bool) -> Result<Instance, NriError> {
         let path = nri_dir.join(LOCK_FILE);
         let fail = |what: String| NriError::Instance {
             path: path.clone(),
@@ -91,7 +91,7 @@ impl Instance {
     }
 
     /// The plan directory held.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 }

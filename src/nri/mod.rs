@@ -9,15 +9,15 @@
 //! (the edit as NRI's adjustment), [`options`] (the command line).
 #![warn(missing_docs)]
 
-pub mod attempts;
-pub mod error;
-pub mod from_edit;
-pub mod ids;
+mod attempts;
+mod error;
+mod from_edit;
+mod ids;
 pub mod instance;
 pub mod options;
-pub mod plandir;
-pub mod planner;
-pub mod spec;
+mod plandir;
+mod planner;
+mod spec;
 
 use std::sync::Arc;
 

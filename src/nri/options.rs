@@ -8,9 +8,9 @@ pub use nri_plugin::options::DEFAULT_SOCKET;
 use super::error::NriError;
 
 /// The plugin's name unless `--name` (or `NRI_PLUGIN_NAME`) says otherwise.
-pub const DEFAULT_NAME: &str = "cpuplan";
+pub(crate) const DEFAULT_NAME: &str = "cpuplan";
 /// The plugin's index unless `--index` (or `NRI_PLUGIN_IDX`) says otherwise.
-pub const DEFAULT_INDEX: &str = "10";
+pub(crate) const DEFAULT_INDEX: &str = "10";
 
 /// `cpuplan-hook nri --help`.
 pub const HELP: &str = "\

@@ -106,12 +106,12 @@ impl PlanHandler {
 
     /// Keeps `instance` (the plan directory's lock) for the plugin's life; a configuration the
     /// runtime gives later with another `nri_dir` must take that one's lock too.
-    pub fn hold(&self, instance: Instance) {
+    pub(crate) fn hold(&self, instance: Instance) {
         *self.instance.lock().unwrap_or_else(|e| e.into_inner()) = Some(instance);
     }
 
     /// Takes the plan directory's lock at Configure, for the configuration in force then.
-    pub fn hold_at_configure(&self) {
+    pub(crate) fn hold_at_configure(&self) {
         self.hold_at_configure.store(true, Ordering::Relaxed);
     }
 
@@ -124,7 +124,7 @@ impl PlanHandler {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> HookConfig {
+    pub(crate) fn config(&self) -> HookConfig {
         self.planner().config.clone()
     }
 }
@@ -487,7 +487,7 @@ impl Plugin for PlanHandler {
 
 impl PlanHandler {
     /// Configure with the runtime's plugin configuration `text` (empty: none given).
-    pub fn configure_with(&self, text: &str) -> Result<(), super::NriError> {
+    pub(crate) fn configure_with(&self, text: &str) -> Result<(), super::NriError> {
         let given = !text.trim().is_empty();
         let config = match given {
             true => HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())?,
