@@ -87,7 +87,7 @@ pub struct Report {
     pub cpuset_file: Option<PathBuf>,
     /// The problem that led to the `off` plan, if any, as `plan.json` words it.
     pub problem: Option<String>,
-    /// That problem's kind ([`Problem::cause`]).
+    /// That problem's kind (`Problem::cause`).
     pub cause: Option<&'static str>,
 }
 

@@ -200,7 +200,7 @@ pub(crate) fn cri_default_spec(mut spec: Value) -> Value {
     spec
 }
 
-/// The base spec: CRI's default for containerd's default `spec` ([`cri_default_spec`]) with the hooks of `layout`.
+/// The base spec: CRI's default for containerd's default `spec` (`cri_default_spec`) with the hooks of `layout`.
 pub fn base_spec(layout: &Layout, spec: Value) -> Value {
     let mut spec = cri_default_spec(spec);
     spec["hooks"] = layout.containerd_hooks();

@@ -22,7 +22,7 @@ use serde_json::Value;
 pub struct Layout {
     /// `--prefix` (default `/usr/local`).
     pub prefix: PathBuf,
-    /// `--hooks-dir` (default: where podman reads, [`hooks_dir::podman_hooks_dir`]).
+    /// `--hooks-dir` (default: where podman reads, `hooks_dir::podman_hooks_dir`).
     pub hooks_dir: PathBuf,
     /// The hook config (the global `--config`, default `/etc/cpuplan/hook.json`).
     pub config: PathBuf,

@@ -1,11 +1,11 @@
 //! `cpuplan-hook nri`: cpuplan as an NRI plugin (containerd >= 1.7, CRI-O >= 1.26), on the
 //! workspace's NRI stub crate (`crates/nri`, `nri_plugin`), which speaks the protocol.
 //!
-//! What is cpuplan's here: [`planner`] (the [`nri_plugin::Plugin`]: read, decide, claim,
-//! write, answer), [`ids`] (the one check of every id a path is built from), [`instance`] (one
-//! plugin per plan directory at a time), [`attempts`]
-//! (containers whose plan mount may have stopped their start), [`plandir`] (the host directory
-//! of plans), [`spec`] (NRI's container as the planner's spec), [`from_edit`]
+//! What is cpuplan's here: `planner` (the [`nri_plugin::Plugin`]: read, decide, claim,
+//! write, answer), `ids` (the one check of every id a path is built from), [`instance`] (one
+//! plugin per plan directory at a time), `attempts`
+//! (containers whose plan mount may have stopped their start), `plandir` (the host directory
+//! of plans), `spec` (NRI's container as the planner's spec), `from_edit`
 //! (the edit as NRI's adjustment), [`options`] (the command line).
 #![warn(missing_docs)]
 
@@ -29,7 +29,7 @@ pub use planner::PlanHandler;
 
 /// Runs the plugin as `opts` say, planning with [`PlanHandler`], until SIGTERM/SIGINT or, for a
 /// plugin the runtime launched, until the runtime closes its socket. An external plugin connects
-/// only once it holds its `nri_dir` ([`instance::Instance`]), waiting while another plugin
+/// only once it holds its `nri_dir` (`instance::Instance`), waiting while another plugin
 /// serves that directory; one the runtime launched takes it at Configure (the configuration in
 /// force is known then) and fails its registration if another plugin holds it. It logs to stderr and to
 /// `--log`, else to the config's `log`; a plugin the runtime launched opens the config's log
