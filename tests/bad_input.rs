@@ -266,6 +266,7 @@ fn hostile_setting_values_stay_inert_in_plan_env() {
     fx.spec["annotations"] = json!({"cpuplan.step-thread-core": nasty, "other": nasty});
     fx.env(&format!("CPUPLAN_STEP_THREAD_CORE={nasty}"));
     let r = fx.allow(None);
+    assert_eq!(r.cause, Some("setting"), "{r:?}");
     assert!(r.problem.unwrap().contains("cpuplan.step-thread-core"));
     let env = fx.rootfs().join("run/cpuplan/plan.env");
     let out = Command::new("sh")

@@ -182,3 +182,26 @@ fn a_container_that_mounts_the_plugin_s_directories_is_its_own() {
         assert!(p.plugin_s_own(&pod, &with(other)).is_none(), "{other}");
     }
 }
+
+#[test]
+fn a_refusal_s_text_is_the_problem_s_once_as_the_runtime_gets_it() {
+    let problem = Problem::spec(Why("linux.resources.cpu.quota: -5".into()));
+    let create = Refused::Create {
+        id: "c1".into(),
+        problem: problem.clone(),
+    };
+    assert_eq!(
+        create.to_string(),
+        "cpuplan: container c1: linux.resources.cpu.quota: -5"
+    );
+    // The stub sends the error's chain: the problem is said once.
+    assert_eq!(nri_plugin::error::chain(&create), create.to_string());
+    let update = Refused::Update {
+        id: "c1".into(),
+        problem,
+    };
+    assert_eq!(
+        nri_plugin::error::chain(&update),
+        "cpuplan: container c1: update: linux.resources.cpu.quota: -5"
+    );
+}
