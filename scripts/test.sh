@@ -71,7 +71,7 @@ tests/vm/cgroup2-vm.sh deps
 # cargo-deb: pinned; a no-op when this version is installed (about 2.5 CPU-minutes to build).
 if ! cargo deb --version 2>/dev/null | grep -q '3\.8\.0'; then
   t=$(date +%s)
-  cargo install cargo-deb --version 3.8.0 --locked --quiet
+  cargo install cargo-deb --version 3.8.0 --locked
   echo "== cargo-deb: $(( $(date +%s) - t )) s"
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
