@@ -356,6 +356,16 @@ fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
             assert_eq!(c.get(k), None, "{o}: {k} with metrics off");
         }
     }
+    // A log that is not a file (stderr): no log volume.
+    let docs = render(&json!({"config": {"log": "stderr"}}));
+    let ds = one(&docs, "DaemonSet");
+    let names: Vec<&Value> = pod_spec(ds)["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["name"])
+        .collect();
+    assert!(!names.contains(&&json!("log")), "{names:?}");
     // Another index: passed as the plugin's flag.
     let docs = render(&json!({"nri": {"index": "90"}}));
     let c = named(one(&docs, "DaemonSet"), "containers", "plugin");
