@@ -131,6 +131,11 @@ fn build_deb(out: &Path) -> PathBuf {
         "scripts/deb.sh failed (cargo-deb missing? cargo install cargo-deb --version 3.8.0 --locked, as scripts/test.sh does): {}",
         String::from_utf8_lossy(&built.stderr)
     );
+    let err = String::from_utf8_lossy(&built.stderr);
+    assert!(
+        !err.contains("File system loop found"),
+        "scripts/deb.sh walked the fixtures' link loops: {err}"
+    );
     let path = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
     assert!(
         path.is_file() && path.starts_with(out),
@@ -438,4 +443,37 @@ fn the_postrm_removes_what_is_the_package_s(tmp: &Path) {
     for f in &others {
         assert!(there(f), "postrm purge takes {f}, not the package's");
     }
+}
+
+/// cargo's walk of the root package (what it fingerprints a build script's package by before the
+/// script first runs, and what it would package) leaves out `tests/fixtures`, whose sysfs dumps
+/// hold the kernel's own link loops: without Cargo.toml's `exclude` it follows them and prints
+/// one "File system loop found" warning per loop (370) on a first build and in scripts/deb.sh.
+#[test]
+fn cargo_s_walk_of_the_package_skips_the_fixtures_link_loops() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["package", "--list", "--allow-dirty", "-p", "cpuplan-hook"])
+        .current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo package --list");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cargo package --list: {err}");
+    assert!(!err.contains("File system loop found"), "{err}");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.lines().any(|l| l == "Cargo.toml"), "{listed}");
+    assert!(
+        !listed.lines().any(|l| l.starts_with("tests/fixtures/")),
+        "the fixtures are in the package's walk"
+    );
+    let fixtures_have_loops = Command::new("find")
+        .args(["-L", "tests/fixtures", "-maxdepth", "12"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&fixtures_have_loops.stderr).contains("loop"),
+        "the fixtures hold link loops (what the exclude is for)"
+    );
 }
