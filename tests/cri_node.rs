@@ -11,8 +11,8 @@ mod common;
 mod cri;
 #[path = "common/cri_hook.rs"]
 mod cri_hook;
-#[path = "common/kustomize.rs"]
-mod kustomize;
+#[path = "common/helm.rs"]
+mod helm;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -436,10 +436,9 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote(c: 
 }
 
 fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
-    // The hook route's DaemonSet as `kubectl kustomize deploy/kubernetes/overlays/hook-containerd`
-    // renders it.
-    let docs = kustomize::render("hook-containerd");
-    let ds = kustomize::one(&docs, "DaemonSet");
+    // The hook route's DaemonSet as the chart renders it with ci/hook-containerd-values.yaml.
+    let docs = helm::render_route("hook-containerd");
+    let ds = helm::one(&docs, "DaemonSet");
     let init = ds["spec"]["template"]["spec"]["initContainers"]
         .as_array()
         .unwrap()
@@ -447,8 +446,8 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
         .find(|c| c["name"] == "install")
         .expect("the install init container")
         .clone();
-    let mut words = kustomize::argv(&init);
-    assert_eq!(words[0], "/opt/cpuplan/cpuplan-hook", "{words:?}");
+    let mut words = helm::argv(&init);
+    assert_eq!(words[0], helm::CLI_BIN, "{words:?}");
     let node = CriNode::on(c);
     // What an operator's ConfigMap would hold; install keeps an existing config.
     hook_config(&node, json!({}));

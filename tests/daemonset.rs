@@ -1,7 +1,7 @@
 //! The NRI DaemonSet run as kubelet runs it: the image `scripts/image.sh` builds is imported
 //! into the CRI node of `tests/common/cri.rs` (`ctr images import`, no registry), and the pod
-//! template of the DaemonSet `kubectl kustomize deploy/kubernetes/overlays/containerd-1.7`
-//! renders is turned into CRI calls: RunPodSandbox with the host network and host PID
+//! template of the DaemonSet the chart `deploy/helm/cpuplan` renders with
+//! `ci/containerd-1.7-values.yaml` (Helm v4 through helm-python-sdk) is turned into CRI calls: RunPodSandbox with the host network and host PID
 //! namespace (privileged), each init container run to its end, then the plugin container, with
 //! the manifest's image, command, args, privilege and volume mounts. The plugin that plans the
 //! pods is the image's static binary, not the test's.
@@ -20,8 +20,8 @@ mod common; // with tests/common/log_guard.rs: fails this binary if the real hoo
 
 #[path = "common/cri.rs"]
 mod cri;
-#[path = "common/kustomize.rs"]
-mod kustomize;
+#[path = "common/helm.rs"]
+mod helm;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -88,26 +88,23 @@ fn node() -> CriNode {
     assert_eq!(r.rc, 0, "ctr images import: {}{}", r.out, r.err);
     let listed = node.ctr(&["images", "ls", "-q"]);
     assert!(
-        listed
-            .out
-            .lines()
-            .any(|l| l == kustomize::image_reference()),
+        listed.out.lines().any(|l| l == helm::image_reference()),
         "{}",
         listed.out
     );
     node
 }
 
-/// The rendered overlay: its DaemonSet and the data of the ConfigMap its config volume names.
+/// The rendered route: its DaemonSet and the data of the ConfigMap its config volume names.
 struct Rendered {
     ds: Value,
     config_maps: Vec<Value>,
 }
 
 fn rendered() -> Rendered {
-    let docs = kustomize::render("containerd-1.7");
+    let docs = helm::render_route("containerd-1.7");
     Rendered {
-        ds: kustomize::one(&docs, "DaemonSet").clone(),
+        ds: helm::one(&docs, "DaemonSet").clone(),
         config_maps: docs
             .iter()
             .filter(|d| d["kind"] == "ConfigMap")
@@ -241,8 +238,7 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
                 image: c["image"].as_str().unwrap().into(),
                 ..Default::default()
             }),
-            command: strings(&c["command"]),
-            args: strings(&c["args"]),
+            command: helm::for_image(&helm::argv(c), image_is_split()),
             mounts,
             log_path: format!("{cname}.log"),
             linux: Some(api::LinuxContainerConfig {
@@ -270,11 +266,14 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
     PluginPod { pod, container: id }
 }
 
-/// A manifest's list of strings (`command`, `args`), empty when absent.
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| a.iter().map(|w| w.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default()
+/// Whether the image holds the three binaries the manifests name (`/opt/cpuplan/cpuplan-nri`,
+/// `/opt/cpuplan/cpuplan`), else the single `cpuplan-hook` they are reached through
+/// ([`helm::for_image`]): what `scripts/image.sh` put in it, from the static build's directory.
+fn image_is_split() -> bool {
+    image();
+    target_dir()
+        .join("x86_64-unknown-linux-musl/debug/cpuplan-nri")
+        .is_file()
 }
 
 /// The ConfigMap's hook.json with the node's `nri_dir` and GPU host (see the module's doc).
@@ -615,13 +614,9 @@ fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let loaded = podman(&["load", "-i", archive.to_str().unwrap()]);
-    assert!(loaded.contains(&kustomize::image_reference()), "{loaded}");
-    let inspect: Value = serde_json::from_str(&podman(&[
-        "image",
-        "inspect",
-        &kustomize::image_reference(),
-    ]))
-    .unwrap();
+    assert!(loaded.contains(&helm::image_reference()), "{loaded}");
+    let inspect: Value =
+        serde_json::from_str(&podman(&["image", "inspect", &helm::image_reference()])).unwrap();
     let config = &inspect[0]["Config"];
     assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-hook"]));
     let labels = &config["Labels"];

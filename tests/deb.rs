@@ -1,7 +1,9 @@
 //! The Debian package: `scripts/deb.sh --debug` builds it with cargo-deb; `dpkg -i` installs it;
 //! a real podman with its default hooks directories (no `--hooks-dir`, no `hooks_dir`) runs a
-//! container that sees `/run/cpuplan/plan.env`; `dpkg -r` leaves only the conffile and
-//! `dpkg --purge` nothing at all.
+//! container that sees `/run/cpuplan/plan.env`; `dpkg -r` leaves only the conffile (and removes
+//! the precreate link the docs tell the operator to make) and `dpkg --purge` nothing at all: not
+//! the hook's state under `/run/cpuplan` nor its default log (the postrm, run on a planted root
+//! through `$DPKG_ROOT`, and the real purge).
 //!
 //! While the package is installed, its `cpuplan.json` is in podman's default hooks directory and
 //! its `/etc/cpuplan/hook.json` is every config-less hook run's config: the test holds the host
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::hostlock::{self, HostLock};
+use common::log_guard;
 use common::podman::Podman;
 use common::runc::{line_value, require};
 use common::statics::{target_dir, workspace_root};
@@ -49,10 +52,48 @@ fn status() -> Option<String> {
         .map(str::to_string)
 }
 
+/// The machine's own hook log, which a real purge removes: kept aside and put back as it was
+/// (content, mode, mtime), so that this machine's log and every test binary's log guard
+/// (`tests/common/log_guard.rs`) see it unchanged.
+struct RealLog(Option<(Vec<u8>, std::fs::Permissions, std::time::SystemTime)>);
+
+impl RealLog {
+    fn aside() -> RealLog {
+        let p = Path::new(log_guard::REAL_LOG);
+        RealLog(std::fs::metadata(p).ok().map(|m| {
+            (
+                std::fs::read(p).unwrap(),
+                m.permissions(),
+                m.modified().unwrap(),
+            )
+        }))
+    }
+
+    fn restore(self) {
+        if let Some((text, mode, mtime)) = self.0 {
+            let p = Path::new(log_guard::REAL_LOG);
+            std::fs::write(p, text).unwrap();
+            std::fs::set_permissions(p, mode).unwrap();
+            let f = std::fs::File::options().write(true).open(p).unwrap();
+            f.set_modified(mtime).unwrap();
+        }
+    }
+}
+
+/// `dpkg --purge`, the machine's own hook log kept (see [`RealLog`]): (status, output, whether
+/// the purge removed the log).
+fn purge_keeping_the_real_log() -> (i32, String, bool) {
+    let saved = RealLog::aside();
+    let (rc, out) = dpkg(&["--purge", PACKAGE]);
+    let removed = !exists(Path::new(log_guard::REAL_LOG));
+    saved.restore();
+    (rc, out, removed)
+}
+
 /// Purges the package if dpkg knows it in any state; panics if that fails.
 fn purge() {
     if status().is_some() {
-        let (rc, out) = dpkg(&["--purge", PACKAGE]);
+        let (rc, out, _) = purge_keeping_the_real_log();
         assert_eq!(rc, 0, "dpkg --purge {PACKAGE}: {out}");
     }
 }
@@ -65,7 +106,7 @@ struct Installed {
 impl Drop for Installed {
     fn drop(&mut self) {
         if status().is_some() {
-            let (rc, out) = dpkg(&["--purge", PACKAGE]);
+            let (rc, out, _) = purge_keeping_the_real_log();
             if rc != 0 {
                 eprintln!("cleanup: dpkg --purge {PACKAGE} failed: {out}");
             }
@@ -89,6 +130,11 @@ fn build_deb(out: &Path) -> PathBuf {
         built.status.success(),
         "scripts/deb.sh failed (cargo-deb missing? cargo install cargo-deb --version 3.8.0 --locked, as scripts/test.sh does): {}",
         String::from_utf8_lossy(&built.stderr)
+    );
+    let err = String::from_utf8_lossy(&built.stderr);
+    assert!(
+        !err.contains("File system loop found"),
+        "scripts/deb.sh walked the fixtures' link loops: {err}"
     );
     let path = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
     assert!(
@@ -258,6 +304,15 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         );
     } // the container is removed (its poststop runs) while the hook is still installed
 
+    the_postrm_removes_what_is_the_package_s(tmp.path());
+    // The precreate registration turned on as README and docs/install.md say.
+    let precreate_link = hooks_file.with_file_name("cpuplan-precreate.json");
+    std::os::unix::fs::symlink(
+        "/usr/share/cpuplan/oci/cpuplan-precreate.json",
+        &precreate_link,
+    )
+    .unwrap();
+
     let dirs_before: BTreeSet<&PathBuf> = files.iter().filter(|p| p.is_dir()).collect();
     let (rc, out) = dpkg(&["-r", PACKAGE]);
     assert_eq!(rc, 0, "dpkg -r: {out}");
@@ -271,8 +326,17 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         [&config.to_path_buf()],
         "dpkg -r keeps only the (edited) conffile"
     );
-    let (rc, out) = dpkg(&["--purge", PACKAGE]);
+    assert!(
+        std::fs::symlink_metadata(&precreate_link).is_err(),
+        "dpkg -r leaves the precreate link dangling"
+    );
+    let (rc, out, log_removed) = purge_keeping_the_real_log();
     assert_eq!(rc, 0, "dpkg --purge: {out}");
+    assert!(
+        log_removed,
+        "dpkg --purge leaves {} (restored now)",
+        log_guard::REAL_LOG
+    );
     assert_eq!(status(), None, "dpkg forgets the package");
     let left: Vec<&PathBuf> = files
         .iter()
@@ -295,4 +359,121 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         );
     }
     drop(guard);
+}
+
+/// The installed postrm on a planted root (`$DPKG_ROOT`, as dpkg gives it for `--root`): `remove`
+/// takes the links to the package's registrations and nothing else; `purge` also the hook's
+/// state under `/run/cpuplan` and its default log, and leaves every other file, link and log.
+fn the_postrm_removes_what_is_the_package_s(tmp: &Path) {
+    let root = tmp.join("postrm-root");
+    let at = |p: &str| root.join(p.trim_start_matches('/'));
+    let usr_hooks = "/usr/share/containers/oci/hooks.d";
+    let etc_hooks = "/etc/containers/oci/hooks.d";
+    for d in [
+        usr_hooks,
+        etc_hooks,
+        "/var/log",
+        "/run/cpuplan/claims",
+        "/run/cpuplan/inventory",
+    ] {
+        std::fs::create_dir_all(at(d)).unwrap();
+    }
+    let links = [
+        // the docs' precreate link, absolute and relative; cpuplan.json linked into another dir
+        (
+            format!("{usr_hooks}/cpuplan-precreate.json"),
+            "/usr/share/cpuplan/oci/cpuplan-precreate.json",
+        ),
+        (
+            format!("{etc_hooks}/cpuplan-precreate.json"),
+            "../../../../usr/share/cpuplan/oci/cpuplan-precreate.json",
+        ),
+        (
+            format!("{etc_hooks}/cpuplan.json"),
+            "/usr/share/containers/oci/hooks.d/cpuplan.json",
+        ),
+    ];
+    for (link, target) in &links {
+        std::os::unix::fs::symlink(target, at(link)).unwrap();
+    }
+    let others = [
+        format!("{usr_hooks}/other.json"),
+        format!("{etc_hooks}/mine.json"),
+        "/var/log/other.log".to_string(),
+        "/var/log/cpuplan-hook.log.keep".to_string(),
+    ];
+    std::os::unix::fs::symlink("/usr/share/other/oci/other.json", at(&others[0])).unwrap();
+    for f in &others[1..] {
+        std::fs::write(at(f), "x").unwrap();
+    }
+    let state = [
+        "/var/log/cpuplan-hook.log",
+        "/run/cpuplan/claims/0000:3b:00.0.json",
+        "/run/cpuplan/inventory/cache",
+    ];
+    for f in state {
+        std::fs::write(at(f), "x").unwrap();
+    }
+    let there = |p: &str| std::fs::symlink_metadata(at(p)).is_ok();
+    let postrm = |stage: &str| {
+        let o = Command::new("/var/lib/dpkg/info/cpuplan.postrm")
+            .arg(stage)
+            .env("DPKG_ROOT", &root)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the postrm");
+        assert!(
+            o.status.success(),
+            "postrm {stage}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    postrm("remove");
+    for (link, _) in &links {
+        assert!(!there(link), "postrm remove leaves the link {link}");
+    }
+    for f in others.iter().map(String::as_str).chain(state) {
+        assert!(there(f), "postrm remove takes {f}");
+    }
+    postrm("purge");
+    for f in state {
+        assert!(!there(f), "postrm purge leaves {f}");
+    }
+    assert!(!there("/run/cpuplan"), "postrm purge leaves /run/cpuplan");
+    for f in &others {
+        assert!(there(f), "postrm purge takes {f}, not the package's");
+    }
+}
+
+/// cargo's walk of the root package (what it fingerprints a build script's package by before the
+/// script first runs, and what it would package) leaves out `tests/fixtures`, whose sysfs dumps
+/// hold the kernel's own link loops: without Cargo.toml's `exclude` it follows them and prints
+/// one "File system loop found" warning per loop (370) on a first build and in scripts/deb.sh.
+#[test]
+fn cargo_s_walk_of_the_package_skips_the_fixtures_link_loops() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["package", "--list", "--allow-dirty", "-p", "cpuplan-hook"])
+        .current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo package --list");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cargo package --list: {err}");
+    assert!(!err.contains("File system loop found"), "{err}");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.lines().any(|l| l == "Cargo.toml"), "{listed}");
+    assert!(
+        !listed.lines().any(|l| l.starts_with("tests/fixtures/")),
+        "the fixtures are in the package's walk"
+    );
+    let fixtures_have_loops = Command::new("find")
+        .args(["-L", "tests/fixtures", "-maxdepth", "12"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&fixtures_have_loops.stderr).contains("loop"),
+        "the fixtures hold link loops (what the exclude is for)"
+    );
 }

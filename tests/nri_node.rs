@@ -12,6 +12,8 @@ mod common; // with tests/common/log_guard.rs: fails this binary if the real hoo
 
 #[path = "common/cri.rs"]
 mod cri;
+#[path = "common/helm.rs"]
+mod helm;
 #[path = "common/nriplugin.rs"]
 mod nriplugin;
 
@@ -31,10 +33,11 @@ use nriplugin::{
 };
 use serde_json::{json, Value};
 
-/// The plugin as `deploy/kubernetes/base/daemonset.yaml` runs it, on `node` with `config`:
-/// its command line with the node's socket, the config given.
+/// The plugin as the chart's DaemonSet runs it, on `node` with `config`: its command line with
+/// the node's socket, the config given.
 fn plugin_as_daemonset(node: &CriNode, config: &Path) -> Plugin {
-    let words = daemonset_argv(&daemonset());
+    let split = Path::new(BIN).file_name() == Some("cpuplan-nri".as_ref());
+    let words = helm::for_image(&daemonset_argv(&daemonset()), split);
     let mut argv = vec!["--config".to_string(), config.display().to_string()];
     let socket = node.nri_socket().display().to_string();
     let mut rest = words[1..].to_vec();
@@ -602,14 +605,10 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) 
     );
 }
 
-/// The NRI plugin's DaemonSet, `deploy/kubernetes/base/daemonset.yaml` (tests/kubernetes.rs
-/// checks it as each overlay renders it; tests/daemonset.rs runs it from the image).
+/// The NRI plugin's DaemonSet as the chart renders it with its defaults (tests/kubernetes.rs
+/// checks it; tests/daemonset.rs runs it from the image).
 fn daemonset() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/base/daemonset.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let ds: Value = serde_yaml_ng::from_str(&text).unwrap();
-    assert_eq!(ds["kind"], "DaemonSet", "{}", path.display());
-    ds
+    helm::one(&helm::render(&json!({})), "DaemonSet").clone()
 }
 
 /// The plugin container of `ds`.
