@@ -4,7 +4,7 @@
 //!   text order needs: rustc links musl with the system's `cc` and its default linker;
 //! - where `scripts/build-static.sh` names a symbol-ordering file (`CPUPLAN_TEXT_ORDER`), it is
 //!   linked with it, so that the functions a container start runs sit together at the start of
-//!   its text (docs/performance.md, "The start path, fifth pass").
+//!   its text (docs/performance.md).
 //!
 //! Every other build it leaves as it is.
 

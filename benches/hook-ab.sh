@@ -5,8 +5,8 @@
 # createRuntime (then poststop, untimed: the init still runs, so it keeps the claim) on the same prepared container, a
 # created runc container as benches/container-start.sh makes it (benches/common.sh) (topology_root examples/host,
 # GPU 0 in linux.devices and NVIDIA_VISIBLE_DEVICES, a 1-CPU quota, step_thread_core auto),
-# with two config.json files: the normal one (about 3 KiB) and one padded to just under the
-# 16 MiB the hook reads (process.env entries the planner skips). The order rotates every round.
+# with two config.json files: the normal one (about 3 KiB) and one padded to just under
+# the 16 MiB the hook reads (process.env entries the planner skips). The order rotates every round.
 # Then poststop, each build's on a fresh container whose init was killed (as runc runs it),
 # releasing the claim that build's createRuntime took.
 # It prints, per build and config, the median createRuntime wall time (spawn to exit, from a
@@ -23,8 +23,8 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 bench_needs runc jq cc busybox nsenter
 bench_init cpuplan-ab
 # Both builds are copied here first, so that both are files just written: a binary file
-# written hours before faults in more text pages than a copy just written (on this VM's ext4,
-# 10 per run against 6: 6-7 % of a createRuntime), and a base built long before the new build
+# written hours before faults in more text pages than a copy just written (on this VM's
+# ext4, 10 per run against 6: 6-7 % of a createRuntime), and a base built long before the new build
 # would otherwise carry that difference into the ratio.
 cp "$BASE" "$T/hook.base"
 cp "$NEW" "$T/hook.new"

@@ -35,7 +35,7 @@ bench_needs runc:runc busybox:busybox-static jq:jq cc:gcc nsenter:util-linux
 bench_hook
 bench_init cpuplan-iofloor
 # The hook as a file just written, as io-floor is (a file written hours before faults in more
-# of its text: docs/performance.md, ninth pass).
+# of its text: docs/performance.md).
 cp "$HOOK" "$T/hook"
 HOOK=$T/hook
 cc -O2 -static -o "$T/io-floor" "$REPO/benches/io-floor.c"

@@ -17,7 +17,7 @@ use cpuplan_hook::{escape, main_with, CliError, Exit};
 /// The shipped binary is linked statically against musl (scripts/build-static.sh), whose
 /// allocator returns memory to the kernel as it frees (`munmap`, `madvise`): with it a
 /// createRuntime took 1.13× the glibc build's time, with dlmalloc 0.87×, and the NRI plugin's
-/// CreateContainer p50 1.34× (docs/performance.md, "The start path, sixth pass").
+/// CreateContainer p50 1.34× (docs/performance.md, the allocator).
 #[global_allocator]
 static ALLOC: cpuplan_hook::heap::Heap = cpuplan_hook::heap::Heap::new();
 

@@ -1,4 +1,4 @@
-//! How a GPU reaches a container on a Kubernetes node, through the hook (issue 20): the private
+//! How a GPU reaches a container on a Kubernetes node, through the hook: the private
 //! containerd of `tests/common/cri.rs`, each test on 1.7 and on 2.x (`on_both!`), with CDI on
 //! (1.7: `enable_cdi = true`; 2.x: its default) and a spec directory of the test's, the hook
 //! registered by `install --containerd`, and the GPUs given as real nodes do: CDI devices

@@ -380,7 +380,7 @@ fn precreate_never_asks_for_cpus_the_host_lacks() {
     );
 }
 
-/// Issue 22 point 6: with `podman --rootfs DIR` (no tmpfs on /run) the createRuntime stage
+/// With `podman --rootfs DIR` (no tmpfs on /run) the createRuntime stage
 /// writes the plan into the host directory `DIR/run/cpuplan`; its poststop stage removes it, so
 /// the next container on `DIR` never reads the previous one's plan as its own.
 #[test]

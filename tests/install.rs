@@ -508,7 +508,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, u32)> {
     out
 }
 
-/// Issue 18 item 8 and issue 22 point 7: `install --nri` writes only containerd's drop-in and
+/// `install --nri` writes only containerd's drop-in and
 /// the import, keeps config.toml's owner, group and mode (root:daemon 0640 here, as a config
 /// holding registry passwords may be), and the import's comment names `--nri`; uninstall --nri
 /// puts the file back to the byte, owner and mode included.
@@ -613,7 +613,7 @@ fn install_containerd_keeps_config_toml_s_owner_and_mode() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), "version = 2\n");
 }
 
-/// Issue 22 point 5: a config install did not write (the package's conffile: the default,
+/// A config install did not write (the package's conffile: the default,
 /// byte for byte) is kept by uninstall and said so; so is one install wrote and that was
 /// edited since; one install wrote and nobody changed goes.
 #[test]
@@ -670,7 +670,7 @@ impl Drop for Registered {
     }
 }
 
-/// Issue 22 point 4: with no `--hooks-dir`, install registers where podman reads: its
+/// With no `--hooks-dir`, install registers where podman reads: its
 /// containers.conf's `hooks_dir` when set, else podman's built-in default, which Debian 12's
 /// podman 4.3 reads (`/usr/share/containers/oci/hooks.d`, not `/etc/containers/oci/hooks.d`).
 /// A real `podman run` with no `--hooks-dir` and no `hooks_dir` then gets the plan's variables

@@ -1,4 +1,4 @@
-//! How a GPU reaches a container on a Kubernetes node, through the NRI plugin (issue 20): the
+//! How a GPU reaches a container on a Kubernetes node, through the NRI plugin: the
 //! private containerd of `tests/common/cri.rs`, each test on 1.7 and on 2.x (`on_both!`), with
 //! CDI on and NRI on (no OCI hook), the plugin started by the test, and the GPUs given as real
 //! nodes do. What the plugin sees is the spec at CreateContainer: kubelet's devices and mounts,

@@ -1,4 +1,4 @@
-//! kubelet changes a running container's CPUs, on the NRI route (issue 21): the private
+//! kubelet changes a running container's CPUs, on the NRI route: the private
 //! containerd of `tests/common/cri.rs` with NRI on, the plugin started by the test, and CRI's
 //! UpdateContainerResources sent as kubelet sends it:
 //! - its CPU manager (static policy) sets the shared pool, only `cpuset_cpus`: the plugin runs

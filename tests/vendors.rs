@@ -1,4 +1,4 @@
-//! AMD and Intel GPUs through the vendor seam, on fake sysfs (issue 20 item 5): the MI300-style
+//! AMD and Intel GPUs through the vendor seam, on fake sysfs: the MI300-style
 //! host `tests/fixtures/synthetic/host-mi300-xcp` (a whole GPU, and a GPU in four partitions
 //! whose `amdgpu_xcp_*` platform devices map back to it through the kfd topology, one
 //! partition no topology node lists) and the Intel host `host-intel-vf` (two PFs with two

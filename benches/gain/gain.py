@@ -25,9 +25,10 @@ torchrun starts them (one per fake GPU, ``LOCAL_RANK`` set, the environment inhe
   share of L for N workers, from the cpuplan wheel).
 
 The rootfs is busybox-static with the host's /usr, the interpreter's prefix and the bench's
-venv bind-mounted read-only (no registry, no image). It prints ops/s and p50/p99 latency per
-variant with the ratios, writes the figures as JSON and draws the latency distributions to a
-PNG.
+venv bind-mounted read-only (no registry, no image); the venv at /venv, so the checkout may be
+anywhere, under /tmp too (the container's own /tmp is a tmpfs). It prints ops/s and p50/p99
+latency per variant with the ratios, writes the figures as JSON and draws the latency
+distributions to a PNG.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Where the bench's venv is in the container: a path of its own, not the host's, which may lie
+# under a directory the container mounts a tmpfs on (a checkout under /tmp).
+VENV = "/venv"
 
 
 def ro_bind(path: str) -> Dict[str, object]:
@@ -88,11 +92,17 @@ class Bench:
         self.venv = Path(args.venv).resolve()
         self.hook = str(Path(args.hook).resolve())
         self.rootfs = work / "rootfs"
-        for d in ("bin", "proc", "sys", "dev", "run", "tmp", "etc", "bench"):
+        for d in ("bin", "proc", "sys", "dev", "run", "tmp", "etc", "bench", "venv"):
             (self.rootfs / d).mkdir(parents=True)
         shutil.copy(shutil.which("busybox") or "/bin/busybox", self.rootfs / "bin/busybox")
         os.symlink("busybox", self.rootfs / "bin/sh")
-        self.mounts = [ro_bind("/usr")]
+        # The tmpfs mounts first: a bind below /run or /tmp (an interpreter's prefix there)
+        # then lands on the tmpfs instead of being hidden by it.
+        self.mounts: List[Dict[str, object]] = [
+            {"destination": tmpfs, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777" if tmpfs == "/tmp" else "mode=755"]}
+            for tmpfs in ("/run", "/tmp")
+        ]
+        self.mounts.append(ro_bind("/usr"))
         for lib in ("/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(lib):
                 os.symlink(os.readlink(lib), self.rootfs / lib.lstrip("/"))
@@ -101,10 +111,8 @@ class Bench:
         base = os.path.realpath(sys.base_prefix)
         if not base.startswith("/usr/"):
             self.mounts.append(ro_bind(base))
-        self.mounts.append(ro_bind(str(self.venv)))
+        self.mounts.append({"destination": VENV, "type": "bind", "source": str(self.venv), "options": ["rbind", "ro"]})
         self.mounts.append({"destination": "/bench", "type": "bind", "source": str(HERE), "options": ["rbind", "ro"]})
-        for tmpfs in ("/run", "/tmp"):
-            self.mounts.append({"destination": tmpfs, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777" if tmpfs == "/tmp" else "mode=755"]})
         self.model = work / "model" / "mlp.onnx"
         self.model.parent.mkdir()
         make_model(self.model)
@@ -179,9 +187,9 @@ class Bench:
         """One container of --processes workload processes started as torchrun starts them, in variant."""
         n, seconds = self.args.processes, str(self.args.seconds)
         if workload == "numpy":
-            child = f"{self.venv}/bin/python /bench/workload.py numpy {seconds}"
+            child = f"{VENV}/bin/python /bench/workload.py numpy {seconds}"
         else:
-            child = f"{self.venv}/bin/python /bench/workload.py onnx {seconds} /model/mlp.onnx env"
+            child = f"{VENV}/bin/python /bench/workload.py onnx {seconds} /model/mlp.onnx env"
         # Each process's result line (tens of KB, past PIPE_BUF) goes to a file of its own and
         # is printed after all are done: N writers on one pipe interleave such lines.
         script = (
@@ -237,12 +245,12 @@ class Bench:
         simulated = host != len(os.sched_getaffinity(0))
         env: List[str] = []
         if workload == "numpy":
-            args = [f"{self.venv}/bin/python", "/bench/workload.py", "numpy", seconds]
+            args = [f"{VENV}/bin/python", "/bench/workload.py", "numpy", seconds]
             if variant == "host" and simulated:
                 env.append(f"OPENBLAS_NUM_THREADS={host}")
         else:
             how = "cpuplan" if variant == "plan" else "plain"
-            args = [f"{self.venv}/bin/python", "/bench/workload.py", "onnx", seconds, "/model/mlp.onnx", how]
+            args = [f"{VENV}/bin/python", "/bench/workload.py", "onnx", seconds, "/model/mlp.onnx", how]
             if variant == "host" and simulated:
                 args.append(str(host))
         self.runs += 1

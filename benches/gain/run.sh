@@ -12,7 +12,9 @@
 # variants (the launcher's default, container-wide left, per-process shares); the pass the docs
 # report: --quota 2 --processes 2, --quota 2 --processes 4, --quota 2 --processes 4 --sim-left 8.
 #
-# Needs runc and busybox-static (.ci/run installs them), python3 with venv, and PyPI.
+# Needs runc and busybox-static (.ci/run installs them), python3 with venv, and PyPI. The venv
+# is kept under the target directory and mounted at /venv in the containers, so the checkout
+# may be anywhere (benches/gain/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=${CARGO_TARGET_DIR:-$PWD/target}

@@ -1,4 +1,4 @@
-//! The ways a GPU reaches a container on a Kubernetes node (issue 20), for `tests/cri_gpu.rs`
+//! The ways a GPU reaches a container on a Kubernetes node, for `tests/cri_gpu.rs`
 //! (the hook route) and `tests/nri_gpu.rs` (the NRI route): the fake GPU host of the CRI node
 //! with MIG capabilities and distinct uuids, CDI specs as the NVIDIA producers name their
 //! devices, containerd's CDI switches, the device plugin's volume-mounts and env, and the probe

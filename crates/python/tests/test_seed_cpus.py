@@ -1,6 +1,7 @@
 """cpuplan.cpus does what mstar.utils.cpus documents, call for call: each test is a sentence of the seed's reference.
 
-The issue's twelve differences (issue 23) each have a test here, named after what the seed says.
+Each place where an implementation could easily drift from the seed has a test here, named after
+what the seed says.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def test_the_quota_is_the_tightest_v2_cpu_max_over_the_cgroup_and_its_ancestors(
 
 
 def test_cgroup_v1_limits_are_cpuplan_hosts_extra(repo: Path) -> None:
-    # Issue 23 item 4: the seed's call counts v2 only; every hierarchy is cpuplan.host's.
+    # The seed's call counts v2 only; every hierarchy is cpuplan.host's.
     tree = repo / "tests/fixtures/cgroup/hybrid"
     assert cpus.cgroup_cpu_quota(tree / "sys/fs/cgroup/unified", str(tree / "proc/4242/cgroup")) == 1.5
     assert host.cgroup_cpu_quota(4242, root=tree) == 1.25
@@ -85,7 +86,7 @@ def test_a_malformed_cpu_max_names_the_file(tmp_path: Path) -> None:
 
 
 def test_the_process_mask_is_the_processes_whatever_the_calling_threads(two_cpus: tuple) -> None:
-    # Issue 23 item 11: after pin_thread({b}, ...) the process may still run on both CPUs.
+    # After pin_thread({b}, ...) the process may still run on both CPUs.
     a, b = two_cpus
     whole = cpus.process_mask()
     assert {a, b} <= whole
@@ -135,7 +136,7 @@ def test_smt_siblings_are_the_hosts_cpu_included() -> None:
 
 
 def test_host_gpus_root_is_the_pci_devices_directory(pci: Path) -> None:
-    # Issue 23 item 3: with the seed's PCI directory this returned [].
+    # The seed's root is the PCI devices directory itself, and it finds the GPUs there.
     gpus = cpus.host_gpus(A, pci)
     assert [g.address for g in gpus] == [A, B, C, "0000:5d:00.0", "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"]
     assert gpus[0] == HostGpu(A, "0", cpus.parse_cpu_list("0-55,112-167"))
@@ -154,7 +155,7 @@ def test_host_gpus_is_empty_without_sysfs(pci: Path) -> None:
 
 
 def test_auto_places_by_rank_and_the_api_server_from_the_top(pci: Path, sib) -> None:  # type: ignore[no-untyped-def]
-    # Issue 23 items 2 and 9: pci_root= and siblings= as the seed names them.
+    # pci_root= and siblings= as the seed names them.
     p = cpus.deployment_plan("auto", [A, "00000000:2A:00.0", None], mask=cpus.parse_cpu_list("0-55,112-167"), usable=16, pci_root=pci, siblings=sib)
     assert type(p) is CpuPlan
     assert p.workers[0] == StepCpus(frozenset({0, 112}), "gpu 0000:18:00.0 rank 0 of 4 on node 0: core 0 from the bottom")
@@ -253,7 +254,7 @@ def test_devices_plan_is_deployment_plan_of_the_device_addresses() -> None:
 
 
 def test_cpu_plan_takes_the_seeds_five_fields_and_an_int_result() -> None:
-    # Issue 23 item 5: CpuPlan(mask, 8, workers, 7, 'manual').
+    # CpuPlan(mask, 8, workers, 7, 'manual'), as the seed builds one.
     workers = (StepCpus(frozenset({0, 4}), "w0"), None)
     p = CpuPlan(frozenset(range(8)), 8, workers, 7, "manual")
     assert (p.result, p.why) == (7, "manual")
@@ -263,7 +264,7 @@ def test_cpu_plan_takes_the_seeds_five_fields_and_an_int_result() -> None:
 
 
 def test_cpu_plan_is_a_plain_dataclass_that_can_be_changed() -> None:
-    # Issue 23 item 6: not frozen, no extra fields.
+    # As the seed's: not frozen, no extra fields.
     p = CpuPlan(frozenset(range(16)), 16)
     p.usable = 9
     p.workers = (StepCpus(frozenset({1}), "w"),)
@@ -301,7 +302,7 @@ def test_plan_is_the_one_install_set_else_nothing_pinned() -> None:
 
 
 def test_install_none_is_nothing_pinned_even_beside_a_hook_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 23 item 7: plan() reads no hook file; hook_plan() is the one explicit call.
+    # plan() reads no hook file, as the seed's; hook_plan() is the one explicit call.
     import cpuplan
 
     path = tmp_path / "plan.json"
@@ -389,7 +390,7 @@ def test_a_dead_server_leaves_nothing_to_clean_up_and_the_file_is_never_unlinked
 
 
 def test_any_address_names_a_lock_inside_the_directory(locks: Path) -> None:
-    # Issue 23 item 8: no ValueError for a non-PCI address, no claims_dir= or wait=.
+    # As the seed: no ValueError for a non-PCI address, no claims_dir= or wait=.
     assert cpus.claim_gpus(["MIG-GPU-1/2/0", "../x"]) is None
     assert sorted(p.name for p in locks.iterdir()) == ["..%2Fx.lock", "MIG-GPU-1%2F2%2F0.lock"]
     assert cpus.claim_gpus([None]) is None and cpus.claim_gpus([]) is None
@@ -408,7 +409,7 @@ def test_a_lock_directory_that_cant_be_made_says_why(tmp_path: Path, monkeypatch
 
 
 def test_importing_changes_no_environment_variable_and_reads_no_plan() -> None:
-    # Issue 23 item 12: CUDA_DEVICE_ORDER stays unset.
+    # As with the seed, CUDA_DEVICE_ORDER stays unset.
     code = (
         "import os, warnings; warnings.simplefilter('error'); before = dict(os.environ)\n"
         "import cpuplan, cpuplan.cpus, cpuplan.threads, cpuplan.host\n"
