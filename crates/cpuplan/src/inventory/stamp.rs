@@ -26,12 +26,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{read_record_into, under};
 
 /// What the stamp saw of one directory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirStamp {
     /// Whether it is there.
     pub present: bool,
@@ -49,7 +49,7 @@ pub struct DirStamp {
 }
 
 /// What the stamp saw of the host.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     /// The topology root's online CPUs, as the kernel writes them (`-` without the file).
     pub online: String,

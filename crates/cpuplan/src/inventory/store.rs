@@ -4,8 +4,8 @@
 //! Trust: the inventory is the operator's. It is used only when the directory is a directory
 //! (not a link) owned by root with mode 0700, in a parent owned by root that others cannot
 //! write, and the file a regular file (opened with `O_NOFOLLOW`, without blocking) owned by root
-//! that neither group nor others can write, of at most [`MAX_FILE`] bytes, whose frame and
-//! checksum hold ([`super::format`]). Anything else is read afresh, and the caller logs why.
+//! that neither group nor others can write, of at most [`MAX_FILE`] bytes, that is a whole
+//! inventory of this version ([`super::format`]). Anything else is read afresh, and the caller logs why.
 //! Written atomically: a temporary file made with `O_EXCL`/`O_NOFOLLOW` in the directory,
 //! then renamed over the name (a planted link, FIFO or foreign file is replaced, never opened).
 
@@ -118,19 +118,10 @@ pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
     }
     // Sized by the descriptor's own statx: the file is written whole and renamed into place,
     // so one read takes all of it, and a read that returns less than asked is its end (a short
-    // read that was not would leave a body the frame refuses). One byte more than its size is
-    // asked for, so a file that grew since is seen; a file of a usual size is read into the
-    // stack, with no large allocation on the start path.
-    let want = meta.len() as usize + 1;
-    let mut stack = [0u8; 4 << 10];
-    let mut heap = Vec::new();
-    let buf = if want <= stack.len() {
-        &mut stack[..want]
-    } else {
-        heap.resize(want, 0);
-        &mut heap[..]
-    };
-    let len = crate::fsutil::read_once(&f, buf).map_err(io(path))?;
+    // read that was not would leave a body the decoder refuses). One byte more than its size
+    // is asked for, so a file that grew since is seen.
+    let mut buf = vec![0u8; meta.len() as usize + 1];
+    let len = crate::fsutil::read_once(&f, &mut buf).map_err(io(path))?;
     if len == buf.len() {
         return Err(InventoryError::Corrupt {
             path: path.to_path_buf(),
