@@ -219,6 +219,17 @@ impl Obtained {
 /// the host read now and written (`refresh`: always read now). Never fails: what goes wrong
 /// is in [`Obtained::came`].
 pub fn obtain(dir: &Path, root: &Path, topology_root: &Path, refresh: bool) -> Obtained {
+    get(dir, root, topology_root, refresh, true)
+}
+
+/// [`obtain`] for a command that only looks (`explain`): the file where it can be trusted and
+/// still describes the host, else the host read now and not written ([`Came::NotKept`]: the
+/// hook and `precreate` write it at their next start).
+pub fn obtain_read_only(dir: &Path, root: &Path, topology_root: &Path) -> Obtained {
+    get(dir, root, topology_root, false, false)
+}
+
+fn get(dir: &Path, root: &Path, topology_root: &Path, refresh: bool, keep: bool) -> Obtained {
     let path = file_in(dir, root, topology_root);
     let stamp = Stamp::read(root, topology_root);
     let mut out = Obtained {
@@ -253,6 +264,14 @@ pub fn obtain(dir: &Path, root: &Path, topology_root: &Path, refresh: bool) -> O
         }
     };
     match HostInventory::read(root, topology_root) {
+        Ok(inv) if !keep => {
+            let why = why.unwrap_or_else(|| "there is none".into());
+            out.came = Came::NotKept(format!(
+                "{why}; a look writes nothing (the hook writes it at its next start)"
+            ));
+            out.stamp = inv.stamp.clone();
+            out.inventory = Some(inv);
+        }
         Ok(inv) => {
             out.came = match save(dir, &path, &inv) {
                 Ok(()) => Came::Written(why),
