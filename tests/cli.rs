@@ -252,7 +252,7 @@ fn inventory_shows_the_kept_inventory_as_text_and_json() {
     let file = Path::new(again["path"].as_str().unwrap());
     assert!(std::fs::read(file)
         .unwrap()
-        .starts_with(b"cpuplan-inventory 5\n"));
+        .starts_with(b"cpuplan-inventory 6\n"));
     let out = run(&[&args[..3], &args[4..]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
