@@ -45,7 +45,7 @@ pub fn explain(
     };
     let (host, used) = match inventory {
         true => {
-            let (host, got) = Host::stored(config, false);
+            let (host, got) = Host::stored_read_only(config);
             (host, got.describe())
         }
         false => (

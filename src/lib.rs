@@ -23,6 +23,7 @@ pub mod hook;
 pub mod install;
 mod logging;
 pub mod nri;
+mod picture;
 mod precreate;
 pub mod privileges;
 mod read;

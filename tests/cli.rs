@@ -252,7 +252,7 @@ fn inventory_shows_the_kept_inventory_as_text_and_json() {
     let file = Path::new(again["path"].as_str().unwrap());
     assert!(std::fs::read(file)
         .unwrap()
-        .starts_with(b"cpuplan-inventory 5\n"));
+        .starts_with(b"cpuplan-inventory 6\n"));
     let out = run(&[&args[..3], &args[4..]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -760,4 +760,109 @@ fn the_words_come_from_argv_and_one_that_is_not_utf8_is_named() {
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains("argument 2 is not UTF-8: --root=/x"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
+    let t = tempfile::tempdir().unwrap();
+    let (claims, nri) = (t.path().join("claims"), t.path().join("nri"));
+    let cfg = t.path().join("hook.json");
+    std::fs::write(
+        &cfg,
+        serde_json::json!({ "claims_dir": claims, "nri_dir": nri }).to_string(),
+    )
+    .unwrap();
+    let host = repo("examples/host");
+    let (c, h) = (cfg.to_str().unwrap(), host.to_str().unwrap());
+    let text = |args: &[&str]| {
+        let out = run(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let status = ["--config", c, "status", "--topology-root", h];
+    // Nothing planned: the nodes, every GPU free.
+    let empty = text(&status);
+    assert!(empty.starts_with("node: 2 NUMA node(s), 224 CPUs, 112 cores; 0 planned container(s); 0 of 8 GPU(s) claimed\n"), "{empty}");
+    assert!(empty.contains("node 0: cpus 0-55,112-167\n"), "{empty}");
+    assert!(
+        empty.contains("  gpu 0000:18:00.0 (node 0): free\n"),
+        "{empty}"
+    );
+    assert!(empty.contains("no planned containers"), "{empty}");
+    // A container the NRI plugin planned: its plan directory, and its claim (taken by this
+    // test's process, as the plugin takes its claims).
+    let plan = ok_json(&[
+        "explain",
+        "--json",
+        "--bundle",
+        repo("examples/bundle").to_str().unwrap(),
+        "--root",
+        h,
+    ]);
+    std::fs::create_dir_all(nri.join("c1")).unwrap();
+    std::fs::write(nri.join("c1/plan.json"), plan.to_string()).unwrap();
+    let me = std::process::id();
+    let holder = cpuplan::Holder::of_pid(Path::new("/"), "c1", "nri:cpuplan", me)
+        .unwrap()
+        .unwrap();
+    let gpus = ["0000:18:00.0".to_string(), "0000:2a:00.0".to_string()];
+    let wait = std::time::Duration::from_secs(1);
+    cpuplan::claim_gpus(&claims, Path::new("/"), &holder, &gpus, wait).unwrap();
+    let shown = text(&status);
+    assert!(
+        shown.contains("1 planned container(s); 2 of 8 GPU(s) claimed"),
+        "{shown}"
+    );
+    // Node 0's first cores: the two workers' cores pinned (A), the rest of the mask (a).
+    let row = format!("     c0 AA{}A\n", "a".repeat(53));
+    assert!(shown.contains(&row), "{shown}");
+    assert!(
+        shown.contains("node 1: cpus 56-111,168-223\n    c56 ........"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "  gpu 0000:18:00.0 (node 0): claimed by container c1 [A] (pid {me}, live)\n"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  gpu 0000:9a:00.0 (node 1): free\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("container c1 [A] (nri): cpus 0-55,112-167, plan generation"),
+        "{shown}"
+    );
+    assert!(shown.contains("  worker 0 GPU 0000:18:00.0: cpus 0,112\n  worker 1 GPU 0000:2a:00.0: cpus 1,113\n  API server: cpus 55,167\n"), "{shown}");
+    let mut json_args = status.to_vec();
+    json_args.push("--json");
+    let v = ok_json(&json_args);
+    let c1 = &v["containers"][0];
+    assert_eq!(c1["container"], "c1");
+    assert_eq!(c1["route"], "nri");
+    assert_eq!(c1["workers"][1]["cpus"], "1,113");
+    assert_eq!(c1["gpus"], serde_json::json!(gpus));
+    let claimed: Vec<&Value> = v["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| !g["claim"].is_null())
+        .collect();
+    assert_eq!(claimed.len(), 2, "{v}");
+    assert_eq!(claimed[0]["claim"]["mark"], "A");
+    assert_eq!(v["nodes"][1]["cpus"], "56-111,168-223");
+    // A plan that does not parse is a problem line; the rest is still drawn.
+    std::fs::create_dir_all(nri.join("c2")).unwrap();
+    std::fs::write(nri.join("c2/plan.json"), "{").unwrap();
+    let broken = text(&status);
+    assert!(
+        broken.contains("problem: ") && broken.contains("c2/plan.json"),
+        "{broken}"
+    );
+    assert!(broken.contains("container c1 [A]"), "{broken}");
 }

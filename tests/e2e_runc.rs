@@ -167,3 +167,83 @@ fn a_hook_config_with_a_typo_gives_the_container_the_off_plan_carrying_the_cause
     assert!(!out.contains("should-not-run"), "{out}");
     assert!(err.contains("step_thread_cor"), "{err}");
 }
+
+/// `status --json` with the config `cfg`, as the operator runs it on the node.
+fn status(cfg: &std::path::Path) -> (Value, String) {
+    let run = |json: bool| {
+        let mut cmd = std::process::Command::new(common::runc::hook_bin());
+        cmd.arg("--config").arg(cfg).arg("status");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    (serde_json::from_str(&run(true)).unwrap(), run(false))
+}
+
+#[test]
+fn status_shows_each_running_container_s_cores_and_gpu_claim_until_poststop() {
+    let wait = "touch /tmp/ready; while [ ! -e /tmp/stop ]; do sleep 0.1; done";
+    let (a, _) = gpu_bundle("status-a", wait, json!({}));
+    // A second container without a GPU, its /run the rootfs's own filesystem (no tmpfs): the
+    // hook keeps a plan record for it beside the claims.
+    let mut b = Bundle::new("status-b", wait);
+    b.config["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|m| m["destination"] != "/run");
+    let cfg = a.dir.path().join("hook.json");
+    b.hook_with_config(&cfg);
+    let ta = a.run_until(&a.rootfs().join("tmp/ready"));
+    let tb = b.run_until(&b.rootfs().join("tmp/ready"));
+    let (v, text) = status(&cfg);
+    let containers = v["containers"].as_array().unwrap();
+    let find = |id: &str| {
+        containers
+            .iter()
+            .find(|c| c["container"] == id)
+            .unwrap_or_else(|| panic!("{id} not in {v}"))
+    };
+    let (ca, cb) = (find(&a.id), find(&b.id));
+    assert_eq!(containers.len(), 2, "{v}");
+    assert_eq!(ca["route"], "hook");
+    assert!(ca["pid"].as_u64().unwrap() > 0, "{ca}");
+    assert_eq!(ca["cpuset"], "1", "the GPU's local CPU: {ca}");
+    assert_eq!(ca["gpus"], json!(["0000:3b:00.0"]));
+    assert_eq!(ca["workers"][0]["device"], "0000:3b:00.0");
+    assert_eq!(ca["plan"], "current");
+    assert_eq!(cb["gpus"], json!([]));
+    assert_eq!(cb["plan"], "current");
+    let gpu = &v["gpus"][0];
+    assert_eq!(gpu["address"], "0000:3b:00.0");
+    assert_eq!(gpu["claim"]["container"], a.id.as_str());
+    assert_eq!(gpu["claim"]["live"], true);
+    let mark = ca["mark"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "gpu 0000:3b:00.0 (node 0): claimed by container {} [{mark}]",
+            a.id
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("container {} [{mark}] (hook, pid ", a.id)),
+        "{text}"
+    );
+    // Both stop; their poststop releases the claim and the record.
+    for (bundle, t) in [(&a, ta), (&b, tb)] {
+        std::fs::write(bundle.rootfs().join("tmp/stop"), "").unwrap();
+        let (rc, out, err) = t.join().unwrap();
+        assert_eq!(rc, 0, "{}: {err}\n{out}", bundle.id);
+    }
+    let (v, text) = status(&cfg);
+    assert_eq!(v["containers"], json!([]), "{v}");
+    assert!(v["gpus"][0]["claim"].is_null(), "{v}");
+    assert!(text.contains("gpu 0000:3b:00.0 (node 0): free"), "{text}");
+}

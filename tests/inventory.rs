@@ -323,3 +323,57 @@ fn a_hostile_inventory_is_never_used() {
     }
     assert_eq!(fresh_plan(&mut h), honest);
 }
+
+/// The `inventory:` line `explain` prints on stderr.
+fn inventory_line(said: &str) -> String {
+    said.lines()
+        .find(|l| l.starts_with("inventory:"))
+        .unwrap_or_else(|| panic!("no inventory line: {said}"))
+        .to_string()
+}
+
+#[test]
+fn explain_writes_no_inventory_and_says_the_same_twice_on_this_host() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("inventory");
+    let cfg = t.path().join("hook.json");
+    std::fs::write(&cfg, json!({ "inventory_dir": dir }).to_string()).unwrap();
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bundle");
+    // This machine's own host (root /): explain looks, and writes nothing.
+    let (alone, said) = explain(&cfg, &bundle, true);
+    let line = inventory_line(&said);
+    assert!(
+        line.contains("not kept") && line.contains("there is none; a look writes nothing"),
+        "{line}"
+    );
+    assert!(!dir.exists(), "explain made {}", dir.display());
+    // `inventory` writes it as a start would; explain then uses it.
+    let out = bin()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("inventory")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("read and written"),
+        "{text}"
+    );
+    // Twice, the kernel's dentry and inode caches dropped between: sysfs and procfs then make
+    // their directories' in-memory inodes anew, with new times, and a stamp over those times
+    // saw "PCI devices changed (17 -> 17 entries)".
+    let mut lines = Vec::new();
+    for drop in [false, true] {
+        if drop {
+            std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+        }
+        let (plan, said) = explain(&cfg, &bundle, true);
+        assert_eq!(plan, alone, "the same plan with the file and without");
+        lines.push(inventory_line(&said));
+    }
+    assert!(
+        lines[0].contains("used (stamp and boot match)"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[0], lines[1]);
+}

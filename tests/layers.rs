@@ -24,7 +24,7 @@ const SRC_LAYERS: &[&[&str]] = &[
     // The runtime-neutral edit.
     &["edit"],
     // Applying an edit (claims, safe writes, the cpuset), and drawing a plan.
-    &["apply", "render"],
+    &["apply", "render", "picture"],
     // The front ends, and the installer.
     &["hook", "precreate", "explain", "nri", "install"],
     // The command line, and the parsers the fuzz targets drive.

@@ -233,6 +233,38 @@ fn collect(records: &Path, root: &Path) -> Vec<Holder> {
     collected
 }
 
+/// The holders of the container records in the records' directory beside `claims_dir` (at
+/// most [`MAX_LIST`] entries looked at), each with whether it still runs (judged under
+/// `root`), for `cpuplan status`. A record that does not parse is left out.
+pub fn holders(claims_dir: &Path, root: &Path) -> Vec<(Holder, bool)> {
+    let records = records_dir(claims_dir);
+    let mut names: Vec<String> = Vec::new();
+    if let Ok(listed) = cpuplan::open(&records, nix::libc::O_RDONLY | nix::libc::O_DIRECTORY, 0) {
+        let mut buf = [0u8; 4096];
+        let _ = cpuplan::dirents::each(&listed, &mut buf, |name, _| {
+            if names.len() >= MAX_LIST {
+                return ControlFlow::Break(());
+            }
+            if let Some(n) = std::str::from_utf8(name)
+                .ok()
+                .filter(|n| n.starts_with(".hostplan.") && is_record(n))
+            {
+                names.push(n.to_string());
+            }
+            ControlFlow::Continue(())
+        });
+    }
+    names.sort();
+    names
+        .iter()
+        .filter_map(|n| read_record(&records.join(n)))
+        .map(|r| {
+            let live = matches!(r.holder.is_live(root), Ok(true));
+            (r.holder, live)
+        })
+        .collect()
+}
+
 /// The record at `path`, read without following a link or blocking, at most [`MAX_RECORD`]
 /// bytes, only as a regular file; `None` where there is none or it does not parse.
 fn read_record(path: &Path) -> Option<Record> {

@@ -12,6 +12,7 @@ mod install;
 mod inventory;
 mod nri;
 mod stages;
+mod status;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -77,6 +78,7 @@ pub const COMMANDS: &[Command] = &[
     inspect::QUOTA,
     inspect::GPUS,
     inspect::CLAIMS,
+    status::STATUS,
     stages::PRECREATE,
     check::CHECK_CONFIG,
     install::INSTALL,

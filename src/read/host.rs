@@ -84,6 +84,18 @@ impl Host {
         (Host::of(config).with_inventory(inventory), got)
     }
 
+    /// [`Host::stored`] for a command that only looks (`explain`): the inventory file is used
+    /// where it can be trusted and still describes the host, and never written.
+    pub fn stored_read_only(config: &crate::config::HookConfig) -> (Host, Obtained) {
+        let mut got = cpuplan::inventory::store::obtain_read_only(
+            &config.inventory_dir,
+            &config.root,
+            &config.topology_root,
+        );
+        let inventory = got.inventory.take();
+        (Host::of(config).with_inventory(inventory), got)
+    }
+
     /// This host answering from `inventory` where it holds the answer (it must have been read
     /// under this host's roots; one of other roots is not used).
     pub fn with_inventory(mut self, inventory: Option<HostInventory>) -> Host {

@@ -355,16 +355,52 @@ impl fmt::Debug for CpuSet {
     }
 }
 
+/// As its cpu-list text (`"0-3,8"`) in a human-readable format (JSON: plan files, `--json`);
+/// as its bit words, lowest first, in a binary one (the host inventory's file): no text to
+/// format or parse.
 impl Serialize for CpuSet {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_cpu_list(self))
+        if s.is_human_readable() {
+            s.serialize_str(&format_cpu_list(self))
+        } else {
+            s.collect_seq(self.words.iter())
+        }
     }
 }
 
+/// From what [`Serialize`] writes: a cpu list parsed where the deserializer holds it (no copy
+/// of the text), or at most `MAX_CPU / 64 + 1` bit words.
 impl<'de> Deserialize<'de> for CpuSet {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        parse_cpu_list(&text).map_err(serde::de::Error::custom)
+        struct Form;
+        impl<'de> serde::de::Visitor<'de> for Form {
+            type Value = CpuSet;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a cpu list (\"0-3,8\") or its bit words")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<CpuSet, E> {
+                parse_cpu_list(text).map_err(E::custom)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<CpuSet, A::Error> {
+                let mut words = Words::new();
+                while let Some(w) = seq.next_element::<u64>()? {
+                    if words.len() > MAX_CPU / 64 {
+                        return Err(serde::de::Error::custom("a CPU set past the highest CPU"));
+                    }
+                    words.push(w);
+                }
+                CpuSet::from_words(words)
+                    .ok_or_else(|| serde::de::Error::custom("a CPU set past the highest CPU"))
+            }
+        }
+        if d.is_human_readable() {
+            d.deserialize_str(Form)
+        } else {
+            d.deserialize_seq(Form)
+        }
     }
 }
 

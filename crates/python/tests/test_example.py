@@ -58,7 +58,7 @@ def test_the_worker_runs_unpinned_without_a_plan(repo: Path, tmp_path: Path) -> 
     mask = cpuplan.format_cpu_list(cpuplan.process_mask())
     lines = out.splitlines()
     assert lines[0] == f"plan: setting=off mask={mask} usable={cpuplan.usable_cpus()} left={cpuplan.usable_cpus()} devices="
-    assert lines[1] == "why: step_thread_core off"
+    assert lines[1] == f"why: no plan: nothing installed, and $CPUPLAN_PLAN names {tmp_path / 'absent.json'}, which does not exist"
     assert lines[2:] == ["cuda:0: no worker of the plan", f"main cpus={mask}", f"helper cpus={mask}", f"pool cpus={mask}"]
 
 
@@ -108,4 +108,7 @@ def test_every_python_example_of_docs_python_md_runs_with_and_without_a_plan(rep
     for n, code in enumerate(examples):
         for path in (with_plan, tmp_path / "none.json"):
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, "CPUPLAN_PLAN": str(path)}, cwd=repo)
-            assert (out.returncode, out.stderr) == (0, ""), f"docs/python.md example {n + 1} with {path.name}:\n{code}\n{out.stderr}"
+            # Without a plan, the one line hook_plan() logs: $CPUPLAN_PLAN names no file.
+            warned = f"cpuplan: $CPUPLAN_PLAN names {path}, which does not exist: no plan file; looking for the CPUPLAN_* variables\n"
+            allowed = ("",) if path == with_plan else ("", warned)
+            assert out.returncode == 0 and out.stderr in allowed, f"docs/python.md example {n + 1} with {path.name}:\n{code}\n{out.stderr}"

@@ -38,15 +38,69 @@ def test_importing_without_any_plan_works_and_pins_nothing() -> None:
         "print(p.why, cpuplan.hook_plan())"
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["True () None frozenset() True", "step_thread_core off None"]
-    assert out.stderr == ""
+    no_plan = "no plan: nothing installed, and $CPUPLAN_PLAN names /nonexistent/cpuplan/plan.json, which does not exist"
+    assert out.stdout.splitlines() == ["True () None frozenset() True", f"{no_plan} None"]
+    # hook_plan() says once, on the cpuplan logger, that $CPUPLAN_PLAN names no file.
+    assert out.stderr == "cpuplan: $CPUPLAN_PLAN names /nonexistent/cpuplan/plan.json, which does not exist: no plan file; looking for the CPUPLAN_* variables\n"
+
+
+def test_with_no_plan_why_says_there_is_none_and_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cpuplan.install(None)
+    monkeypatch.delenv("CPUPLAN_PLAN")
+    if not os.path.exists(cpuplan.DEFAULT_PLAN):  # pragma: no branch - only inside a planned container
+        assert cpuplan.plan().why == "no plan: nothing installed, $CPUPLAN_PLAN is not set and /run/cpuplan/plan.json does not exist"
+    monkeypatch.setenv("CPUPLAN_PLAN", str(tmp_path / "absent.json"))
+    assert cpuplan.plan().why == f"no plan: nothing installed, and $CPUPLAN_PLAN names {tmp_path / 'absent.json'}, which does not exist"
+    (tmp_path / "absent.json").write_text("{}")
+    assert cpuplan.plan().why == f"no plan installed: install(cpuplan.hook_plan()) installs the one in {tmp_path / 'absent.json'}"
+    assert cpuplan.plan().workers == () and cpuplan.plan().result is None
+
+
+def test_a_plan_var_naming_no_file_is_logged_once_and_the_variables_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, two_cpus: tuple
+) -> None:
+    missing = tmp_path / "mount-missing.json"
+    monkeypatch.setenv("CPUPLAN_PLAN", str(missing))
+    with caplog.at_level("WARNING", logger="cpuplan"):
+        assert cpuplan.hook_plan() is None
+        assert cpuplan.hook_plan() is None
+        a, _ = two_cpus
+        monkeypatch.setenv("CPUPLAN_MASK", str(a))
+        monkeypatch.setenv("CPUPLAN_USABLE", "1")
+        found = cpuplan.hook_plan()
+    assert found is not None and found.mask == frozenset({a})
+    said = [r.getMessage() for r in caplog.records if r.name == "cpuplan"]
+    assert said == [f"cpuplan: $CPUPLAN_PLAN names {missing}, which does not exist: no plan file; looking for the CPUPLAN_* variables"]
+
+
+def test_install_refuses_a_plan_made_for_another_host(repo: Path, hook_bin: str, tmp_path: Path) -> None:
+    # The example host's plan pins CPUs 0,112 / 1,113 / 55,167: not in this 2-CPU process's mask.
+    foreign = cpuplan.hook_plan(hook_plan_file(repo, hook_bin, tmp_path))
+    assert foreign is not None
+    mask = cpuplan.process_mask()
+    assert not {0, 112, 1, 113, 55, 167} <= mask
+    cpuplan.install(None)
+    with pytest.raises(ValueError) as e:
+        cpuplan.install(foreign)
+    outside = cpuplan.format_cpu_list(sorted({0, 112, 1, 113, 55, 167} - mask))
+    assert str(e.value).startswith(f"install(): the plan's CPUs {outside} are not in this process's mask {cpuplan.format_cpu_list(sorted(mask))}: it was made for another host or container")
+    assert "\n" not in str(e.value)
+    assert cpuplan.plan().why.startswith("no plan"), "nothing was installed"
+    # A plan within the mask, and one that pins nothing, are installed.
+    a, b = sorted(mask)[:2]
+    fits = CpuPlan(frozenset({a, b}), 2, (StepCpus(frozenset({b}), "w"),), a, "fits")
+    cpuplan.install(fits)
+    assert cpuplan.plan() is fits
+    cpuplan.install(CpuPlan(frozenset({0, 1, 500}), 3))
+    cpuplan.install(None)
 
 
 def test_importing_reads_no_plan() -> None:
     # Even a plan file that does not parse: import succeeds, plan() pins nothing, hook_plan() says why.
     code = "import cpuplan; print(cpuplan.plan().why)\ntry: cpuplan.hook_plan()\nexcept ValueError as e: print('ValueError')"
     out = python(code, env={"CPUPLAN_PLAN": "/proc/self/status"})
-    assert (out.returncode, out.stdout, out.stderr) == (0, "step_thread_core off\nValueError\n", "")
+    no_plan = "no plan installed: install(cpuplan.hook_plan()) installs the one in /proc/self/status"
+    assert (out.returncode, out.stdout, out.stderr) == (0, f"{no_plan}\nValueError\n", "")
 
 
 def test_hook_plan_reads_the_hooks_plan_file(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,9 +125,7 @@ def test_hook_plan_reads_the_hooks_plan_file(repo: Path, hook_bin: str, tmp_path
     assert cpuplan.hook_plan(path) == p
     path.write_text(path.read_text().replace('"usable": 16', '"usable": 12'))
     assert cpuplan.hook_plan().usable == 12  # type: ignore[union-attr]
-    assert cpuplan.plan().why == "step_thread_core off"
-    cpuplan.install(cpuplan.hook_plan())
-    assert cpuplan.plan().usable == 12
+    assert cpuplan.plan().why.startswith("no plan installed: ")
 
 
 def test_an_unpinned_hook_plan_still_names_every_workers_device(repo: Path, hook_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +213,7 @@ def test_a_plan_that_does_not_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         cpuplan.hook_plan()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert cpuplan.plan().why == "step_thread_core off"  # plan() never reads it
+        assert cpuplan.plan().why.startswith("no plan installed: ")  # plan() never reads it
     (tmp_path / "v7").mkdir()
     newer = hook_plan_file(repo, hook_bin, tmp_path / "v7")
     newer.write_text(newer.read_text().replace('"version": 1', '"version": 7'))
@@ -187,15 +239,18 @@ def test_install_makes_a_plan_this_processes(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("CPUPLAN_PLAN", str(hook_plan_file(repo, hook_bin, tmp_path)))
     assert cpuplan.plan() is mine
     cpuplan.install(None)
-    assert cpuplan.plan() == CpuPlan(cpuplan.process_mask(), cpuplan.usable_cpus())  # nothing pinned, hook plan or not
+    p = cpuplan.plan()  # nothing pinned, hook plan or not
+    assert (p.mask, p.usable, p.workers, p.result) == (cpuplan.process_mask(), cpuplan.usable_cpus(), (), None)
     with pytest.raises(TypeError):
         cpuplan.install("auto")  # type: ignore[arg-type]
 
 
 def test_plan_refresh_reads_the_rewritten_plan_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, hook_bin: str) -> None:
     """What the NRI plugin does at UpdateContainer, on fixture files: plan.json rewritten whole with
-    a higher generation; plan() keeps what was installed, plan(refresh=True) reads it again."""
-    path = hook_plan_file(repo, hook_bin, tmp_path)
+    a higher generation; plan() keeps what was installed, plan(refresh=True) reads it again. The
+    plan pins nothing: the example host's CPUs are not this process's, and install() refuses a
+    plan that pins CPUs outside the process's mask."""
+    path = hook_plan_file(repo, hook_bin, tmp_path, {"cpuplan.step-thread-core": "off"})
     monkeypatch.setenv("CPUPLAN_PLAN", str(path))
     cpuplan.install(None)
     try:

@@ -22,7 +22,7 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cgroup::CgroupMounts;
 use crate::cpu_node::{cpu_nodes, CpuNode};
@@ -80,7 +80,7 @@ impl InventoryError {
 }
 
 /// A PCI function as the inventory keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PciFunction {
     /// Its address as sysfs names it (`0000:2a:00.0`).
     pub address: String,
@@ -104,7 +104,7 @@ pub(crate) fn may_be_gpu(class: Option<u32>) -> bool {
 }
 
 /// The host-wide facts a plan consults, read under a host root and a topology root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostInventory {
     /// The boot it describes (`/proc/sys/kernel/random/boot_id` under the root; empty where there is none).
     pub boot_id: String,

@@ -5,14 +5,21 @@
 //!   root where that is another tree): a CPU taken offline or brought online changes it, and
 //!   with it the CPUs' sibling lists and the nodes' CPUs;
 //! - `sys/bus/pci/devices` under the topology root: its entries' names and inode numbers, and
-//!   the directory's own inode and change times. A hot-plugged or removed PCI function adds or
-//!   removes an entry there;
-//! - the NVIDIA driver's `proc/driver/nvidia/gpus` the same way: a driver reload removes and
-//!   makes the directory again (a new inode, new times), and a GPU bound to or unbound from
-//!   the driver adds or removes its entry;
+//!   the directory's own inode number. A hot-plugged or removed PCI function adds or removes an
+//!   entry there;
+//! - the NVIDIA driver's `proc/driver/nvidia/gpus` the same way (a GPU bound to or unbound from
+//!   the driver adds or removes its entry), and the inode number of the driver's
+//!   `sys/module/nvidia`: sysfs numbers a directory anew each time it is made, without reusing
+//!   a number soon, so a driver reload changes it (procfs may give the remade `gpus` directory
+//!   its old number);
 //! - the host's mount namespace (the `proc/self/ns/mnt` link under the host root) for the
 //!   cgroup mounts; and under a root other than `/` (a fixture tree, where the mount table is a
 //!   plain file) the inode, size and change time of its `proc/self/mountinfo`.
+//!
+//! Never a sysfs or procfs directory's times: the kernel sets them when it makes the directory's
+//! in-memory inode, and makes it again whenever memory pressure evicted it, so they change with
+//! nothing changed on the host (a stamp over them read "PCI devices changed (17 -> 17 entries)"
+//! from one start to the next).
 //!
 //! What it does not see: a file rewritten in place inside a PCI function's or the driver's
 //! directory without the directory changing (no kernel does that for `class`, `vendor`,
@@ -26,21 +33,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{read_record_into, under};
 
 /// What the stamp saw of one directory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirStamp {
     /// Whether it is there.
     pub present: bool,
     /// Its inode number.
     pub ino: u64,
-    /// Its change time, in nanoseconds.
-    pub ctime_ns: i64,
-    /// Its modification time, in nanoseconds.
-    pub mtime_ns: i64,
     /// How many entries it has.
     pub entries: u32,
     /// A hash of its entries' names and inode numbers: the sum of each entry's FNV-1a, so
@@ -49,7 +52,7 @@ pub struct DirStamp {
 }
 
 /// What the stamp saw of the host.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     /// The topology root's online CPUs, as the kernel writes them (`-` without the file).
     pub online: String,
@@ -59,9 +62,14 @@ pub struct Stamp {
     pub pci: DirStamp,
     /// The NVIDIA driver's GPUs directory.
     pub driver: DirStamp,
+    /// The inode number of the driver's module directory (`sys/module/nvidia`), 0 without it.
+    pub module: u64,
     /// The mount namespace (`mnt:[…]`), or what the mount table file's metadata says.
     pub mounts: String,
 }
+
+/// The NVIDIA driver's module directory under the topology root.
+const NVIDIA_MODULE_DIR: &str = "sys/module/nvidia";
 
 /// Paths under one root, built in one buffer that each file the stamp reads reuses.
 struct Under {
@@ -156,8 +164,6 @@ fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
     DirStamp {
         present: true,
         ino: meta.ino(),
-        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
         entries,
         names,
     }
@@ -194,6 +200,7 @@ impl Stamp {
         let online = online_text(&mut topo, &mut buf);
         let pci = dir_stamp(topo.path(crate::gpus::PCI_DEVICES_DIR), &mut buf);
         let driver = dir_stamp(topo.path(crate::gpu::nvidia::NVIDIA_GPUS_DIR), &mut buf);
+        let module = std::fs::metadata(topo.path(NVIDIA_MODULE_DIR)).map_or(0, |m| m.ino());
         let same = root == topology_root;
         let mut host = if same { topo } else { Under::new(root) };
         Stamp {
@@ -205,6 +212,7 @@ impl Stamp {
             },
             pci,
             driver,
+            module,
             mounts: mounts_stamp(root, &mut host),
         }
     }
@@ -222,13 +230,16 @@ impl Stamp {
             ));
         }
         if self.pci != now.pci {
-            what.push(format!(
-                "PCI devices changed ({} -> {} entries)",
-                self.pci.entries, now.pci.entries
-            ));
+            what.push(match (self.pci.entries, now.pci.entries) {
+                (a, b) if a != b => format!("PCI devices changed ({a} -> {b} entries)"),
+                (a, _) => format!("PCI devices changed ({a} entries, other names or inodes)"),
+            });
         }
         if self.driver != now.driver {
             what.push("the NVIDIA driver's GPUs directory changed".into());
+        }
+        if self.module != now.module {
+            what.push("the NVIDIA driver was loaded again".into());
         }
         if self.mounts != now.mounts {
             what.push(format!("mounts {} -> {}", self.mounts, now.mounts));

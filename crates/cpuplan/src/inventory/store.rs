@@ -4,8 +4,8 @@
 //! Trust: the inventory is the operator's. It is used only when the directory is a directory
 //! (not a link) owned by root with mode 0700, in a parent owned by root that others cannot
 //! write, and the file a regular file (opened with `O_NOFOLLOW`, without blocking) owned by root
-//! that neither group nor others can write, of at most [`MAX_FILE`] bytes, whose frame and
-//! checksum hold ([`super::format`]). Anything else is read afresh, and the caller logs why.
+//! that neither group nor others can write, of at most [`MAX_FILE`] bytes, that is a whole
+//! inventory of this version ([`super::format`]). Anything else is read afresh, and the caller logs why.
 //! Written atomically: a temporary file made with `O_EXCL`/`O_NOFOLLOW` in the directory,
 //! then renamed over the name (a planted link, FIFO or foreign file is replaced, never opened).
 
@@ -118,19 +118,10 @@ pub fn load_file(path: &Path) -> Result<HostInventory, InventoryError> {
     }
     // Sized by the descriptor's own statx: the file is written whole and renamed into place,
     // so one read takes all of it, and a read that returns less than asked is its end (a short
-    // read that was not would leave a body the frame refuses). One byte more than its size is
-    // asked for, so a file that grew since is seen; a file of a usual size is read into the
-    // stack, with no large allocation on the start path.
-    let want = meta.len() as usize + 1;
-    let mut stack = [0u8; 4 << 10];
-    let mut heap = Vec::new();
-    let buf = if want <= stack.len() {
-        &mut stack[..want]
-    } else {
-        heap.resize(want, 0);
-        &mut heap[..]
-    };
-    let len = crate::fsutil::read_once(&f, buf).map_err(io(path))?;
+    // read that was not would leave a body the decoder refuses). One byte more than its size
+    // is asked for, so a file that grew since is seen.
+    let mut buf = vec![0u8; meta.len() as usize + 1];
+    let len = crate::fsutil::read_once(&f, &mut buf).map_err(io(path))?;
     if len == buf.len() {
         return Err(InventoryError::Corrupt {
             path: path.to_path_buf(),
@@ -228,6 +219,17 @@ impl Obtained {
 /// the host read now and written (`refresh`: always read now). Never fails: what goes wrong
 /// is in [`Obtained::came`].
 pub fn obtain(dir: &Path, root: &Path, topology_root: &Path, refresh: bool) -> Obtained {
+    get(dir, root, topology_root, refresh, true)
+}
+
+/// [`obtain`] for a command that only looks (`explain`): the file where it can be trusted and
+/// still describes the host, else the host read now and not written ([`Came::NotKept`]: the
+/// hook and `precreate` write it at their next start).
+pub fn obtain_read_only(dir: &Path, root: &Path, topology_root: &Path) -> Obtained {
+    get(dir, root, topology_root, false, false)
+}
+
+fn get(dir: &Path, root: &Path, topology_root: &Path, refresh: bool, keep: bool) -> Obtained {
     let path = file_in(dir, root, topology_root);
     let stamp = Stamp::read(root, topology_root);
     let mut out = Obtained {
@@ -262,6 +264,14 @@ pub fn obtain(dir: &Path, root: &Path, topology_root: &Path, refresh: bool) -> O
         }
     };
     match HostInventory::read(root, topology_root) {
+        Ok(inv) if !keep => {
+            let why = why.unwrap_or_else(|| "there is none".into());
+            out.came = Came::NotKept(format!(
+                "{why}; a look writes nothing (the hook writes it at its next start)"
+            ));
+            out.stamp = inv.stamp.clone();
+            out.inventory = Some(inv);
+        }
         Ok(inv) => {
             out.came = match save(dir, &path, &inv) {
                 Ok(()) => Came::Written(why),

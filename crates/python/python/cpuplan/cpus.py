@@ -318,18 +318,55 @@ class _State:
 
 
 def install(new: CpuPlan | None) -> None:
-    """Make new this process's plan (None: back to nothing pinned)."""
+    """Make new this process's plan (None: back to nothing pinned).
+
+    A plan that pins a CPU outside this process's mask (one made for another host or
+    container) is refused with ValueError, before anything changes: pinning would fail.
+    """
     if new is not None and not isinstance(new, CpuPlan):
         raise TypeError(f"install() takes a CpuPlan or None, not {type(new).__name__}")
+    if new is not None:
+        _check_fits(new)
     with _State.lock:
         _State.installed = new
+
+
+def _check_fits(new: CpuPlan) -> None:
+    """ValueError where new pins a CPU outside this process's mask."""
+    pinned: set = set()
+    for w in new.workers:
+        if w is not None:
+            pinned |= set(w.cpus)
+    pinned |= set(new._result_cpus() or ())
+    mask = process_mask()
+    outside = pinned - mask
+    if outside:
+        raise ValueError(
+            f"install(): the plan's CPUs {_cpuplan.format_cpu_list(sorted(outside))} are not in this process's mask "
+            f"{_cpuplan.format_cpu_list(sorted(mask))}: it was made for another host or container ({new.why})"
+        )
+
+
+def _no_plan() -> str:
+    """Why plan() pins nothing where nothing is installed, for CpuPlan.why (existence only: no file is read)."""
+    var, default = _cpuplan.PLAN_VAR, _cpuplan.DEFAULT_PLAN
+    named = os.environ.get(var) or None
+    path = named or default
+    if os.path.exists(path):
+        return f"no plan installed: install(cpuplan.hook_plan()) installs the one in {path}"
+    if os.environ.get("CPUPLAN_MASK"):
+        return "no plan installed: install(cpuplan.hook_plan()) installs the one in the CPUPLAN_* variables"
+    if named:
+        return f"no plan: nothing installed, and ${var} names {named}, which does not exist"
+    return f"no plan: nothing installed, ${var} is not set and {default} does not exist"
 
 
 def plan(refresh: bool = False) -> CpuPlan:
     """This process's plan: the one install set, else nothing pinned.
 
-    Nothing pinned is ``CpuPlan(process_mask(), usable_cpus())``, made at each call. No file is
-    read for it: the hook's plan is ``cpuplan.hook_plan()``, installed with
+    Nothing pinned is ``CpuPlan(process_mask(), usable_cpus())``, made at each call, its ``why``
+    saying that there is no plan and why (``no plan: ...``, or where the hook's plan waits to be
+    installed). No file is read for it: the hook's plan is ``cpuplan.hook_plan()``, installed with
     ``install(cpuplan.hook_plan())``. With ``refresh=True`` the plan files are read again first
     (``cpuplan.hook_plan()``: the NRI plugin rewrites them, with a higher
     ``CPUPLAN_GENERATION``, when kubelet changes the container's CPUs) and the plan found is
@@ -345,7 +382,7 @@ def plan(refresh: bool = False) -> CpuPlan:
     installed = _State.installed
     if installed is not None:
         return installed
-    return CpuPlan(process_mask(), usable_cpus())
+    return CpuPlan(process_mask(), usable_cpus(), why=_no_plan())
 
 
 def _thread_mask() -> frozenset:

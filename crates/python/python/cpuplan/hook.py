@@ -7,6 +7,7 @@ process's (``None`` where there is none: nothing pinned).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Iterable, Optional, Tuple, Union
@@ -22,6 +23,10 @@ DEFAULT_PLAN: str = _cpuplan.DEFAULT_PLAN
 PLAN_VAR: str = _cpuplan.PLAN_VAR
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+_log = logging.getLogger("cpuplan")
+#: The $CPUPLAN_PLAN values already warned about (once each: plan(refresh=True) may poll).
+_warned: set = set()
 
 
 @dataclass
@@ -79,11 +84,18 @@ def hook_plan(path: Optional[PathLike] = None) -> Optional[HookPlan]:
     """The plan the hook wrote for this container, or None where there is none.
 
     With no ``path``: the file ``$CPUPLAN_PLAN`` names, else ``/run/cpuplan/plan.json``, else
-    the ``CPUPLAN_*`` variables of ``plan.env`` in this process's environment. A plan that
+    the ``CPUPLAN_*`` variables of ``plan.env`` in this process's environment (a ``$CPUPLAN_PLAN``
+    naming no file is logged once as a warning on the ``cpuplan`` logger, then the variables are
+    looked for, so that a container started without its plan mount still starts). A plan that
     exists but does not parse raises ValueError; one that can't be read (or a ``path`` that
     does not exist) OSError. Its ``devices`` are the container's GPUs, one per worker. Read
     anew at each call.
     """
+    if path is None:
+        named = os.environ.get(PLAN_VAR)
+        if named and named not in _warned and not os.path.exists(named):
+            _warned.add(named)
+            _log.warning("cpuplan: $%s names %s, which does not exist: no plan file; looking for the CPUPLAN_* variables", PLAN_VAR, named)
     found = _cpuplan.read_hook_plan(None if path is None else os.fspath(path))
     if found is None:
         return None

@@ -1,58 +1,52 @@
 //! The inventory file format's tests: round trips, and every damaged file refused.
 
 use super::*;
+use crate::cpuset::CpuSet;
+use crate::inventory::{Cores, PciFunction, Stamp};
 
-/// `body` framed as a file: the header, its length and its true checksum.
-fn framed(body: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "{MAGIC} {FORMAT_VERSION}\n{} {:016x}\n",
-        body.len(),
-        checksum(body)
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
-    out
-}
-
-/// The body of an inventory up to its cores: three texts, a stamp, two sets.
-fn start() -> Writer {
-    let mut w = Writer(Vec::new());
-    for s in [&b"boot"[..], b"/", b"/"] {
-        w.str(s);
+/// A small inventory with every field filled.
+fn small() -> HostInventory {
+    let set = |l: &str| crate::cpuset::parse_cpu_list(l).unwrap();
+    let mut cores = Cores::default();
+    cores.push(&set("0,2"));
+    cores.push(&set("1,3"));
+    HostInventory {
+        boot_id: "boot".into(),
+        root: "/".into(),
+        topology_root: "/".into(),
+        stamp: Stamp::default(),
+        online: set("0-3"),
+        running: set("0-3"),
+        cores,
+        core_of: vec![Some(0), Some(1), Some(0), None],
+        nodes: vec![crate::topology::NumaNode {
+            id: 0,
+            cpus: set("0-3"),
+        }],
+        pci: vec![PciFunction {
+            address: "0000:01:00.0".into(),
+            class: Some(0x030200),
+            vendor: Some(0x10de),
+            node: Some(0),
+            local: Some(set("0-3,8191")),
+            cpu_node: None,
+        }],
+        nvidia: Vec::new(),
+        caps_major: Some(-1),
+        cgroup_mounts: None,
     }
-    w.stamp(&Stamp::default());
-    w.set(&CpuSet::range(0, 3).unwrap());
-    w.set(&CpuSet::range(0, 3).unwrap());
-    w
-}
-
-/// The rest of a small valid body after its cores.
-fn finish(mut w: Writer) -> Vec<u8> {
-    w.0.push(0); // core_of, from the cores
-    w.count(0); // nodes
-    w.count(0); // pci
-    w.count(0); // nvidia
-    w.opt(None::<u32>, Writer::u32);
-    w.opt(None::<u32>, Writer::u32);
-    w.0
-}
-
-fn refused(body: &[u8]) -> String {
-    decode(&framed(body)).unwrap_err()
 }
 
 #[test]
-fn a_hand_made_body_decodes() {
-    let mut w = start();
-    w.count(0);
-    let inv = decode(&framed(&finish(w))).unwrap();
-    assert_eq!(inv.boot_id, "boot");
-    assert_eq!(inv.online, CpuSet::range(0, 3).unwrap());
-    assert!(inv.cores.is_empty() && inv.cgroup_mounts.is_none());
+fn a_small_inventory_round_trips_and_starts_with_its_version() {
+    let inv = small();
+    let bytes = encode(&inv);
+    assert!(bytes.starts_with(b"cpuplan-inventory 6\n"));
+    assert_eq!(decode(&bytes).unwrap(), inv);
 }
 
 #[test]
-fn sets_round_trip_as_ranges() {
+fn sets_round_trip_as_words_and_past_the_highest_cpu_are_refused() {
     for list in [
         "",
         "0",
@@ -63,184 +57,99 @@ fn sets_round_trip_as_ranges() {
         "63-64",
     ] {
         let set = crate::cpuset::parse_cpu_list(list).unwrap();
-        let mut w = Writer(Vec::new());
-        w.set(&set);
-        let mut r = Reader { b: &w.0, at: 0 };
-        assert_eq!(r.set().unwrap(), set, "{list}");
-        assert_eq!(r.at, w.0.len());
+        let bytes = postcard::to_allocvec(&set).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<CpuSet>(&bytes).unwrap(),
+            set,
+            "{list}"
+        );
     }
+    let words = |n: usize| postcard::to_allocvec(&vec![1u64; n]).unwrap();
+    assert!(postcard::from_bytes::<CpuSet>(&words(128)).is_ok());
+    let e = postcard::from_bytes::<CpuSet>(&words(129)).unwrap_err();
+    assert!(
+        e.to_string().contains("highest CPU") || matches!(e, postcard::Error::SerdeDeCustom),
+        "{e}"
+    );
+    // Trailing zero words are dropped: one set, one value.
+    let two = postcard::to_allocvec(&vec![1u64, 0]).unwrap();
+    assert_eq!(
+        postcard::from_bytes::<CpuSet>(&two).unwrap(),
+        CpuSet::range(0, 0).unwrap()
+    );
 }
 
 #[test]
 fn absurd_counts_and_lengths_are_refused_before_anything_is_reserved() {
-    // Counts of four billion items: the count is refused before any list is reserved (at
-    // 80 bytes a PCI function that would be 320 GiB, and the test would abort).
-    let mut w = start();
-    w.u32(u32::MAX);
-    let e = refused(&finish(w));
-    assert!(e.contains("a count larger than the bytes left"), "{e}");
-    let mut w = start();
-    w.count(0); // cores
-    w.0.push(0); // core_of from the cores
-    w.count(0); // nodes
-    w.u32(u32::MAX); // PCI functions
-    assert!(refused(&w.0).contains("a count larger than the bytes left"));
-    // One more item than there are bytes for, each item at its smallest.
-    let mut w = start();
-    w.u32(3);
-    w.0.extend_from_slice(&[0; 5]);
-    assert!(refused(&w.0).contains("a count larger than the bytes left"));
-    // A text longer than the body.
-    let mut w = Writer(Vec::new());
-    w.u32(u32::MAX);
-    assert!(refused(&w.0).contains("a count larger than the bytes left"));
-    let mut w = Writer(Vec::new());
-    w.u32(2);
-    w.0.push(b'x');
-    assert!(refused(&w.0).contains("a count larger than the bytes left"));
+    // A count of four billion PCI functions with no bytes behind it: refused at once (at 80
+    // bytes a function, reserving it would be 320 GiB and the test would abort).
+    let count = postcard::to_allocvec(&u32::MAX).unwrap();
+    assert!(postcard::from_bytes::<Vec<PciFunction>>(&count).is_err());
+    // The boot id's length made four billion in a whole file.
+    let mut bytes = encode(&small());
+    let at = header().len();
+    assert_eq!(bytes[at], 4, "the boot id's length");
+    bytes.splice(at..at + 1, count.iter().copied());
+    let e = decode(&bytes).unwrap_err();
+    assert!(e.contains("truncated or corrupt"), "{e}");
 }
 
 #[test]
-fn sets_texts_tags_and_leftovers_out_of_place_are_refused() {
-    // Sets with a range past CPU 8191, reversed, overlapping, touching, out of order.
-    for (ranges, why) in [
-        (&[(0u16, 8192u16)][..], "past the highest CPU"),
-        (&[(8192, 8192)], "past the highest CPU"),
-        (&[(0, 1), (u16::MAX, u16::MAX)], "past the highest CPU"),
-        (&[(3, 2)], "out of order"),
-        (&[(0, 4), (4, 6)], "out of order"),
-        (&[(0, 4), (5, 6)], "out of order"),
-        (&[(8, 9), (0, 1)], "out of order"),
-        (&[(0, 9), (2, 3)], "out of order"),
-    ] {
-        let mut w = Writer(Vec::new());
-        w.u16(ranges.len() as u16);
-        for (lo, hi) in ranges {
-            w.u16(*lo);
-            w.u16(*hi);
-        }
-        let e = Reader { b: &w.0, at: 0 }.set().unwrap_err();
-        assert!(e.contains(why), "{ranges:?}: {e}");
+fn what_is_not_a_whole_inventory_of_this_version_is_refused() {
+    let inv = small();
+    let bytes = encode(&inv);
+    for len in 0..bytes.len() {
+        assert!(decode(&bytes[..len]).is_err(), "truncated to {len} bytes");
     }
-    // A set of 65535 ranges whose bytes are not there.
-    let mut w = Writer(Vec::new());
-    w.u16(u16::MAX);
-    w.u16(0);
-    let e = Reader { b: &w.0, at: 0 }.set().unwrap_err();
-    assert!(e.contains("runs past the end"), "{e}");
-    // The same in a whole body: the host's online CPUs.
-    let mut w = Writer(Vec::new());
-    for s in [&b"boot"[..], b"/", b"/"] {
-        w.str(s);
-    }
-    w.stamp(&Stamp::default());
-    w.u16(1);
-    w.u16(9);
-    w.u16(8);
-    assert!(refused(&w.0).contains("out of order"));
-    // Cores with more CPUs than bytes, and a core's CPUs twice.
-    let mut w = start();
-    w.count(1);
-    w.u16(u16::MAX);
-    assert!(refused(&w.0).contains("a count larger than the bytes left"));
-    let mut w = start();
-    w.count(1);
-    w.u16(2);
-    w.u16(5);
-    w.u16(5);
-    assert!(refused(&finish(w)).contains("a core's CPUs out of order"));
-    // A text that is not UTF-8.
-    let mut w = Writer(Vec::new());
-    w.str(b"\xff\xfe");
-    assert!(refused(&w.0).contains("not UTF-8"));
-    // A tag of 2.
-    let mut w = start();
-    w.count(0);
-    let mut body = finish(w);
-    let tag = body.len() - 1;
-    body[tag] = 2;
-    assert!(refused(&body).contains("neither 0 nor 1"));
-    // A CPU whose core index is past the cores.
-    let mut w = start();
-    w.count(1);
-    w.u16(2);
-    w.u16(0);
-    w.u16(1);
-    w.0.push(1);
-    w.count(1);
-    w.u16(1);
-    w.count(0);
-    w.count(0);
-    w.count(0);
-    w.opt(None::<u32>, Writer::u32);
-    w.opt(None::<u32>, Writer::u32);
-    assert!(refused(&w.0).contains("core past the cores"));
-    // Bytes after a whole body.
-    let mut w = start();
-    w.count(0);
-    let mut body = finish(w);
-    body.push(0);
-    assert!(refused(&body).contains("1 bytes after its end"));
-}
-
-#[test]
-fn the_frame_lines_are_strict() {
-    let mut w = start();
-    w.count(0);
-    let body = finish(w);
-    let good = framed(&body);
-    assert!(decode(&good).is_ok());
-    let text = |head: &str| [head.as_bytes(), &body].concat();
-    let sum = checksum(&body);
-    let hex = format!("{sum:016x}");
-    assert!(
-        hex.bytes().any(|b| b.is_ascii_lowercase()),
-        "the upper case is another spelling"
-    );
+    let mut padded = bytes.clone();
+    padded.push(0);
+    let e = decode(&padded).unwrap_err();
+    assert!(e.contains("1 bytes after its end"), "{e}");
+    let body = &bytes[header().len()..];
     for head in [
-        format!("cpuplan-inventory 05\n{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 5 \n{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 5\n{} {sum:016X}\n", body.len()),
-        format!("cpuplan-inventory 5\n{} {}\n", body.len(), &hex[1..]),
-        format!("cpuplan-inventory 5\n0{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 5\n+{} {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 5\n{}  {sum:016x}\n", body.len()),
-        format!("cpuplan-inventory 5\n{} {sum:016x}\n", body.len() + 1),
+        "cpuplan-inventory 5\n",
+        "cpuplan-inventory 06\n",
+        "cpuplan-inventory 6 \n",
+        "cpuplan-inventory  6\n",
+        "cpuplan-inventory 6\r\n",
+        "{\"boot_id\"",
     ] {
-        assert!(decode(&text(&head)).is_err(), "{head:?}");
+        let e = decode(&[head.as_bytes(), body].concat()).unwrap_err();
+        assert!(e.contains("not a version 6 inventory"), "{head:?}: {e}");
     }
+    // A CPU's core past the cores.
+    let mut odd = inv.clone();
+    odd.core_of[3] = Some(2);
+    let e = decode(&encode(&odd)).unwrap_err();
+    assert!(e.contains("CPU 3's core past the 2 cores"), "{e}");
+    // A core's CPUs out of order, and a text that is not UTF-8.
+    let mut cores = bytes.clone();
+    let at = find(&cores, &[4, 0, 2, 1, 3]).expect("the cores' ids 0,2,1,3");
+    cores[at + 2] = 0;
+    assert!(decode(&cores).is_err(), "a core 0,0");
+    let mut text = bytes;
+    let at = find(&text, b"boot").unwrap();
+    text[at] = 0xff;
+    assert!(decode(&text).unwrap_err().contains("truncated or corrupt"));
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[test]
-fn the_checksum_sees_every_bit_and_the_length() {
-    // Zero bytes of each length up to two words and a bit: the padding alone would make the
-    // first eight the same.
-    let sums: std::collections::HashSet<u64> = (0..=17).map(|n| checksum(&vec![0u8; n])).collect();
-    assert_eq!(sums.len(), 18);
-    let body: Vec<u8> = (0..29u8).collect();
-    let sum = checksum(&body);
-    for i in 0..body.len() {
-        for bit in 0..8 {
-            let mut flipped = body.clone();
-            flipped[i] ^= 1 << bit;
-            assert_ne!(checksum(&flipped), sum, "byte {i} bit {bit}");
+fn no_change_of_one_byte_makes_decoding_panic() {
+    // No checksum: a changed byte may still be a valid inventory, but never a panic, and what
+    // decodes is whole (it encodes and decodes to itself).
+    let bytes = encode(&small());
+    for i in 0..bytes.len() {
+        for bit in [0x01, 0x80] {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= bit;
+            if let Ok(inv) = decode(&flipped) {
+                assert_eq!(decode(&encode(&inv)).unwrap(), inv, "byte {i} ^ {bit:#x}");
+            }
         }
     }
-    // The same body framed as version 3 (byte-wise FNV-1a 64) is another version's file.
-    let mut w = start();
-    w.count(0);
-    let body = finish(w);
-    let v3 = [
-        format!(
-            "cpuplan-inventory 3\n{} {:016x}\n",
-            body.len(),
-            crate::inventory::stamp::fnv1a64(&body)
-        )
-        .as_bytes(),
-        &body,
-    ]
-    .concat();
-    assert!(decode(&framed(&body)).is_ok());
-    let e = decode(&v3).unwrap_err();
-    assert!(e.contains("not a version 5 inventory"), "{e}");
 }
