@@ -6,14 +6,18 @@
 //! plugin per plan directory at a time), [`attempts`]
 //! (containers whose plan mount may have stopped their start), [`plandir`] (the host directory
 //! of plans), [`spec`] (NRI's container as the planner's spec), [`from_edit`]
-//! (the edit as NRI's adjustment), [`options`] (the command line).
+//! (the edit as NRI's adjustment), [`options`] (the command line), [`metrics`] (Prometheus),
+//! [`health`] (readiness and liveness, and the probes' state file), [`http`] (the listener).
 #![warn(missing_docs)]
 
 pub mod attempts;
 pub mod error;
 pub mod from_edit;
+pub mod health;
+pub mod http;
 pub mod ids;
 pub mod instance;
+pub mod metrics;
 pub mod options;
 pub mod plandir;
 pub mod planner;
@@ -44,12 +48,30 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     crate::logging::init(early);
     crate::logging::set_level(config.log_level);
     let nri_dir = config.nri_dir.clone();
-    let handler = PlanHandler::new(config, &opts.stub.full_name(), opts.log.is_some());
+    let listen = config.metrics;
+    let handler = Arc::new(PlanHandler::new(
+        config,
+        &opts.stub.full_name(),
+        opts.log.is_some(),
+    ));
+    let health = handler.health();
+    health::keep_state(opts.state.clone(), handler.health());
+    if let Some(address) = listen {
+        http::serve(address, Arc::clone(&handler));
+    }
     if launched {
         handler.hold_at_configure();
     } else {
+        health.set(health::Phase::Standby);
         handler.hold(instance::Instance::acquire(&nri_dir, true)?);
     }
-    nri_plugin::run(&opts.stub, Arc::new(handler))?;
+    health.set(health::Phase::Connecting);
+    nri_plugin::run(&opts.stub, handler)?;
     Ok(())
+}
+
+/// `--probe ready|live`: the plugin's verdict from its state file at `state` as one line, `Ok`
+/// where the probe passes.
+pub fn probe(state: &std::path::Path, which: health::Probe) -> Result<String, String> {
+    health::probe(state, which, std::time::SystemTime::now())
 }

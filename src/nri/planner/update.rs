@@ -22,6 +22,7 @@ use super::{ContainerId, Ctr, Live, Planner, Record};
 use crate::decide::{decide, verdict, ClaimResult, Decision};
 use crate::edit::SpecEdit;
 use crate::logging::escape;
+use crate::nri::metrics::{labels_of, Cause, Outcome, Request};
 use crate::read::read;
 
 use super::super::spec::container_spec;
@@ -72,7 +73,14 @@ fn claim_of(record: &Record, wanted: &[String]) -> ClaimResult {
 
 impl Planner {
     /// A planning problem at an update: the one verdict; under `allow` kubelet's update passes.
-    fn update_problem(&self, id: &str, problem: &str) -> Result<UpdateContainerResponse, String> {
+    fn update_problem(
+        &self,
+        id: &str,
+        cause: Cause,
+        problem: &str,
+    ) -> Result<UpdateContainerResponse, String> {
+        self.metrics.problem(cause);
+        self.metrics.outcome(Request::Update, Outcome::Problem);
         log::warn!("container {id}: update: planning problem, kubelet's update passes through unchanged: {problem}");
         verdict(self.config.on_error, problem)
             .map(|()| UpdateContainerResponse::default())
@@ -88,7 +96,7 @@ impl Planner {
     ) -> Result<UpdateContainerResponse, String> {
         let id = match ContainerId::parse(&c.id) {
             Ok(id) => id,
-            Err(e) => return self.update_problem(&escape(&c.id), &e.to_string()),
+            Err(e) => return self.update_problem(&escape(&c.id), Cause::Id, &e.to_string()),
         };
         let Some(record) = self.dirs.record(&id) else {
             log::debug!("container {id}: update: not planned by this plugin, passed through");
@@ -117,7 +125,7 @@ impl Planner {
         });
         let spec = match container_spec(pod, &asked) {
             Ok(s) => s,
-            Err(e) => return self.update_problem(&id_text, &e.to_string()),
+            Err(e) => return self.update_problem(&id_text, Cause::Spec, &e.to_string()),
         };
         let container = Ctr {
             id: c.id.clone(),
@@ -141,8 +149,8 @@ impl Planner {
             ),
             None => decide(&inputs, &self.config),
         };
-        if let Some(p) = &decision.problem {
-            return self.update_problem(&id_text, p);
+        if let (Some(p), (_, Some(cause))) = (&decision.problem, labels_of(&inputs, &decision)) {
+            return self.update_problem(&id_text, cause, p);
         }
         let claim = claim_of(&record, &decision.claims);
         let decision = decision.after_claim(&claim);
@@ -156,8 +164,10 @@ impl Planner {
             ..record
         };
         if let Err(e) = self.dirs.write(&id, &edit, &record) {
-            return self.update_problem(&id_text, &e.to_string());
+            return self.update_problem(&id_text, Cause::Write, &e.to_string());
         }
+        self.metrics
+            .outcome(Request::Update, labels_of(&inputs, &decision).0);
         log::info!(
             "container {id}: updated (kubelet's cpus {}, quota {}): plan files of generation {generation}: {}",
             cpus.as_deref().unwrap_or("none"),
