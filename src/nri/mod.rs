@@ -55,7 +55,10 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
         opts.log.is_some(),
     ));
     let health = handler.health();
-    health::keep_state(opts.state.clone(), handler.health());
+    if !launched {
+        // The probes are a DaemonSet's (an external plugin); a runtime watches one it launched.
+        health::keep_state(opts.state.clone(), handler.health());
+    }
     if let Some(address) = listen {
         http::serve(address, Arc::clone(&handler));
     }
