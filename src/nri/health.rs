@@ -260,36 +260,36 @@ const MAX_STATE: usize = 4096;
 
 /// The answer of `probe` from the state file at `path` at `now`: `Ok(line)` where it passes,
 /// `Err(line)` where it fails (no file, a file that does not parse, one written more than
-/// [`STATE_STALE`] ago, or a verdict that fails it).
+/// [`STATE_STALE`] ago, or a verdict that fails it); each line starts with `ready:`,
+/// `not ready:`, `live:` or `not live:`.
 pub fn probe(path: &Path, which: Probe, now: SystemTime) -> Result<String, String> {
-    let bytes = cpuplan::read_file(path, MAX_STATE)
-        .map_err(|e| format!("{}: {e}: the plugin has not started", path.display()))?;
-    let state: State = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{}: not a state file: {e}", path.display()))?;
-    let age = unix_ms(now).saturating_sub(state.at_ms);
-    if age > STATE_STALE.as_millis() as u64 {
-        return Err(format!(
-            "pid {}: its state was last written {} s ago: wedged or gone",
-            state.pid,
-            age / 1000
-        ));
-    }
-    let v = &state.verdict;
-    let line = format!("pid {}: {}", state.pid, v.why);
-    let pass = match which {
-        Probe::Ready => v.ready,
-        Probe::Live => v.live,
+    let (yes, no) = match which {
+        Probe::Ready => ("ready", "not ready"),
+        Probe::Live => ("live", "not live"),
     };
-    if pass {
-        Ok(match which {
-            Probe::Ready => format!("ready: {line}"),
-            Probe::Live => format!("live: {line}"),
-        })
-    } else {
-        Err(match which {
-            Probe::Ready => format!("not ready: {line}"),
-            Probe::Live => format!("not live: {line}"),
-        })
+    let read = || -> Result<(bool, String), String> {
+        let bytes = cpuplan::read_file(path, MAX_STATE)
+            .map_err(|e| format!("{}: {e}: the plugin has not started", path.display()))?;
+        let state: State = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}: not a state file: {e}", path.display()))?;
+        let age = unix_ms(now).saturating_sub(state.at_ms);
+        if age > STATE_STALE.as_millis() as u64 {
+            return Err(format!(
+                "pid {}: its state was last written {} s ago: wedged or gone",
+                state.pid,
+                age / 1000
+            ));
+        }
+        let v = &state.verdict;
+        let pass = match which {
+            Probe::Ready => v.ready,
+            Probe::Live => v.live,
+        };
+        Ok((pass, format!("pid {}: {}", state.pid, v.why)))
+    };
+    match read() {
+        Ok((true, line)) => Ok(format!("{yes}: {line}")),
+        Ok((false, line)) | Err(line) => Err(format!("{no}: {line}")),
     }
 }
 
@@ -331,7 +331,10 @@ mod tests {
         let path = t.path().join("run/state");
         let now = SystemTime::now();
         let e = probe(&path, Probe::Ready, now).unwrap_err();
-        assert!(e.contains("has not started"), "{e}");
+        assert!(
+            e.starts_with("not ready: ") && e.ends_with("has not started"),
+            "{e}"
+        );
         let h = Health::default();
         h.set(Phase::Connecting);
         write_state(&path, &h).unwrap();
@@ -346,7 +349,10 @@ mod tests {
         assert!(ok.ends_with("registered with the runtime"), "{ok}");
         let later = SystemTime::now() + STATE_STALE + Duration::from_secs(1);
         let e = probe(&path, Probe::Live, later).unwrap_err();
-        assert!(e.contains("wedged or gone"), "{e}");
+        assert!(
+            e.starts_with("not live: pid ") && e.ends_with("wedged or gone"),
+            "{e}"
+        );
         std::fs::write(&path, "junk").unwrap();
         assert!(probe(&path, Probe::Live, now)
             .unwrap_err()

@@ -121,15 +121,16 @@ impl Request {
 }
 
 /// The one place the labels are taken from what a decision says: its outcome, and where it has
-/// a problem, its cause. The decision's problem is text today, so the cause is told by where
-/// it came from (the inputs' read, else the planner).
-pub fn labels_of(inputs: &Inputs, decision: &Decision) -> (Outcome, Option<Cause>) {
-    if decision.problem.is_some() {
-        let cause = match inputs.problem {
-            Some(_) => Cause::Read,
-            None => Cause::Plan,
-        };
-        return (Outcome::Problem, Some(cause));
+/// a problem, its cause's label. The decision's problem is text today, so the cause is told by
+/// where it came from (the inputs' read, else the planner).
+pub fn labels_of(inputs: &Inputs, decision: &Decision) -> (Outcome, Option<&'static str>) {
+    let from_read = inputs.problem.is_some();
+    let cause = decision.problem.as_ref().map(|_| match from_read {
+        true => Cause::Read.as_str(),
+        false => Cause::Plan.as_str(),
+    });
+    if cause.is_some() {
+        return (Outcome::Problem, cause);
     }
     let outcome = if !decision.plan.pinned().is_empty() {
         Outcome::Pinned
@@ -272,13 +273,9 @@ impl Metrics {
             .inc();
     }
 
-    /// A planning problem of `cause`.
-    pub fn problem(&self, cause: Cause) {
-        self.problems
-            .get_or_create(&CauseLabels {
-                cause: cause.as_str(),
-            })
-            .inc();
+    /// A planning problem of `cause` (a [`Cause`]'s label).
+    pub fn problem(&self, cause: &'static str) {
+        self.problems.get_or_create(&CauseLabels { cause }).inc();
     }
 
     /// A container planned with `fallback`.
@@ -349,7 +346,7 @@ mod tests {
         m.outcome(Request::Create, Outcome::Pinned);
         m.outcome(Request::Create, Outcome::Pinned);
         m.outcome(Request::Update, Outcome::Sized);
-        m.problem(Cause::Spec);
+        m.problem(Cause::Spec.as_str());
         m.fallback(Fallback::ClaimHeld);
         m.took(Request::Create, Duration::from_millis(3));
         m.registered(true);
@@ -426,10 +423,7 @@ mod tests {
             (Outcome::Off, None)
         );
         let problem = Decision::off(&auto, "step_thread_core 99: not in the mask".into());
-        assert_eq!(
-            labels_of(&auto, &problem),
-            (Outcome::Problem, Some(Cause::Plan))
-        );
+        assert_eq!(labels_of(&auto, &problem), (Outcome::Problem, Some("plan")));
     }
 
     #[test]

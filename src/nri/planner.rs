@@ -352,7 +352,7 @@ impl Planner {
     fn problem(
         &self,
         id: &str,
-        cause: Cause,
+        cause: &'static str,
         problem: &str,
     ) -> Result<ContainerAdjustment, String> {
         self.metrics.problem(cause);
@@ -367,7 +367,11 @@ impl Planner {
         let id = match ContainerId::parse(&c.id) {
             Ok(id) => id,
             Err(e) => {
-                return self.problem(&crate::logging::escape(&c.id), Cause::Id, &e.to_string())
+                return self.problem(
+                    &crate::logging::escape(&c.id),
+                    Cause::Id.as_str(),
+                    &e.to_string(),
+                )
             }
         };
         if let Some(why) = self.plugin_s_own(pod, c) {
@@ -383,7 +387,7 @@ impl Planner {
         let id = &id;
         let spec = match container_spec(pod, c) {
             Ok(s) => s,
-            Err(e) => return self.problem(&id_text, Cause::Spec, &e.to_string()),
+            Err(e) => return self.problem(&id_text, Cause::Spec.as_str(), &e.to_string()),
         };
         let container = Ctr {
             id: c.id.clone(),
@@ -456,7 +460,7 @@ impl Planner {
             }
             Err(e) => {
                 self.forget(id);
-                self.problem(&id_text, Cause::Write, &e.to_string())
+                self.problem(&id_text, Cause::Write.as_str(), &e.to_string())
             }
         }
     }

@@ -76,7 +76,7 @@ impl Planner {
     fn update_problem(
         &self,
         id: &str,
-        cause: Cause,
+        cause: &'static str,
         problem: &str,
     ) -> Result<UpdateContainerResponse, String> {
         self.metrics.problem(cause);
@@ -96,7 +96,9 @@ impl Planner {
     ) -> Result<UpdateContainerResponse, String> {
         let id = match ContainerId::parse(&c.id) {
             Ok(id) => id,
-            Err(e) => return self.update_problem(&escape(&c.id), Cause::Id, &e.to_string()),
+            Err(e) => {
+                return self.update_problem(&escape(&c.id), Cause::Id.as_str(), &e.to_string())
+            }
         };
         let Some(record) = self.dirs.record(&id) else {
             log::debug!("container {id}: update: not planned by this plugin, passed through");
@@ -125,7 +127,7 @@ impl Planner {
         });
         let spec = match container_spec(pod, &asked) {
             Ok(s) => s,
-            Err(e) => return self.update_problem(&id_text, Cause::Spec, &e.to_string()),
+            Err(e) => return self.update_problem(&id_text, Cause::Spec.as_str(), &e.to_string()),
         };
         let container = Ctr {
             id: c.id.clone(),
@@ -164,7 +166,7 @@ impl Planner {
             ..record
         };
         if let Err(e) = self.dirs.write(&id, &edit, &record) {
-            return self.update_problem(&id_text, Cause::Write, &e.to_string());
+            return self.update_problem(&id_text, Cause::Write.as_str(), &e.to_string());
         }
         self.metrics
             .outcome(Request::Update, labels_of(&inputs, &decision).0);
