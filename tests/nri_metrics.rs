@@ -1,4 +1,4 @@
-//! The NRI plugin's metrics and probes on a real containerd 1.7 driven through CRI
+//! The NRI plugin's metrics and probes on a real containerd (1.7 and 2.x) driven through CRI
 //! (`tests/common/cri.rs`): the plugin started before the runtime (its NRI socket missing) is
 //! live but not ready; registered, it is ready and its `/metrics` count the containers created
 //! by outcome, time CreateContainer, and show the GPU claim it holds and the one it could not
@@ -96,9 +96,8 @@ fn the_daemonset_probes_ask_the_plugin_s_readiness_and_liveness() {
     }
 }
 
-#[test]
-fn metrics_count_containers_and_readiness_follows_the_runtime_on_containerd17() {
-    let node = CriNode::on(Containerd::V17);
+fn metrics_count_containers_and_readiness_follows_the_runtime(c: Containerd) {
+    let node = CriNode::on(c);
     let address = free_address();
     let cfg = plugin_config(&node, json!({"metrics": {"address": address.to_string()}}));
     let state = state_file(&node);
@@ -208,6 +207,11 @@ fn metrics_count_containers_and_readiness_follows_the_runtime_on_containerd17() 
     let gone = Instant::now();
     wait_until("the exec probe to fail", ctx, || !probe(&state, "ready").0);
     let (_, line) = probe(&state, "ready");
+    eprintln!(
+        "{}: not ready {:?} after containerd stopped",
+        c.name(),
+        gone.elapsed()
+    );
     assert!(
         gone.elapsed() < NOT_READY_WITHIN,
         "not ready {:?} after containerd stopped: {line}",
@@ -229,3 +233,5 @@ fn metrics_count_containers_and_readiness_follows_the_runtime_on_containerd17() 
     let (live, line) = probe(&state, "live");
     assert!(!live && line.ends_with("wedged or gone"), "{line}");
 }
+
+crate::on_both!(metrics_count_containers_and_readiness_follows_the_runtime);
