@@ -4,7 +4,8 @@
 //! by outcome, time CreateContainer, and show the GPU claim it holds and the one it could not
 //! take; once containerd is gone it is not ready within seconds. Each probe is asked both ways:
 //! the exec form the DaemonSet runs (`nri --probe ready|live`, reading the state file) and the
-//! listener's `/readyz` and `/healthz`.
+//! listener's `/readyz` and `/healthz`. In a rollout, the new plugin standing by behind the old
+//! one is ready, and registers once the old one is gone.
 
 mod common; // with tests/common/log_guard.rs: fails this binary if the real hook log changed
 
@@ -234,4 +235,42 @@ fn metrics_count_containers_and_readiness_follows_the_runtime(c: Containerd) {
     assert!(!live && line.ends_with("wedged or gone"), "{line}");
 }
 
-crate::on_both!(metrics_count_containers_and_readiness_follows_the_runtime);
+/// A rollout: the new plugin waits for the old one to exit (one plugin per `nri_dir`) and is
+/// ready meanwhile, since the DaemonSet removes the old pod only once the new one is ready.
+fn a_rollout_s_new_plugin_is_ready_while_it_stands_by(c: Containerd) {
+    let node = CriNode::on(c);
+    let cfg = plugin_config(&node, json!({}));
+    node.start();
+    let old = Plugin::external(&node, &cfg);
+    let new_state = node.path("run/cpuplan-nri/new-state");
+    let new = Plugin::spawn(&node, &cfg, &["--state", &new_state.display().to_string()]);
+    let ctx = || context(&node, &new.log());
+    new.wait_for(&node, "waiting for it to exit before connecting", 1);
+    wait_until("the new plugin to stand by", ctx, || {
+        probe(&new_state, "ready").0
+    });
+    let (ready, line) = probe(&new_state, "ready");
+    assert!(
+        ready && line.ends_with("standing by: an earlier instance serves the plan directory"),
+        "{line}\n{}",
+        ctx()
+    );
+    assert_eq!(new.count("nri: registered as"), 0, "{}", ctx());
+    let (ready, line) = probe(&state_file(&node), "ready");
+    assert!(
+        ready && line.ends_with("registered with the runtime"),
+        "the old one: {line}"
+    );
+    drop(old);
+    new.wait_for(&node, "nri: synchronized with", 1);
+    wait_until("the new plugin's readiness as registered", ctx, || {
+        probe(&new_state, "ready")
+            .1
+            .ends_with("registered with the runtime")
+    });
+}
+
+crate::on_both!(
+    metrics_count_containers_and_readiness_follows_the_runtime,
+    a_rollout_s_new_plugin_is_ready_while_it_stands_by,
+);

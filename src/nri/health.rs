@@ -1,6 +1,7 @@
 //! Whether the plugin is ready (registered with the runtime) and live (not wedged), told three
 //! ways from one rule ([`Health::verdict`]): `/readyz` and `/healthz` on the metrics listener,
-//! and a state file the plugin rewrites every second, which `--probe ready|live` reads (the
+//! and a state file the plugin rewrites every second and at each change of phase, which
+//! `--probe ready|live` reads (the
 //! exec probes of the DaemonSet, which need no listener: metrics are off by default).
 //!
 //! Ready: registered with the runtime, or standing by while an earlier instance of the plugin
@@ -11,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -52,6 +53,8 @@ pub struct Health {
     /// The requests in their handlers: a ticket, the request's name, since when.
     busy: Mutex<Vec<(u64, &'static str, Instant)>>,
     tickets: AtomicU64,
+    /// Set with the phase, so that the state file is rewritten at once ([`keep_state`]).
+    changed: (Mutex<bool>, Condvar),
 }
 
 impl Default for Health {
@@ -62,6 +65,7 @@ impl Default for Health {
             tick: AtomicU64::new(0),
             busy: Mutex::default(),
             tickets: AtomicU64::new(0),
+            changed: (Mutex::new(false), Condvar::new()),
         }
     }
 }
@@ -96,6 +100,19 @@ impl Health {
     /// The plugin is now in `phase`.
     pub fn set(&self, phase: Phase) {
         *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = phase;
+        let (flag, cv) = &self.changed;
+        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Waits until the phase is set, or `at_most`.
+    fn wait_change(&self, at_most: Duration) {
+        let (flag, cv) = &self.changed;
+        let guard = flag.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut guard, _) = cv
+            .wait_timeout_while(guard, at_most, |changed| !*changed)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard = false;
     }
 
     /// The phase now.
@@ -208,8 +225,9 @@ pub fn write_state(path: &Path, health: &Health) -> Result<(), String> {
     write_files_at(&fd, dir, &[(name, &bytes)]).map_err(|e| e.to_string())
 }
 
-/// Rewrites the state file at `path` every [`STATE_EVERY`] on a thread of its own, for the
-/// process's life; a failure is logged once, and again after a success.
+/// Rewrites the state file at `path` every [`STATE_EVERY`], and at once when the phase changes,
+/// on a thread of its own, for the process's life; a failure is logged once, and again after a
+/// success.
 pub fn keep_state(path: PathBuf, health: std::sync::Arc<Health>) {
     let spawned = std::thread::Builder::new()
         .name("cpuplan-state".into())
@@ -224,7 +242,7 @@ pub fn keep_state(path: PathBuf, health: std::sync::Arc<Health>) {
                     }
                     Err(_) => {}
                 }
-                std::thread::sleep(STATE_EVERY);
+                health.wait_change(STATE_EVERY);
             }
         });
     if let Err(e) = spawned {

@@ -65,8 +65,8 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     if launched {
         handler.hold_at_configure();
     } else {
-        health.set(health::Phase::Standby);
-        handler.hold(instance::Instance::acquire(&nri_dir, true)?);
+        let standby = || health.set(health::Phase::Standby);
+        handler.hold(instance::Instance::acquire_standing_by(&nri_dir, standby)?);
     }
     health.set(health::Phase::Connecting);
     nri_plugin::run(&opts.stub, handler)?;
