@@ -1,8 +1,8 @@
 //! Whether the plugin is ready (registered with the runtime) and live (not wedged), told three
 //! ways from one rule ([`Health::verdict`]): `/readyz` and `/healthz` on the metrics listener,
 //! and a state file the plugin rewrites every second and at each change of phase, which
-//! `--probe ready|live` reads (the
-//! exec probes of the DaemonSet, which need no listener: metrics are off by default).
+//! `--probe ready|live` reads (the exec probes of the DaemonSet, which need no listener: metrics
+//! are off by default).
 //!
 //! Ready: registered with the runtime, or standing by while an earlier instance of the plugin
 //! serves the plan directory (a DaemonSet's surge rollout deletes the old pod only once the new
