@@ -351,9 +351,15 @@ fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
             (ru["maxSurge"].as_i64(), ru["maxUnavailable"].as_i64()),
             (Some(1), Some(0))
         );
-        // Metrics off by default: no port, no probes.
-        for k in ["ports", "readinessProbe", "livenessProbe"] {
-            assert_eq!(c.get(k), None, "{o}: {k} with metrics off");
+        // Metrics off by default: no port, and no metrics key in the plugin's config.
+        assert_eq!(c.get("ports"), None, "{o}: a port with metrics off");
+        // The probes need no port: the plugin's own state file, read by its binary.
+        for (probe, which) in [("readinessProbe", "ready"), ("livenessProbe", "live")] {
+            assert_eq!(
+                c[probe]["exec"]["command"],
+                json!(["/opt/cpuplan/cpuplan-nri", "--probe", which]),
+                "{o}: {probe}"
+            );
         }
     }
     // A log that is not a file (stderr): no log volume.
@@ -514,8 +520,8 @@ fn the_hook_routes_install_on_the_node_s_own_paths_and_no_wider() {
     }
 }
 
-/// Metrics on: the port, probes on it (`/readyz`, `/healthz`), a ServiceMonitor over a Service
-/// that selects the plugin pods, a PodMonitor over the pods.
+/// Metrics on: the port, the config's listener on it, a ServiceMonitor over a Service that
+/// selects the plugin pods, a PodMonitor over the pods.
 #[test]
 fn metrics_serve_the_probes_and_the_monitors_find_the_pods() {
     let docs = render(&helm::values_file("metrics"));
@@ -525,14 +531,12 @@ fn metrics_serve_the_probes_and_the_monitors_find_the_pods() {
         .as_i64()
         .expect("a metrics port");
     assert_eq!(c["ports"][0]["name"], "metrics");
-    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
-        assert_eq!(c[probe]["httpGet"]["path"], path);
-        assert_eq!(c[probe]["httpGet"]["port"], "metrics");
-    }
-    assert!(
-        argv(c).iter().any(|w| w.ends_with(&format!(":{port}"))),
-        "{:?}",
-        argv(c)
+    let cm = one(&docs, "ConfigMap");
+    let config: Value = serde_json::from_str(cm["data"]["hook.json"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        config["metrics"],
+        json!({"address": format!("0.0.0.0:{port}")}),
+        "{config}"
     );
     let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];
     let matches = |sel: &Value, labels: &Value| {

@@ -12,20 +12,39 @@ pub const NRI: Command = Command {
     name: "nri",
     summary: "run as an NRI plugin of containerd or CRI-O (long-running)",
     usage: crate::nri::HELP,
-    valued: &["socket", "name", "index", "log"],
+    valued: &["socket", "name", "index", "log", "state", "probe"],
     switches: &[],
     run: nri,
 };
 
-fn nri(ctx: &Context, a: &Args, _out: &mut dyn Write) -> Result<Exit, CliError> {
+fn nri(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
     if !a.positional.is_empty() {
         return Err(UsageError("nri: takes no arguments".into()).into());
+    }
+    if let Some(which) = a.value("probe") {
+        let which = which.parse().map_err(UsageError)?;
+        let state = a
+            .value("state")
+            .unwrap_or(crate::nri::health::DEFAULT_STATE);
+        return Ok(
+            match crate::nri::probe(std::path::Path::new(state), which) {
+                Ok(line) => {
+                    let _ = writeln!(out, "{line}");
+                    Exit::Ok
+                }
+                Err(line) => {
+                    let _ = writeln!(out, "{line}");
+                    Exit::Code(1)
+                }
+            },
+        );
     }
     let args = NriArgs {
         socket: a.value("socket").map(PathBuf::from),
         name: a.value("name").map(String::from),
         index: a.value("index").map(String::from),
         log: a.value("log").map(PathBuf::from),
+        state: a.value("state").map(PathBuf::from),
     };
     let opts = NriOptions::new(args, ctx.config.to_path_buf(), |k| std::env::var(k).ok())
         .map_err(CliError::input)?;

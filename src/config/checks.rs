@@ -167,3 +167,32 @@ pub(super) fn check_operator_dir(dir: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The `metrics` key's value: `"off"` or `null` (no listener), or `{"address": "HOST:PORT"}`
+/// with an IP address (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464`) and a port.
+pub(super) fn metrics_address(
+    v: &serde_json::Value,
+) -> Result<Option<std::net::SocketAddr>, String> {
+    let what = "is not \"off\" or {\"address\": \"IP:PORT\"}";
+    let map = match v {
+        serde_json::Value::Null => return Ok(None),
+        serde_json::Value::String(s) if s == "off" => return Ok(None),
+        serde_json::Value::Object(map) => map,
+        other => return Err(format!("{} {what}", shown(other))),
+    };
+    if let Some(k) = map.keys().find(|k| k.as_str() != "address") {
+        return Err(format!("unknown field {:?} (it takes \"address\")", k));
+    }
+    let Some(address) = map.get("address") else {
+        return Err(format!("{} has no \"address\"", shown(v)));
+    };
+    let text = address
+        .as_str()
+        .ok_or_else(|| format!("address {} is not a string \"IP:PORT\"", shown(address)))?;
+    text.parse().map(Some).map_err(|_| {
+        format!(
+            "address {} is not an IP address and port (e.g. \"127.0.0.1:9464\")",
+            shown(address)
+        )
+    })
+}

@@ -120,6 +120,9 @@ pub struct HookConfig {
     pub nri_dir: PathBuf,
     /// Host directory (root's, 0700, on a tmpfs) where the hook keeps the host inventory.
     pub inventory_dir: PathBuf,
+    /// Where the NRI plugin serves its Prometheus metrics and probes (`metrics.address`), or
+    /// `None` (`"off"`, the default): no listener.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// The GPU sources trusted unless `gpu_sources` says otherwise: the spec's devices, the
@@ -144,6 +147,7 @@ impl Default for HookConfig {
             gpu_sources: DEFAULT_GPU_SOURCES.to_vec(),
             nri_dir: PathBuf::from("/run/cpuplan/nri"),
             inventory_dir: PathBuf::from(cpuplan::inventory::store::INVENTORY_DIR),
+            metrics: None,
         }
     }
 }
@@ -167,10 +171,11 @@ struct RawConfig {
     gpu_sources: Option<serde_json::Value>,
     nri_dir: Option<serde_json::Value>,
     inventory_dir: Option<serde_json::Value>,
+    metrics: Option<serde_json::Value>,
 }
 
 /// Every key of the hook config, in [`RawConfig`]'s order.
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 15] = [
     "step_thread_core",
     "pool_split",
     "cpuset",
@@ -185,6 +190,7 @@ const KEYS: [&str; 14] = [
     "gpu_sources",
     "nri_dir",
     "inventory_dir",
+    "metrics",
 ];
 
 /// The seconds the shipped registrations give the hook before the runtime kills it: the
@@ -473,6 +479,9 @@ impl HookConfig {
                 ));
             }
             c.claim_wait_ms = ms;
+        }
+        if let Some(v) = raw.metrics {
+            c.metrics = checks::metrics_address(&v).map_err(|m| value_err("metrics", m))?;
         }
         if let Some(message) = unknown {
             return Err(parse_err(message));

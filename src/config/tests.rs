@@ -173,7 +173,7 @@ fn every_key_is_known_and_an_unknown_one_is_named_after_the_known_ones_values() 
             "unknown field `step_thread_cor`, expected one of `step_thread_core`, `pool_split`, \
              `cpuset`, `dir`, \
              `claims_dir`, `on_error`, `log`, `log_level`, `root`, `topology_root`, \
-             `claim_wait_ms`, `gpu_sources`, `nri_dir`, `inventory_dir`"
+             `claim_wait_ms`, `gpu_sources`, `nri_dir`, `inventory_dir`, `metrics`"
         ),
         "{e}"
     );
@@ -309,4 +309,52 @@ fn overlapping_nri_dir_claims_dir_and_log_are_refused_in_one_line_naming_both() 
         parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
     }
     assert!(parse("{}").is_ok(), "the defaults are apart");
+}
+
+#[test]
+fn metrics_are_off_by_default_and_on_at_the_address_given() {
+    assert_eq!(HookConfig::default().metrics, None);
+    assert_eq!(parse(r#"{"metrics": "off"}"#).unwrap().metrics, None);
+    let c = parse(r#"{"metrics": {"address": "127.0.0.1:9464"}}"#).unwrap();
+    assert_eq!(c.metrics, Some("127.0.0.1:9464".parse().unwrap()));
+    let c = parse(r#"{"metrics": {"address": "[::]:9464"}}"#).unwrap();
+    assert_eq!(c.metrics, Some("[::]:9464".parse().unwrap()));
+}
+
+#[test]
+fn a_bad_metrics_value_is_one_line_naming_the_key_and_the_value() {
+    for (text, says) in [
+        (
+            r#"{"metrics": {"address": "localhost:9464"}}"#,
+            r#"key "metrics": address "localhost:9464" is not an IP address and port (e.g. "127.0.0.1:9464")"#,
+        ),
+        (
+            r#"{"metrics": {"address": "127.0.0.1"}}"#,
+            r#"key "metrics": address "127.0.0.1" is not an IP address and port"#,
+        ),
+        (
+            r#"{"metrics": {"address": 9464}}"#,
+            r#"key "metrics": address 9464 is not a string"#,
+        ),
+        (
+            r#"{"metrics": {"port": 9464}}"#,
+            r#"key "metrics": unknown field "port" (it takes "address")"#,
+        ),
+        (
+            r#"{"metrics": {}}"#,
+            r#"key "metrics": {} has no "address""#,
+        ),
+        (
+            r#"{"metrics": "on"}"#,
+            r#"key "metrics": "on" is not "off" or {"address": "IP:PORT"}"#,
+        ),
+        (
+            r#"{"metrics": true}"#,
+            r#"key "metrics": true is not "off""#,
+        ),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(says), "{text}: {e}");
+        assert!(!e.contains('\n'), "{text}: one line: {e}");
+    }
 }

@@ -39,6 +39,20 @@ impl Instance {
     /// Takes `nri_dir`'s lock; while another plugin holds it, waits for it to exit when `wait`
     /// (logging the other's pid), else fails naming it.
     pub(crate) fn acquire(nri_dir: &Path, wait: bool) -> Result<Instance, NriError> {
+        Self::take(nri_dir, wait, || {})
+    }
+
+    /// Takes `nri_dir`'s lock, waiting while another plugin holds it; `standby` is called once
+    /// before that wait begins (not at all where the lock is free).
+    pub(crate) fn acquire_standing_by(
+        nri_dir: &Path,
+        standby: impl FnOnce(),
+    ) -> Result<Instance, NriError> {
+        Self::take(nri_dir, true, standby)
+    }
+
+    fn take(nri_dir: &Path, wait: bool, standby: impl FnOnce()) -> Result<Instance, NriError> {
+        let mut standby = Some(standby);
         let path = nri_dir.join(LOCK_FILE);
         let fail = |what: String| NriError::Instance {
             path: path.clone(),
@@ -68,6 +82,9 @@ impl Instance {
                         nri_dir.display()
                     );
                     waited = Some(other);
+                    if let Some(standby) = standby.take() {
+                        standby();
+                    }
                     file = f;
                 }
                 Err((_, errno)) => return Err(fail(format!("cannot lock it: {errno}"))),
@@ -147,13 +164,18 @@ mod tests {
                 && err.contains("one plugin per nri_dir"),
             "{err}"
         );
-        // A waiting one gets it as soon as the first goes.
+        // A waiting one gets it as soon as the first goes, standing by meanwhile.
+        let (tx, rx) = std::sync::mpsc::channel();
         let waiter = std::thread::spawn({
             let dir = dir.clone();
-            move || Instance::acquire(&dir, true).map(|i| i.dir().to_path_buf())
+            move || {
+                Instance::acquire_standing_by(&dir, move || tx.send(()).unwrap())
+                    .map(|i| i.dir().to_path_buf())
+            }
         });
         std::thread::sleep(std::time::Duration::from_millis(200));
         assert!(!waiter.is_finished(), "it waits while the first holds it");
+        assert_eq!(rx.try_recv(), Ok(()), "it stood by");
         drop(first);
         assert_eq!(waiter.join().unwrap().unwrap(), dir);
     }

@@ -6,14 +6,18 @@
 //! plugin per plan directory at a time), `attempts`
 //! (containers whose plan mount may have stopped their start), `plandir` (the host directory
 //! of plans), `spec` (NRI's container as the planner's spec), `from_edit`
-//! (the edit as NRI's adjustment), [`options`] (the command line).
+//! (the edit as NRI's adjustment), [`options`] (the command line), `metrics` (Prometheus),
+//! `health` (readiness and liveness, and the probes' state file), `http` (the listener).
 #![warn(missing_docs)]
 
 mod attempts;
 mod error;
 mod from_edit;
+pub(crate) mod health;
+mod http;
 mod ids;
 pub mod instance;
+pub mod metrics;
 pub mod options;
 mod plandir;
 mod planner;
@@ -44,12 +48,33 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     crate::logging::init(early);
     crate::logging::set_level(config.log_level);
     let nri_dir = config.nri_dir.clone();
-    let handler = PlanHandler::new(config, &opts.stub.full_name(), opts.log.is_some());
+    let listen = config.metrics;
+    let handler = Arc::new(PlanHandler::new(
+        config,
+        &opts.stub.full_name(),
+        opts.log.is_some(),
+    ));
+    let health = handler.health();
+    if !launched {
+        // The probes are a DaemonSet's (an external plugin); a runtime watches one it launched.
+        health::keep_state(opts.state.clone(), handler.health());
+    }
+    if let Some(address) = listen {
+        http::serve(address, Arc::clone(&handler));
+    }
     if launched {
         handler.hold_at_configure();
     } else {
-        handler.hold(instance::Instance::acquire(&nri_dir, true)?);
+        let standby = || health.set(health::Phase::Standby);
+        handler.hold(instance::Instance::acquire_standing_by(&nri_dir, standby)?);
     }
-    nri_plugin::run(&opts.stub, Arc::new(handler))?;
+    health.set(health::Phase::Connecting);
+    nri_plugin::run(&opts.stub, handler)?;
     Ok(())
+}
+
+/// `--probe ready|live`: the plugin's verdict from its state file at `state` as one line, `Ok`
+/// where the probe passes.
+pub fn probe(state: &std::path::Path, which: health::Probe) -> Result<String, String> {
+    health::probe(state, which, std::time::SystemTime::now())
 }

@@ -17,12 +17,20 @@ pub const HELP: &str = "\
 cpuplan-hook nri: run as an NRI plugin of containerd or CRI-O
 
 usage: cpuplan-hook [--config FILE] nri [--socket PATH] [--name NAME] [--index NN] [--log FILE]
+                                       [--state FILE]
+       cpuplan-hook nri --probe ready|live [--state FILE]
 
   --socket PATH    the runtime's NRI socket (default /var/run/nri/nri.sock); the plugin
                    reconnects with backoff when the runtime restarts
   --name NAME      the plugin's name (default cpuplan)
   --index NN       the plugin's two-digit index (default 10)
   --log FILE       also append the log to FILE (it always goes to stderr)
+  --state FILE     the probes' state file, rewritten every second (default
+                   /run/cpuplan-nri/state)
+  --probe WHICH    print whether the plugin writing --state is ready (registered with the
+                   runtime) or live (not wedged), and exit 0 if so, 1 if not
+
+The config's \"metrics\": {\"address\": \"IP:PORT\"} serves /metrics, /readyz and /healthz there.
 
 Launched by the runtime from its plugin directory (as e.g. 10-cpuplan, no arguments), it uses
 the socket NRI_PLUGIN_SOCKET names and exits when the runtime closes it. Its configuration is
@@ -41,6 +49,8 @@ pub struct NriOptions {
     pub config: PathBuf,
     /// A file the log is appended to, besides stderr.
     pub log: Option<PathBuf>,
+    /// The probes' state file ([`super::health`]).
+    pub state: PathBuf,
 }
 
 /// The `nri` command line's options, as given (before defaults and the environment).
@@ -54,6 +64,8 @@ pub struct NriArgs {
     pub index: Option<String>,
     /// `--log`.
     pub log: Option<PathBuf>,
+    /// `--state`.
+    pub state: Option<PathBuf>,
 }
 
 impl NriOptions {
@@ -80,6 +92,9 @@ impl NriOptions {
             stub,
             config,
             log: args.log,
+            state: args
+                .state
+                .unwrap_or_else(|| PathBuf::from(super::health::DEFAULT_STATE)),
         })
     }
 }

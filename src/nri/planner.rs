@@ -29,7 +29,7 @@ use nri_plugin::api::{
     ConfigureRequest, Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse,
     Event, LinuxResources, Mount, PodSandbox, UpdateContainerResponse,
 };
-use nri_plugin::{EventMask, Plugin, PluginResult};
+use nri_plugin::{EventMask, Lifecycle, Plugin, PluginResult};
 
 use crate::apply::claim::{claim, release_scope};
 use crate::config::{paths_overlap, HookConfig, OnError};
@@ -41,8 +41,10 @@ use crate::read::{read, Container as Ctr, Live};
 
 use super::attempts::Attempts;
 use super::from_edit::adjustment;
+use super::health::{Health, Phase};
 use super::ids::ContainerId;
 use super::instance::Instance;
+use super::metrics::{fallbacks_of, labels_of, Fallback, Metrics, Outcome, Request};
 use super::plandir::{PlanDirs, Record};
 use super::spec::container_spec;
 
@@ -89,19 +91,59 @@ pub struct PlanHandler {
     instance: Mutex<Option<Instance>>,
     /// Whether Configure takes the hold (a plugin the runtime launched).
     hold_at_configure: AtomicBool,
+    /// The metrics, kept across configurations.
+    metrics: Arc<Metrics>,
+    /// Whether the plugin is ready and live.
+    health: Arc<Health>,
 }
 
 impl PlanHandler {
     /// A handler planning with `config` as the plugin named `plugin` (`10-cpuplan`); with
     /// `log_given`, a configuration the runtime gives keeps the log file `--log` named.
     pub fn new(config: HookConfig, plugin: &str, log_given: bool) -> PlanHandler {
+        let metrics = Arc::new(Metrics::new());
         PlanHandler {
-            planner: RwLock::new(Arc::new(Planner::new(config, plugin))),
+            planner: RwLock::new(Arc::new(Planner::new(config, plugin, &metrics))),
             plugin: plugin.to_string(),
             log_given,
             instance: Mutex::new(None),
             hold_at_configure: AtomicBool::new(false),
+            metrics,
+            health: Arc::default(),
         }
+    }
+
+    /// The plugin's health (ready, live), as the stub and the handlers report it.
+    pub fn health(&self) -> Arc<Health> {
+        Arc::clone(&self.health)
+    }
+
+    /// The metrics in the OpenMetrics text format, with the GPU claims this plugin holds now
+    /// (live holders of its scope in the claims directory of the configuration in force).
+    pub fn metrics_text(&self) -> String {
+        let p = self.planner();
+        let held = match cpuplan::list_claims(&p.config.claims_dir, &p.host.root) {
+            Ok(claims) => Some(
+                claims
+                    .iter()
+                    .filter(|c| c.live && c.holder.scope == p.scope)
+                    .count(),
+            ),
+            Err(e) => {
+                log::debug!("nri: metrics: cannot list the claims: {e}");
+                None
+            }
+        };
+        self.metrics.encode(held)
+    }
+
+    /// Runs `request`'s handler `f`, timed and watched ([`Health::busy`]).
+    fn timed<T>(&self, request: Request, f: impl FnOnce() -> T) -> T {
+        let _busy = self.health.busy(request.as_str());
+        let started = std::time::Instant::now();
+        let out = f();
+        self.metrics.took(request, started.elapsed());
+        out
     }
 
     /// Keeps `instance` (the plan directory's lock) for the plugin's life; a configuration the
@@ -143,6 +185,8 @@ struct Planner {
     own_pod: Option<String>,
     /// Containers given a plan mount that have not stopped yet.
     attempts: Attempts,
+    /// The plugin's metrics.
+    metrics: Arc<Metrics>,
 }
 
 /// The UID of the Kubernetes pod whose cgroup `text` (a `/proc/PID/cgroup`) is in, if any:
@@ -216,9 +260,11 @@ fn at_or_under(dest: &str, dir: &Path) -> bool {
 }
 
 impl Planner {
-    fn new(config: HookConfig, plugin: &str) -> Planner {
+    fn new(config: HookConfig, plugin: &str, metrics: &Arc<Metrics>) -> Planner {
         Planner {
-            host: Host::of(&config).keeping_inventory(),
+            host: Host::of(&config)
+                .keeping_inventory()
+                .counting_reads(metrics.inventory_reads()),
             dirs: PlanDirs::new(&config.nri_dir),
             config,
             scope: format!("nri:{plugin}"),
@@ -228,6 +274,7 @@ impl Planner {
                 .as_deref()
                 .and_then(pod_uid_of_cgroup),
             attempts: Attempts::default(),
+            metrics: Arc::clone(metrics),
         }
     }
 
@@ -330,6 +377,8 @@ impl Planner {
     /// A planning problem, judged by the one allow/deny rule ([`verdict`]): under `allow` the
     /// container is created unchanged, under `deny` not at all.
     fn problem(&self, id: &str, problem: Problem) -> Result<ContainerAdjustment, Refused> {
+        self.metrics.problem(problem.cause());
+        self.metrics.outcome(Request::Create, Outcome::Problem);
         log::warn!("container {id}: planning problem: {problem}");
         verdict(self.config.on_error, &problem)
             .map(|()| ContainerAdjustment::default())
@@ -350,6 +399,7 @@ impl Planner {
                 pod.namespace,
                 c.name
             );
+            self.metrics.outcome(Request::Create, Outcome::Ignored);
             return Ok(ContainerAdjustment::default());
         }
         let id_text = id.to_string();
@@ -396,6 +446,10 @@ impl Planner {
             period,
             generation: 1,
         };
+        let mut fallbacks = fallbacks_of(course.decision(), course.claim());
+        if !mount {
+            fallbacks.push(Fallback::EnvOnly);
+        }
         let decision = course.into_decision();
         let mut edit = SpecEdit::new(&inputs, &decision, &self.config);
         edit.dir = PathBuf::from(PLAN_MOUNT);
@@ -411,6 +465,11 @@ impl Planner {
                 log::info!("{}", decision.summary(&inputs));
                 if mount {
                     self.attempts.mounted(&pod.id, &c.name, id);
+                }
+                self.metrics
+                    .outcome(Request::Create, labels_of(&decision).0);
+                for f in fallbacks {
+                    self.metrics.fallback(f);
                 }
                 Ok(adjustment(&edit, mount.then_some(dir.as_path())))
             }
@@ -449,7 +508,8 @@ impl Plugin for PlanHandler {
         pod: &PodSandbox,
         container: &Container,
     ) -> PluginResult<CreateContainerResponse> {
-        Ok(self.planner().plan(pod, container)?.into())
+        let planned = self.timed(Request::Create, || self.planner().plan(pod, container));
+        Ok(planned?.into())
     }
 
     fn update_container(
@@ -458,7 +518,25 @@ impl Plugin for PlanHandler {
         container: &Container,
         resources: Option<&LinuxResources>,
     ) -> PluginResult<UpdateContainerResponse> {
-        Ok(self.planner().update(pod, container, resources)?)
+        let updated = self.timed(Request::Update, || {
+            self.planner().update(pod, container, resources)
+        });
+        Ok(updated?)
+    }
+
+    /// Registered: ready; closed: not; a heartbeat: the stub's loop runs (live).
+    fn lifecycle(&self, event: Lifecycle) {
+        match event {
+            Lifecycle::Registered => {
+                self.health.set(Phase::Registered);
+                self.metrics.registered(true);
+            }
+            Lifecycle::Closed => {
+                self.health.set(Phase::Connecting);
+                self.metrics.registered(false);
+            }
+            Lifecycle::Heartbeat => self.health.heartbeat(),
+        }
     }
 
     fn stop_container(
@@ -509,7 +587,7 @@ impl PlanHandler {
                 config.nri_dir.display(),
                 config.claims_dir.display()
             );
-            let planner = Arc::new(Planner::new(config, &self.plugin));
+            let planner = Arc::new(Planner::new(config, &self.plugin, &self.metrics));
             match self.planner.write() {
                 Ok(mut p) => *p = planner,
                 Err(poisoned) => *poisoned.into_inner() = planner,

@@ -2,6 +2,7 @@
 //! procfs) is read through a [`Host`], under its roots, so a test points them at a fixture tree.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cpuplan::inventory::store::{Came, Obtained};
@@ -26,6 +27,8 @@ pub struct Host {
     given: Option<Arc<HostInventory>>,
     /// What is kept between containers (`None`: nothing is kept).
     kept: Option<Arc<Mutex<Kept>>>,
+    /// Counts the reads of the inventory kept, where one is given.
+    reads: Option<Arc<AtomicU64>>,
 }
 
 /// The host inventory and the GPU inventory seeded from it, as kept between containers.
@@ -67,6 +70,7 @@ impl Host {
             topology_root: config.topology_root.clone(),
             given: None,
             kept: None,
+            reads: None,
         }
     }
 
@@ -112,6 +116,13 @@ impl Host {
         self
     }
 
+    /// This host counting in `reads` every read of the inventory it keeps (the NRI plugin's
+    /// metrics).
+    pub fn counting_reads(mut self, reads: Arc<AtomicU64>) -> Host {
+        self.reads = Some(reads);
+        self
+    }
+
     /// Forgets the inventory kept (a runtime reconnecting may come with new GPUs).
     pub fn forget_inventory(&self) {
         if let Some(kept) = &self.kept {
@@ -132,7 +143,12 @@ impl Host {
         kept.host
             .get_or_insert_with(
                 || match HostInventory::read(&self.root, &self.topology_root) {
-                    Ok(inv) => Some(Arc::new(inv)),
+                    Ok(inv) => {
+                        if let Some(reads) = &self.reads {
+                            reads.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Some(Arc::new(inv))
+                    }
                     Err(e) => {
                         log::warn!("{e}: the host is read afresh for every container");
                         None

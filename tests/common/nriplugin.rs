@@ -80,6 +80,11 @@ pub fn nri_dir(node: &CriNode) -> PathBuf {
     node.path("run/cpuplan/nri")
 }
 
+/// The probes' state file of the plugins started on `node` ([`Plugin::start`]).
+pub fn state_file(node: &CriNode) -> PathBuf {
+    node.path("run/cpuplan-nri/state")
+}
+
 /// The names in the plugin's `nri_dir` on `node`, sorted, less its instance lock (which stays
 /// while the plugin runs and after it).
 pub fn plans_left(node: &CriNode) -> Vec<String> {
@@ -126,12 +131,19 @@ impl Plugin {
         Plugin::start(node, argv)
     }
 
-    /// Starts `cpuplan-hook ARGV --log L`, `L` a log file of its own under the node.
+    /// Starts `cpuplan-hook ARGV --log L`, `L` a log file of its own under the node (and, for
+    /// `nri` without `--state`, `--state` [`state_file`]: not the host's `/run`).
     pub fn start(node: &CriNode, mut argv: Vec<String>) -> Plugin {
         let log = node.path(&format!("var/log/nri-plugin-{}.log", cri::unique()));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let stderr = std::fs::File::create(log.with_extension("stderr")).unwrap();
         argv.extend(["--log".to_string(), log.display().to_string()]);
+        if argv.iter().any(|a| a == "nri") && !argv.iter().any(|a| a == "--state") {
+            argv.extend([
+                "--state".to_string(),
+                state_file(node).display().to_string(),
+            ]);
+        }
         let child = Command::new(plugin_bin())
             .args(&argv)
             .stdin(Stdio::null())

@@ -55,7 +55,7 @@ pub mod version;
 pub use error::Error;
 pub use events::EventMask;
 pub use options::{Endpoint, Options};
-pub use plugin::{Plugin, PluginError, PluginResult};
+pub use plugin::{Lifecycle, Plugin, PluginError, PluginResult};
 /// The protobuf crate the messages are built with (for encoding and decoding them).
 pub use prost;
 pub use service::Service;

@@ -19,6 +19,19 @@ pub type PluginError = Box<dyn std::error::Error + Send + Sync>;
 /// A plugin method's result.
 pub type PluginResult<T> = Result<T, PluginError>;
 
+/// What the stub tells the plugin of its life ([`Plugin::lifecycle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// The runtime accepted the plugin's registration: it is served from now on.
+    Registered,
+    /// The connection to the runtime closed, or the plugin is stopping: it is not served.
+    Closed,
+    /// The stub's main loop is running (sent every [`crate::stub::HEARTBEAT`] while it waits for
+    /// the connection to close or for the next try): a plugin that stops hearing it has a
+    /// wedged stub.
+    Heartbeat,
+}
+
 /// An NRI plugin.
 pub trait Plugin: Send + Sync {
     /// The events the plugin subscribes to (default: CreateContainer only). Events this
@@ -45,6 +58,10 @@ pub trait Plugin: Send + Sync {
 
     /// The runtime is shutting down.
     fn shutdown(&self) {}
+
+    /// The stub's news of the connection and its main loop (default: nothing). Called from the
+    /// stub's main thread: it must return at once.
+    fn lifecycle(&self, _event: Lifecycle) {}
 
     /// A pod is being started.
     fn run_pod_sandbox(&self, _pod: &PodSandbox) -> PluginResult<()> {

@@ -17,7 +17,7 @@ use nix::sys::stat::{fstat, SFlag};
 use crate::error::{chain, Error};
 use crate::mux::Closed;
 use crate::options::{Endpoint, Options};
-use crate::plugin::Plugin;
+use crate::plugin::{Lifecycle, Plugin};
 use crate::service::Service;
 use crate::transport::{Link, PluginServer};
 
@@ -27,6 +27,8 @@ pub const BACKOFF_MIN: Duration = Duration::from_millis(200);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A connection that lasted this long resets the backoff.
 const STABLE: Duration = Duration::from_secs(10);
+/// How often the main loop tells the plugin it runs ([`Lifecycle::Heartbeat`]) while it waits.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// What the plugin's main loop waits for.
 enum Wake {
@@ -95,7 +97,7 @@ fn serve(
         Endpoint::Socket(_) => None,
     };
     let launched = preconnected.is_some();
-    let server = PluginServer::start(Arc::new(Service::new(plugin, name.clone())))?;
+    let server = PluginServer::start(Arc::new(Service::new(plugin.clone(), name.clone())))?;
     let mut backoff = BACKOFF_MIN;
     let mut n: u64 = 0;
     loop {
@@ -115,7 +117,9 @@ fn serve(
         match link {
             Ok(link) => {
                 log::info!("nri: registered as {name}");
-                let why = wait_closed(&rx, n);
+                plugin.lifecycle(Lifecycle::Registered);
+                let why = wait_closed(&rx, n, &*plugin);
+                plugin.lifecycle(Lifecycle::Closed);
                 link.close();
                 match why {
                     Some(what) => return stopped(what),
@@ -135,12 +139,15 @@ fn serve(
         log::info!("nri: reconnecting in {} ms", backoff.as_millis());
         let deadline = Instant::now() + backoff;
         loop {
+            plugin.lifecycle(Lifecycle::Heartbeat);
             let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
+            match rx.recv_timeout(left.min(HEARTBEAT)) {
                 Ok(Wake::Stop(what)) => return stopped(what),
                 // a late close of a connection already given up
                 Ok(Wake::Closed(..)) if !left.is_zero() => {}
-                Ok(Wake::Closed(..)) | Err(RecvTimeoutError::Timeout) => break,
+                Ok(Wake::Closed(..)) => break,
+                Err(RecvTimeoutError::Timeout) if left > HEARTBEAT => {}
+                Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
@@ -148,10 +155,13 @@ fn serve(
     }
 }
 
-/// Waits until connection `n` closes (`None`) or the plugin is asked to stop (`Some`).
-fn wait_closed(rx: &mpsc::Receiver<Wake>, n: u64) -> Option<&'static str> {
+/// Waits until connection `n` closes (`None`) or the plugin is asked to stop (`Some`), telling
+/// `plugin` every [`HEARTBEAT`] that the loop runs.
+fn wait_closed(rx: &mpsc::Receiver<Wake>, n: u64, plugin: &dyn Plugin) -> Option<&'static str> {
     loop {
-        match rx.recv() {
+        plugin.lifecycle(Lifecycle::Heartbeat);
+        match rx.recv_timeout(HEARTBEAT) {
+            Err(RecvTimeoutError::Timeout) => {}
             Ok(Wake::Stop(what)) => return Some(what),
             Ok(Wake::Closed(m, why)) if m == n => {
                 match why {
@@ -161,7 +171,7 @@ fn wait_closed(rx: &mpsc::Receiver<Wake>, n: u64) -> Option<&'static str> {
                 return None;
             }
             Ok(Wake::Closed(..)) => {}
-            Err(_) => return None,
+            Err(RecvTimeoutError::Disconnected) => return None,
         }
     }
 }
@@ -269,6 +279,42 @@ mod tests {
             started.elapsed() < BACKOFF_MAX,
             "stopped during the backoff"
         );
+    }
+
+    /// A plugin that records the stub's lifecycle events.
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<Lifecycle>>);
+
+    impl Plugin for Heard {
+        fn create_container(
+            &self,
+            _: &PodSandbox,
+            _: &Container,
+        ) -> PluginResult<CreateContainerResponse> {
+            Ok(CreateContainerResponse::default())
+        }
+        fn lifecycle(&self, event: Lifecycle) {
+            self.0.lock().unwrap().push(event);
+        }
+    }
+
+    #[test]
+    fn a_plugin_retrying_a_missing_socket_hears_heartbeats_and_no_registration() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::new("demo", "10")
+            .unwrap()
+            .with_socket(dir.path().join("none.sock"));
+        let heard = Arc::new(Heard::default());
+        let running = spawn(opts, heard.clone()).unwrap();
+        std::thread::sleep(HEARTBEAT * 2 + BACKOFF_MIN);
+        running.stop().unwrap();
+        let events = heard.0.lock().unwrap().clone();
+        let beats = events
+            .iter()
+            .filter(|e| **e == Lifecycle::Heartbeat)
+            .count();
+        assert!(beats >= 2, "{events:?}");
+        assert!(!events.contains(&Lifecycle::Registered), "{events:?}");
     }
 
     #[test]

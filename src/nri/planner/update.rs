@@ -23,6 +23,7 @@ use super::{ContainerId, Ctr, Live, Planner, Record, Refused};
 use crate::decide::{verdict, Ask, Course, Created, Problem};
 use crate::edit::SpecEdit;
 use crate::logging::escape;
+use crate::nri::metrics::{labels_of, Outcome, Request};
 use crate::read::read;
 
 use super::super::spec::container_spec;
@@ -66,6 +67,8 @@ impl Planner {
         id: &str,
         problem: Problem,
     ) -> Result<UpdateContainerResponse, Refused> {
+        self.metrics.problem(problem.cause());
+        self.metrics.outcome(Request::Update, Outcome::Problem);
         log::warn!("container {id}: update: planning problem, kubelet's update passes through unchanged: {problem}");
         verdict(self.config.on_error, &problem)
             .map(|()| UpdateContainerResponse::default())
@@ -142,6 +145,8 @@ impl Planner {
         if let Err(e) = self.dirs.write(&id, &edit, &record) {
             return self.update_problem(&id_text, Problem::files(e));
         }
+        self.metrics
+            .outcome(Request::Update, labels_of(&decision).0);
         log::info!(
             "container {id}: updated (kubelet's cpus {}, quota {}): plan files of generation {generation}: {}",
             cpus.as_deref().unwrap_or("none"),

@@ -33,16 +33,28 @@ The instances: one per pool, or one for the whole release. Each is a dict with n
 DaemonSet's and ConfigMap's), pool ("" for the release's), config (merged), nodeSelector,
 affinity and tolerations. Printed as JSON for fromJson.
 */}}
+{{/* A config with the metrics listener on all addresses at metrics.port where metrics.enabled (the
+config key "metrics" the plugin reads), printed as JSON. */}}
+{{- define "cpuplan.withMetrics" -}}
+{{- $config := .config }}
+{{- if .Values.metrics.enabled }}
+{{- $_ := set $config "metrics" (dict "address" (printf "0.0.0.0:%v" .Values.metrics.port)) }}
+{{- end }}
+{{- toJson $config }}
+{{- end }}
+
 {{- define "cpuplan.instances" -}}
 {{- $out := list }}
 {{- $base := include "cpuplan.fullname" . }}
 {{- if .Values.pools }}
 {{- range .Values.pools }}
 {{- $config := mergeOverwrite (deepCopy $.Values.config) (deepCopy (.config | default dict)) }}
+{{- $config = include "cpuplan.withMetrics" (dict "config" $config "Values" $.Values) | fromJson }}
 {{- $out = append $out (dict "name" (printf "%s-%s" $base .name) "pool" .name "config" $config "nodeSelector" (.nodeSelector | default $.Values.nodeSelector) "affinity" (.affinity | default $.Values.affinity) "tolerations" (.tolerations | default $.Values.tolerations)) }}
 {{- end }}
 {{- else }}
-{{- $out = append $out (dict "name" $base "pool" "" "config" .Values.config "nodeSelector" .Values.nodeSelector "affinity" .Values.affinity "tolerations" .Values.tolerations) }}
+{{- $config := include "cpuplan.withMetrics" (dict "config" (deepCopy .Values.config) "Values" .Values) | fromJson }}
+{{- $out = append $out (dict "name" $base "pool" "" "config" $config "nodeSelector" .Values.nodeSelector "affinity" .Values.affinity "tolerations" .Values.tolerations) }}
 {{- end }}
 {{- toJson (dict "items" $out) }}
 {{- end }}
@@ -63,8 +75,3 @@ affinity and tolerations. Printed as JSON for fromJson.
 {{- end }}
 {{- end }}
 
-{{/* The NRI plugin's metrics and probe arguments (the daemon's metrics listener). */}}
-{{- define "cpuplan.metricsArgs" -}}
-- --metrics-address
-- {{ printf "0.0.0.0:%v" .Values.metrics.port | quote }}
-{{- end }}

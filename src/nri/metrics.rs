@@ -1,0 +1,418 @@
+//! The plugin's Prometheus metrics (`prometheus-client`), served by [`super::http`] at
+//! `/metrics` in the OpenMetrics text format. Every label takes a value from a fixed list
+//! (an outcome, a cause, a request): no container id, pod or GPU is ever a label.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+use crate::decide::{ClaimResult, Decision};
+
+/// What became of a container the plugin was asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Its plan pins a GPU worker's or the API server's threads.
+    Pinned,
+    /// Its pools are sized to its quota, nothing pinned (`auto` found nothing to pin, a GPU
+    /// held by another container, or a CPU setting that pins nothing).
+    Sized,
+    /// Its setting is `off`: pools sized, nothing pinned, as asked.
+    Off,
+    /// A planning problem: under `allow` the container runs unplanned, under `deny` it is refused.
+    Problem,
+    /// Not planned: the plugin's own pod, or a container that mounts the plugin's directories.
+    Ignored,
+}
+
+impl Outcome {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pinned => "pinned",
+            Outcome::Sized => "sized",
+            Outcome::Off => "off",
+            Outcome::Problem => "problem",
+            Outcome::Ignored => "ignored",
+        }
+    }
+}
+
+/// A way the plan fell short of what was asked while the container was still planned (the
+/// `cause` of `cpuplan_nri_fallbacks_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fallback {
+    /// The GPUs' local CPUs could not honour the setting: planned over the whole mask.
+    CpusetKept,
+    /// Another container holds one of its GPUs: nothing pinned.
+    ClaimHeld,
+    /// Its GPUs could not be claimed (lock busy, directory unwritable): planned without a claim.
+    ClaimFailed,
+    /// Its env only, no plan mount (its own mount covers the plan directory, its `/dev` is not
+    /// the runtime's, or an earlier attempt with the mount never ran).
+    EnvOnly,
+}
+
+impl Fallback {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::CpusetKept => "cpuset_kept",
+            Fallback::ClaimHeld => "claim_held",
+            Fallback::ClaimFailed => "claim_failed",
+            Fallback::EnvOnly => "env_only",
+        }
+    }
+}
+
+/// The NRI request a handling time is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Request {
+    /// CreateContainer.
+    Create,
+    /// UpdateContainer.
+    Update,
+}
+
+impl Request {
+    /// Its label value, and its name in NRI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Request::Create => "CreateContainer",
+            Request::Update => "UpdateContainer",
+        }
+    }
+}
+
+/// The one place the labels are taken from what a decision says: its outcome, and where it has
+/// a problem, its cause's label ([`crate::decide::Problem::cause`], a fixed list).
+pub fn labels_of(decision: &Decision) -> (Outcome, Option<&'static str>) {
+    if let Some(p) = &decision.problem {
+        return (Outcome::Problem, Some(p.cause()));
+    }
+    let outcome = if !decision.plan.pinned().is_empty() {
+        Outcome::Pinned
+    } else if decision.plan.setting == cpuplan::Setting::Off {
+        Outcome::Off
+    } else {
+        Outcome::Sized
+    };
+    (outcome, None)
+}
+
+/// The fallbacks a planned container met: the cpuset rule's (from the decision) and the claim's.
+pub fn fallbacks_of(decision: &Decision, claim: &ClaimResult) -> Vec<Fallback> {
+    let mut out = Vec::new();
+    if decision.cpuset.is_none() && decision.cpuset_why.starts_with("cpuset kept: on ") {
+        out.push(Fallback::CpusetKept);
+    }
+    match claim {
+        ClaimResult::Held(_) => out.push(Fallback::ClaimHeld),
+        ClaimResult::Failed(_) => out.push(Fallback::ClaimFailed),
+        ClaimResult::Claimed | ClaimResult::Skipped => {}
+    }
+    out
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    request: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabels {
+    cause: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    request: &'static str,
+}
+
+/// The handling-time buckets, in seconds: from half a millisecond to the runtime's 2 s timeout.
+pub const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0,
+];
+
+/// The plugin's metrics: counters kept as events happen, gauges set at each scrape.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    containers: Family<OutcomeLabels, Counter>,
+    problems: Family<CauseLabels, Counter>,
+    fallbacks: Family<CauseLabels, Counter>,
+    duration: Family<RequestLabels, Histogram>,
+    registered: Gauge,
+    registrations: Counter,
+    claims_held: Gauge,
+    inventory_reads: Arc<AtomicU64>,
+    inventory_rebuilds: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, registered under the prefix `cpuplan`.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("cpuplan");
+        let m = Metrics {
+            registry: Registry::default(),
+            containers: Family::default(),
+            problems: Family::default(),
+            fallbacks: Family::default(),
+            duration: Family::new_with_constructor(|| Histogram::new(BUCKETS)),
+            registered: Gauge::default(),
+            registrations: Counter::default(),
+            claims_held: Gauge::default(),
+            inventory_reads: Arc::default(),
+            inventory_rebuilds: Counter::default(),
+        };
+        registry.register(
+            "build",
+            "The plugin's version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        registry.register(
+            "nri_containers",
+            "Containers handled at CreateContainer and UpdateContainer, by outcome (pinned, sized, off, problem, ignored)",
+            m.containers.clone(),
+        );
+        registry.register(
+            "nri_problems",
+            "Planning problems, by cause (id, spec, read, plan, write): under on_error allow the container runs unplanned, under deny it is refused",
+            m.problems.clone(),
+        );
+        registry.register(
+            "nri_fallbacks",
+            "Containers planned short of what was asked, by cause (cpuset_kept, claim_held, claim_failed, env_only)",
+            m.fallbacks.clone(),
+        );
+        registry.register_with_unit(
+            "nri_request_duration",
+            "Time the plugin took to answer an NRI request, by request",
+            prometheus_client::registry::Unit::Seconds,
+            m.duration.clone(),
+        );
+        registry.register(
+            "nri_registered",
+            "1 while the plugin is registered with the runtime, else 0",
+            m.registered.clone(),
+        );
+        registry.register(
+            "nri_registrations",
+            "Registrations with the runtime (the first, and one per reconnection)",
+            m.registrations.clone(),
+        );
+        registry.register(
+            "nri_claims_held",
+            "GPU claims this plugin holds for live containers",
+            m.claims_held.clone(),
+        );
+        registry.register(
+            "nri_inventory_rebuilds",
+            "Times the plugin read the host inventory afresh (at start, and after each Synchronize)",
+            m.inventory_rebuilds.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// A container handled by `request` ended with `outcome`.
+    pub fn outcome(&self, request: Request, outcome: Outcome) {
+        self.containers
+            .get_or_create(&OutcomeLabels {
+                request: request.as_str(),
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// A planning problem of `cause` ([`crate::decide::Problem::cause`]).
+    pub fn problem(&self, cause: &'static str) {
+        self.problems.get_or_create(&CauseLabels { cause }).inc();
+    }
+
+    /// A container planned with `fallback`.
+    pub fn fallback(&self, fallback: Fallback) {
+        self.fallbacks
+            .get_or_create(&CauseLabels {
+                cause: fallback.as_str(),
+            })
+            .inc();
+    }
+
+    /// `request` took `took` to answer.
+    pub fn took(&self, request: Request, took: Duration) {
+        self.duration
+            .get_or_create(&RequestLabels {
+                request: request.as_str(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Registered with the runtime (`true`), or no longer (`false`).
+    pub fn registered(&self, registered: bool) {
+        self.registered.set(i64::from(registered));
+        if registered {
+            self.registrations.inc();
+        }
+    }
+
+    /// The counter the host's inventory reads go to ([`crate::read::host::Host::counting_reads`]).
+    pub fn inventory_reads(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.inventory_reads)
+    }
+
+    /// The metrics in the OpenMetrics text format, with `claims_held` as the gauge's value now.
+    pub fn encode(&self, claims_held: Option<usize>) -> String {
+        if let Some(n) = claims_held {
+            self.claims_held.set(n as i64);
+        }
+        let reads = self.inventory_reads.load(Ordering::Relaxed);
+        let counted = self.inventory_rebuilds.get();
+        if reads > counted {
+            self.inventory_rebuilds.inc_by(reads - counted);
+        }
+        let mut text = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            log::warn!("nri: cannot encode the metrics: {e}");
+        }
+        text
+    }
+}
+
+/// What `/metrics` answers with.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::Problem;
+
+    fn sample(text: &str, line_start: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_start))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    #[test]
+    fn counters_histogram_and_gauges_encode_with_bounded_labels() {
+        let m = Metrics::new();
+        m.outcome(Request::Create, Outcome::Pinned);
+        m.outcome(Request::Create, Outcome::Pinned);
+        m.outcome(Request::Update, Outcome::Sized);
+        m.problem("spec");
+        m.fallback(Fallback::ClaimHeld);
+        m.took(Request::Create, Duration::from_millis(3));
+        m.registered(true);
+        m.inventory_reads().fetch_add(2, Ordering::Relaxed);
+        let text = m.encode(Some(3));
+        let at = |s: &str| sample(&text, s);
+        assert_eq!(
+            at(r#"cpuplan_nri_containers_total{request="CreateContainer",outcome="pinned"} "#),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            at(r#"cpuplan_nri_containers_total{request="UpdateContainer",outcome="sized"} "#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"cpuplan_nri_problems_total{cause="spec"} "#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"cpuplan_nri_fallbacks_total{cause="claim_held"} "#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"cpuplan_nri_request_duration_seconds_count{request="CreateContainer"} "#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"cpuplan_nri_request_duration_seconds_bucket{le="0.0025",request="CreateContainer"} "#)
+                .or(at(r#"cpuplan_nri_request_duration_seconds_bucket{request="CreateContainer",le="0.0025"} "#)),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(at("cpuplan_nri_registered "), Some(1.0));
+        assert_eq!(at("cpuplan_nri_registrations_total "), Some(1.0));
+        assert_eq!(at("cpuplan_nri_claims_held "), Some(3.0));
+        assert_eq!(at("cpuplan_nri_inventory_rebuilds_total "), Some(2.0));
+        assert!(text.contains("cpuplan_build_info{version=\""), "{text}");
+        m.registered(false);
+        let text = m.encode(None);
+        assert_eq!(sample(&text, "cpuplan_nri_registered "), Some(0.0));
+        assert_eq!(
+            sample(&text, "cpuplan_nri_claims_held "),
+            Some(3.0),
+            "kept when it could not be counted"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn a_decision_s_labels() {
+        use crate::config::HookConfig;
+        use crate::decide::decide;
+        use crate::read::testkit::inputs;
+        let config = HookConfig::default();
+        let auto = inputs(cpuplan::Setting::Auto, &["18"], "0-15", 4);
+        let d = decide(&auto, &config);
+        assert!(!d.plan.pinned().is_empty(), "{d:?}");
+        assert_eq!(labels_of(&d), (Outcome::Pinned, None));
+        let held = d.clone().after_claim(&ClaimResult::held("0000:18:00.0"));
+        assert_eq!(labels_of(&held), (Outcome::Sized, None));
+        assert_eq!(
+            fallbacks_of(&held, &ClaimResult::held("0000:18:00.0")),
+            [Fallback::ClaimHeld]
+        );
+        assert_eq!(
+            fallbacks_of(&d, &ClaimResult::Failed(Problem::claim(std::io::Error::other("busy")))),
+            [Fallback::ClaimFailed]
+        );
+        assert!(fallbacks_of(&d, &ClaimResult::Claimed).is_empty());
+        let off = inputs(cpuplan::Setting::Off, &["18"], "0-15", 4);
+        assert_eq!(
+            labels_of(&decide(&off, &config)),
+            (Outcome::Off, None)
+        );
+        let problem = Decision::off(&auto, Problem::spec(std::io::Error::other("bad quota")));
+        assert_eq!(labels_of(&problem), (Outcome::Problem, Some("spec")));
+    }
+
+    #[test]
+    fn label_values_come_from_fixed_lists() {
+        let outcomes = [
+            Outcome::Pinned,
+            Outcome::Sized,
+            Outcome::Off,
+            Outcome::Problem,
+            Outcome::Ignored,
+        ]
+        .map(Outcome::as_str);
+        assert_eq!(outcomes, ["pinned", "sized", "off", "problem", "ignored"]);
+        let fallbacks = [
+            Fallback::CpusetKept,
+            Fallback::ClaimHeld,
+            Fallback::ClaimFailed,
+            Fallback::EnvOnly,
+        ]
+        .map(Fallback::as_str);
+        assert_eq!(
+            fallbacks,
+            ["cpuset_kept", "claim_held", "claim_failed", "env_only"]
+        );
+    }
+}
