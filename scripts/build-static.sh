@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-static.sh [--debug] [CARGO_BUILD_ARGS...]
 #
-# Builds the hook (cpuplan-hook) and the in-container launcher (cpuplan-exec) linked statically
+# Builds the hook (cpuplan-hook), the NRI plugin (cpuplan-nri), the operator's command (cpuplan)
+# and the in-container launcher (cpuplan-exec) linked statically
 # against musl (x86_64-unknown-linux-musl, whose standard library rustup adds: `rustup target add
 # x86_64-unknown-linux-musl`): no dynamic loader runs, so an LD_PRELOAD or LD_LIBRARY_PATH that
 # reaches their environment loads nothing. It runs `cargo build-static` (the alias in
@@ -70,7 +71,7 @@ if readelf -p .comment "$out/cpuplan-hook" 2>/dev/null | grep -q 'Linker: LLD'; 
 else
   echo "build-static.sh: the hook was not linked by LLD: its text is left in link order" >&2
 fi
-for bin in cpuplan-hook cpuplan-exec; do
+for bin in cpuplan-hook cpuplan-nri cpuplan cpuplan-exec; do
   [ -x "$out/$bin" ] || { echo "build-static.sh: $out/$bin was not built" >&2; exit 1; }
   if readelf -lW "$out/$bin" | grep -q 'Requesting program interpreter'; then
     echo "build-static.sh: $out/$bin is dynamically linked (it has a PT_INTERP)" >&2

@@ -379,7 +379,7 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
     // The plugin is the image's binary, not the test's.
     let spec = node.oci_spec(&plugin.container);
     assert_eq!(
-        spec["process"]["args"][0], "/opt/cpuplan/cpuplan-hook",
+        spec["process"]["args"][0], "/opt/cpuplan/cpuplan-nri",
         "{}",
         spec["process"]
     );
@@ -623,7 +623,7 @@ fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
     ]))
     .unwrap();
     let config = &inspect[0]["Config"];
-    assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-hook"]));
+    assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-nri"]));
     let labels = &config["Labels"];
     assert_eq!(
         labels["org.opencontainers.image.version"],
@@ -683,7 +683,12 @@ fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
     files.sort();
     assert_eq!(
         files,
-        ["opt/cpuplan/cpuplan-exec", "opt/cpuplan/cpuplan-hook"]
+        [
+            "opt/cpuplan/cpuplan",
+            "opt/cpuplan/cpuplan-exec",
+            "opt/cpuplan/cpuplan-hook",
+            "opt/cpuplan/cpuplan-nri"
+        ]
     );
     for f in &files {
         assert_eq!(

@@ -21,8 +21,17 @@ use kustomize::{argv, deploy_dir, image_reference, one, render, render_dir, OVER
 use serde::Deserialize;
 use serde_json::Value;
 
-/// The binary the image holds and every container runs.
-const BIN: &str = "/opt/cpuplan/cpuplan-hook";
+/// The image's NRI plugin, its entrypoint, which the NRI overlays run.
+const NRI: &str = "/opt/cpuplan/cpuplan-nri";
+/// The image's operator command, which the init containers run (install).
+const CPUPLAN: &str = "/opt/cpuplan/cpuplan";
+/// The binaries the image holds, in the Containerfile's order.
+const IMAGE_BINS: [&str; 4] = [
+    NRI,
+    CPUPLAN,
+    "/opt/cpuplan/cpuplan-hook",
+    "/opt/cpuplan/cpuplan-exec",
+];
 /// The keep-alive image of the hook routes.
 const PAUSE: &str = "registry.k8s.io/pause:3.9";
 
@@ -131,13 +140,14 @@ fn every_overlay_renders_one_daemonset_with_the_image_set_once() {
                 assert_eq!(image, PAUSE, "{o}");
             } else {
                 assert_eq!(image, image_reference(), "{o}: {}", c["name"]);
-                assert_eq!(argv(c)[0], BIN, "{o}: the image's binary");
+                let bin = if c["name"] == "plugin" { NRI } else { CPUPLAN };
+                assert_eq!(argv(c)[0], bin, "{o}: the image's binary");
             }
         }
     }
 }
 
-/// The plugin as both NRI overlays run it: `cpuplan-hook nri --socket <NRI's default>`, the
+/// The plugin as both NRI overlays run it: `cpuplan-nri --socket <NRI's default>`, the
 /// config at its default path from the ConfigMap (the default config), and every path the
 /// plugin writes on a hostPath mounted at its own path.
 #[test]
@@ -161,12 +171,7 @@ fn the_nri_overlays_run_the_plugin_with_its_flags_and_defaults() {
         assert_eq!(c["securityContext"]["privileged"], true, "{o}");
         assert_eq!(
             argv(c),
-            [
-                BIN,
-                "nri",
-                "--socket",
-                cpuplan_hook::nri::options::DEFAULT_SOCKET
-            ],
+            [NRI, "--socket", cpuplan_hook::nri::options::DEFAULT_SOCKET],
             "{o}: the plugin's default socket, no --config (the default path)"
         );
         let writable = [
@@ -213,7 +218,7 @@ fn the_containerd_1_7_overlay_turns_nri_on_with_install_nri() {
     let inits = containers(ds, "initContainers");
     assert_eq!(inits.len(), 1);
     let c = inits[0];
-    assert_eq!(argv(c), [BIN, "install", "--nri"]);
+    assert_eq!(argv(c), [CPUPLAN, "install", "--nri"]);
     let n = Nri::resolve(&Options::default()).unwrap();
     assert_host_paths(ds, c, &[n.config.clone(), n.drop_in()]);
     assert_eq!(
@@ -250,7 +255,7 @@ fn the_hook_overlays_install_on_the_node_s_own_paths() {
         if o == "hook-containerd" {
             assert_eq!(
                 words,
-                [BIN, "install", "--containerd", "--ctr-root", "/host"]
+                [CPUPLAN, "install", "--containerd", "--ctr-root", "/host"]
             );
             let node = Containerd {
                 config: containerd::DEFAULT_CONFIG.into(),
@@ -266,7 +271,7 @@ fn the_hook_overlays_install_on_the_node_s_own_paths() {
             );
             assert_eq!(v["hostPath"]["path"], "/");
         } else {
-            assert_eq!(words, [BIN, "install"]);
+            assert_eq!(words, [CPUPLAN, "install"]);
         }
         assert_host_paths(ds, c, &paths);
         let volumes: Vec<&str> = pod_spec(ds)["volumes"]
@@ -459,7 +464,9 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
         "Cargo.lock",
         ".cargo/config.toml",
         "scripts/build-static.sh",
-        "src/main.rs",
+        "src/bin/cpuplan-hook.rs",
+        "src/bin/cpuplan-nri.rs",
+        "src/bin/cpuplan.rs",
         "hooks/hook.json",
         "README.md",
         "crates/cpuplan/Cargo.toml",
@@ -497,22 +504,21 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
             format!("{workdir}/target/x86_64-unknown-linux-musl/release/{bin}"),
             "where scripts/build-static.sh leaves it"
         );
-        assert!(["cpuplan-hook", "cpuplan-exec"].contains(&bin), "{bin}");
+        assert!(
+            IMAGE_BINS.iter().any(|b| b.ends_with(&format!("/{bin}"))),
+            "{bin}"
+        );
         dests.push(words[2]);
     }
-    assert_eq!(
-        dests,
-        ["/opt/cpuplan/cpuplan-hook", "/opt/cpuplan/cpuplan-exec"]
-    );
+    assert_eq!(dests, IMAGE_BINS);
     let entry = last
         .iter()
         .find(|(k, _)| k == "ENTRYPOINT")
         .map(|(_, r)| r.clone())
         .expect("an ENTRYPOINT");
     let entry: Vec<String> = serde_json::from_str(&entry).expect("ENTRYPOINT in JSON form");
-    assert_eq!(entry, ["/opt/cpuplan/cpuplan-hook"]);
-    // Every DaemonSet runs the binary the image has, and the labels carry the version.
-    assert_eq!(entry[0], BIN);
+    // The entrypoint is the plugin the NRI DaemonSets run; the labels carry the version.
+    assert_eq!(entry, [NRI]);
     let labels = last
         .iter()
         .find(|(k, _)| k == "LABEL")
