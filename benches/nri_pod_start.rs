@@ -10,7 +10,7 @@
 //!
 //! Two identical private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven
 //! through CRI, each with a runtime handler `hooked` that runs the OCI hook through
-//! `base_runtime_spec` (what `install --containerd` writes). The plugin (`cpuplan-hook nri`,
+//! `base_runtime_spec` (what `install --containerd` writes). The plugin (`cpuplan-nri`,
 //! release build) is connected to one node for the first half of the rounds and to the other
 //! for the second half, so that the nodes' differences cancel. Each round starts one pod of each
 //! variant in a rotating order, timed from RunPodSandbox through StartContainer (and
@@ -48,7 +48,10 @@ use cpuplan_hook::install::Layout;
 use cri::{cri as api, quota, CriNode, NodeOptions, Pod};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+/// The OCI hook the `hooked` handler runs.
+const HOOK: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+/// The NRI plugin.
+const NRI: &str = env!("CARGO_BIN_EXE_cpuplan-nri");
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -417,7 +420,7 @@ fn hooked_node() -> CriNode {
         config: cfg,
     };
     std::fs::create_dir_all(layout.binary().parent().unwrap()).unwrap();
-    std::fs::copy(BIN, layout.binary()).unwrap();
+    std::fs::copy(HOOK, layout.binary()).unwrap();
     containerd::install(
         &layout,
         &Containerd {
@@ -431,21 +434,32 @@ fn hooked_node() -> CriNode {
     node
 }
 
-/// The plugin's binary: `--plugin PATH`, else this build's.
+/// The plugin's binary: `--plugin PATH`, else this build's `cpuplan-nri`.
 fn plugin_bin() -> PathBuf {
     std::env::args()
         .skip_while(|a| a != "--plugin")
         .nth(1)
-        .map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+        .map_or_else(|| PathBuf::from(NRI), PathBuf::from)
+}
+
+/// The words before the plugin's options: a `--plugin` named `cpuplan-hook` is a build from
+/// before the plugin had a binary of its own, which runs it as `cpuplan-hook nri`.
+fn plugin_words(bin: &Path) -> &'static [&'static str] {
+    if bin.file_name().is_some_and(|n| n == "cpuplan-hook") {
+        &["nri"]
+    } else {
+        &[]
+    }
 }
 
 /// The plugin (release build) connected to `node`, logging to `log`, synchronized.
 fn start_plugin(node: &CriNode, log: &Path) -> Plugin {
+    let bin = plugin_bin();
     let plugin = Plugin(
-        Command::new(plugin_bin())
+        Command::new(&bin)
             .arg("--config")
             .arg(node.path("etc/cpuplan/hook.json"))
-            .arg("nri")
+            .args(plugin_words(&bin))
             .arg("--socket")
             .arg(node.nri_socket())
             .arg("--log")

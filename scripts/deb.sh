@@ -2,7 +2,7 @@
 # deb.sh [--debug] [OUT_DIR]
 #
 # Builds the Debian package `cpuplan` (amd64) with cargo-deb and prints its path:
-#   1. scripts/stage.sh builds the static cpuplan-hook and cpuplan-exec and the shim's C
+#   1. scripts/stage.sh builds the static cpuplan-hook, cpuplan-nri, cpuplan and cpuplan-exec and the shim's C
 #      libraries into target/deb-stage/ (the asset paths of [package.metadata.deb] in
 #      Cargo.toml, relative to the repository),
 #   2. cargo deb --no-build writes the .deb into OUT_DIR (default: $CARGO_TARGET_DIR/debian).

@@ -3,7 +3,8 @@
 #
 # Builds the release tarball cpuplan-VERSION-x86_64-linux.tar.gz into OUT_DIR (default:
 # $CARGO_TARGET_DIR/dist) and prints its path. It holds one directory, cpuplan-VERSION-x86_64-linux/:
-#   bin/cpuplan-hook, bin/cpuplan-exec      static (no PT_INTERP; scripts/build-static.sh)
+#   bin/cpuplan-hook, bin/cpuplan-nri, bin/cpuplan, bin/cpuplan-exec   static (no PT_INTERP;
+#                                           scripts/build-static.sh)
 #   lib/libcpuplan_shim.so, lib/libcpuplan_shim.a, include/cpuplan.h   the shim's C ABI
 #   hooks/                                  the registrations and the default hook config
 #   docs/install.md
@@ -27,7 +28,8 @@ scripts/stage.sh "${stage_flags[@]}" "$work/stage"
 root=$work/$name
 rm -rf "$root"
 mkdir -p "$root/bin" "$root/lib" "$root/include" "$root/docs"
-install -m 755 "$work/stage/cpuplan-hook" "$work/stage/cpuplan-exec" "$root/bin/"
+install -m 755 "$work/stage/cpuplan-hook" "$work/stage/cpuplan-nri" "$work/stage/cpuplan" \
+  "$work/stage/cpuplan-exec" "$root/bin/"
 install -m 644 "$work/stage/libcpuplan_shim.so" "$work/stage/libcpuplan_shim.a" "$root/lib/"
 install -m 644 include/cpuplan.h "$root/include/"
 install -m 644 docs/install.md "$root/docs/"

@@ -3,10 +3,12 @@
 #
 # Builds the image the Kubernetes manifests run, with no registry, no base image and no engine:
 # an OCI image layout written directly (one gzip layer; FROM scratch in effect) holding only
-#   /opt/cpuplan/cpuplan-hook   static (scripts/build-static.sh: no PT_INTERP)
+#   /opt/cpuplan/cpuplan-nri    the NRI plugin, static (scripts/build-static.sh: no PT_INTERP)
+#   /opt/cpuplan/cpuplan        the operator's command (the hook overlays' installer), static
+#   /opt/cpuplan/cpuplan-hook   the OCI hook the installer copies to the node, static
 #   /opt/cpuplan/cpuplan-exec   static
 # (under /opt so that a node's /usr/local mounted over the image's hides nothing), entrypoint
-# /opt/cpuplan/cpuplan-hook, with the OCI labels version, source, licenses, title, created and
+# /opt/cpuplan/cpuplan-nri, with the OCI labels version, source, licenses, title, created and
 # revision. It is archived as OUT_DIR/cpuplan-VERSION.oci.tar (default OUT_DIR:
 # $CARGO_TARGET_DIR/image) and the path printed. The archive names the image
 # localhost/cpuplan-hook:VERSION (IMAGE_NAME overrides the name before the colon), so it loads as
@@ -35,7 +37,7 @@ created=$(date -u -d "@$mtime" +%Y-%m-%dT%H:%M:%SZ)
 static_flags=()
 [ "$profile" = debug ] && static_flags+=(--debug)
 mapfile -t bins < <(scripts/build-static.sh "${static_flags[@]}")
-[ ${#bins[@]} -eq 2 ] || { echo "image.sh: scripts/build-static.sh failed" >&2; exit 1; }
+[ ${#bins[@]} -eq 4 ] || { echo "image.sh: scripts/build-static.sh failed" >&2; exit 1; }
 
 work=$target/image-work
 rm -rf "$work"
@@ -59,7 +61,7 @@ gzip -n -9 "$work/layer.tar"
 read -r layer layer_size < <(blob "$work/layer.tar.gz")
 
 labels="\"org.opencontainers.image.title\":\"cpuplan-hook\",\"org.opencontainers.image.version\":\"$version\",\"org.opencontainers.image.source\":\"$source\",\"org.opencontainers.image.licenses\":\"$license\",\"org.opencontainers.image.revision\":\"$revision\",\"org.opencontainers.image.created\":\"$created\""
-printf '{"architecture":"amd64","os":"linux","created":"%s","config":{"Entrypoint":["/opt/cpuplan/cpuplan-hook"],"Env":["PATH=/opt/cpuplan"],"Labels":{%s}},"rootfs":{"type":"layers","diff_ids":["%s"]},"history":[{"created":"%s","created_by":"scripts/image.sh: the static cpuplan-hook and cpuplan-exec"}]}' \
+printf '{"architecture":"amd64","os":"linux","created":"%s","config":{"Entrypoint":["/opt/cpuplan/cpuplan-nri"],"Env":["PATH=/opt/cpuplan"],"Labels":{%s}},"rootfs":{"type":"layers","diff_ids":["%s"]},"history":[{"created":"%s","created_by":"scripts/image.sh: the static cpuplan-nri, cpuplan, cpuplan-hook and cpuplan-exec"}]}' \
   "$created" "$labels" "$diff_id" "$created" > "$work/config.json"
 read -r config config_size < <(blob "$work/config.json")
 

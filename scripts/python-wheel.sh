@@ -7,7 +7,7 @@
 #   scripts/python-wheel.sh [PYTEST ARGS...]
 #
 # PYTHON         the interpreter for the venvs (default: python3)
-# CPUPLAN_HOOK   the cpuplan-hook binary the CLI comparisons and the runc test use
+# CPUPLAN_BIN    the cpuplan binary the CLI comparisons use
 #                (default: built here with cargo, in the debug profile)
 # CARGO_TARGET_DIR  where cargo and maturin build (default: target/); the wheel is built in
 #                its `wheel` profile, the venvs and the wheel go to $CARGO_TARGET_DIR/python.
@@ -51,12 +51,12 @@ rm -rf "$work/venv"
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q "${wheels[0]}" pytest
 
-if [ -z "${CPUPLAN_HOOK:-}" ]; then
-    echo "== cargo build --bin cpuplan-hook"
-    cargo build --bin cpuplan-hook --target-dir "$target"
-    CPUPLAN_HOOK=$target/debug/cpuplan-hook
+if [ -z "${CPUPLAN_BIN:-}" ]; then
+    echo "== cargo build --bin cpuplan"
+    cargo build --bin cpuplan --target-dir "$target"
+    CPUPLAN_BIN=$target/debug/cpuplan
 fi
-export CPUPLAN_HOOK CPUPLAN_REPO=$repo CPUPLAN_VENV=$work/venv
+export CPUPLAN_BIN CPUPLAN_REPO=$repo CPUPLAN_VENV=$work/venv
 echo "== wheel built in $((built - start)) s; pytest"
 
 # Run from outside the source tree, so `import cpuplan` finds the installed wheel only.

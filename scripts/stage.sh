@@ -2,7 +2,7 @@
 # stage.sh [--debug] DIR
 #
 # Builds what the Debian package and the release tarball ship, and copies it into DIR:
-#   cpuplan-hook, cpuplan-exec   static (scripts/build-static.sh, checked for no PT_INTERP)
+#   cpuplan-hook, cpuplan-nri, cpuplan, cpuplan-exec   static (scripts/build-static.sh, no PT_INTERP)
 #   libcpuplan_shim.so, .a       the shim's C libraries, a normal build (-p cpuplan-shim-capi)
 # Release builds unless --debug (the tests' builds: the same code, debug info stripped so the
 # archives stay small). Honours CARGO_TARGET_DIR and CARGO.
@@ -19,7 +19,7 @@ lib_flags=()
 [ "$profile" = debug ] && static_flags+=(--debug)
 [ "$profile" = release ] && lib_flags+=(--release)
 mapfile -t bins < <(scripts/build-static.sh "${static_flags[@]}")
-[ ${#bins[@]} -eq 2 ] || { echo "stage.sh: scripts/build-static.sh failed" >&2; exit 1; }
+[ ${#bins[@]} -eq 4 ] || { echo "stage.sh: scripts/build-static.sh failed" >&2; exit 1; }
 "$cargo" build -p cpuplan-shim-capi "${lib_flags[@]}"
 
 rm -rf "$dir"

@@ -18,7 +18,6 @@ pub mod elf;
 mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod heap;
 pub mod hook;
 pub mod install;
 mod logging;
@@ -29,6 +28,6 @@ pub mod privileges;
 mod read;
 mod render;
 
-pub use cli::{main_with, panic_aborts, CliError, Exit};
+pub use cli::{main, main_with, panic_aborts, CliError, Exit, Program, HOOK, NRI, OPERATOR};
 pub use logging::{escape, rfc3339};
 pub use read::bundle::MAX_CONFIG;

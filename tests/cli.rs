@@ -1,4 +1,5 @@
-//! The `cpuplan-hook` command line: plan, quota, gpus, explain, claims, help and exit statuses.
+//! The command lines of `cpuplan` (plan, quota, gpus, explain, claims…), `cpuplan-hook` and
+//! `cpuplan-nri`: help, versions, each binary's own commands, and exit statuses.
 
 /// The tests' one run/check/parse helper.
 #[path = "common/hookbin.rs"]
@@ -12,8 +13,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// `cpuplan`, the operator's command, which most tests here run.
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    Command::new(hookbin::cpuplan_bin())
 }
 
 fn repo(p: &str) -> PathBuf {
@@ -21,7 +23,15 @@ fn repo(p: &str) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run cpuplan-hook")
+    bin().args(args).output().expect("run cpuplan")
+}
+
+/// `path ARGS`, its output.
+fn run_of(path: &Path, args: &[&str]) -> Output {
+    Command::new(path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
 }
 
 fn ok_json(args: &[&str]) -> Value {
@@ -30,7 +40,12 @@ fn ok_json(args: &[&str]) -> Value {
 
 /// Exit 2 and exactly one line on stderr that contains `needle`.
 fn bad(args: &[&str], needle: &str) {
-    let out = run(args);
+    bad_of(&hookbin::cpuplan_bin(), args, needle)
+}
+
+/// [`bad`] of the binary at `path`.
+fn bad_of(path: &Path, args: &[&str], needle: &str) {
+    let out = run_of(path, args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -472,26 +487,70 @@ fn bad_arguments_and_files_exit_2_with_one_line() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in [
-        "hook",
+    let (hook, cpuplan) = (hookbin::hook_bin(), hookbin::cpuplan_bin());
+    let operator = [
         "explain",
+        "inventory",
         "plan",
         "quota",
         "gpus",
         "claims",
-        "precreate",
+        "check-config",
         "install",
         "uninstall",
+    ];
+    for (path, name, subs) in [
+        (&hook, "cpuplan-hook", &["hook", "precreate"][..]),
+        (&cpuplan, "cpuplan", &operator[..]),
     ] {
-        let out = run(&[sub, "--help"]);
-        assert!(out.status.success(), "{sub}");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).starts_with("usage: cpuplan-hook"),
-            "{sub}"
-        );
+        for sub in subs {
+            let out = run_of(path, &[sub, "--help"]);
+            assert!(out.status.success(), "{name} {sub}");
+            assert!(
+                String::from_utf8_lossy(&out.stdout).starts_with(&format!("usage: {name} ")),
+                "{name} {sub}"
+            );
+        }
+        let out = run_of(path, &["--help"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("subcommands:"), "{text}");
+        assert!(text.starts_with(&format!("{name}: ")), "{text}");
     }
-    let out = run(&["--help"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("subcommands:"));
+    let out = run_of(&hookbin::nri_bin(), &["--help"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("cpuplan-nri: "));
+}
+
+#[test]
+fn each_binary_runs_only_its_own_commands() {
+    let (hook, nri, cpuplan) = (
+        hookbin::hook_bin(),
+        hookbin::nri_bin(),
+        hookbin::cpuplan_bin(),
+    );
+    for sub in ["explain", "install", "uninstall", "claims", "status", "nri"] {
+        bad_of(&hook, &[sub], &format!("unknown subcommand \"{sub}\""));
+    }
+    for sub in ["hook", "precreate", "nri"] {
+        bad_of(&cpuplan, &[sub], &format!("unknown subcommand \"{sub}\""));
+    }
+    // The plugin takes options only: a subcommand word is refused.
+    for sub in ["install", "nri", "hook"] {
+        bad_of(&nri, &[sub], "takes no arguments");
+    }
+    // Each --help lists its own commands and none of the others'.
+    let help = |p: &Path| String::from_utf8_lossy(&run_of(p, &["--help"]).stdout).into_owned();
+    let (h, c) = (help(&hook), help(&cpuplan));
+    for other in ["  explain", "  install", "  nri"] {
+        assert!(!h.contains(other), "{other} in cpuplan-hook --help: {h}");
+    }
+    for other in ["  hook ", "  precreate", "  nri"] {
+        assert!(!c.contains(other), "{other} in cpuplan --help: {c}");
+    }
+    // `cpuplan` without a subcommand: its usage, status 2 (it has no default command).
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("subcommands:"));
 }
 
 #[test]
@@ -547,16 +606,22 @@ fn gpus_without_like_lists_the_hosts_nvidia_gpus() {
 
 #[test]
 fn version_on_every_subcommand() {
-    let want = format!("cpuplan-hook {}\n", env!("CARGO_PKG_VERSION"));
-    for args in [
-        &["--version"][..],
-        &["-V"],
-        &["plan", "--version"],
-        &["hook", "--version"],
+    let v = env!("CARGO_PKG_VERSION");
+    for (path, name, args) in [
+        (hookbin::cpuplan_bin(), "cpuplan", &["--version"][..]),
+        (hookbin::cpuplan_bin(), "cpuplan", &["-V"]),
+        (hookbin::cpuplan_bin(), "cpuplan", &["plan", "--version"]),
+        (hookbin::hook_bin(), "cpuplan-hook", &["--version"]),
+        (hookbin::hook_bin(), "cpuplan-hook", &["hook", "--version"]),
+        (hookbin::nri_bin(), "cpuplan-nri", &["--version"]),
     ] {
-        let out = run(args);
-        assert!(out.status.success(), "{args:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{args:?}");
+        let out = run_of(&path, args);
+        assert!(out.status.success(), "{name} {args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{name} {v}\n"),
+            "{args:?}"
+        );
     }
 }
 
@@ -566,7 +631,7 @@ fn a_bare_command_on_a_terminal_prints_the_usage_instead_of_waiting() {
     let out = Command::new("script")
         .args([
             "-qec",
-            &format!("timeout 5 {}", env!("CARGO_BIN_EXE_cpuplan-hook")),
+            &format!("timeout 5 {}", hookbin::hook_bin().display()),
             "/dev/null",
         ])
         .stdin(std::process::Stdio::null())
@@ -650,10 +715,10 @@ fn a_bad_config_names_the_key_and_the_value_and_every_command_exits_2() {
             &["explain", "--json", "--bundle", b, "--config", c],
             &["--config", c, "explain", "--pid", "1"],
             &["--config", c, "inventory"],
-            &["--config", c, "nri"],
         ] {
             bad(args, &line);
         }
+        bad_of(&hookbin::nri_bin(), &["--config", c], &line);
     }
 }
 
@@ -740,7 +805,7 @@ fn install_refuses_an_existing_config_that_fails_to_load_and_changes_nothing() {
 #[test]
 fn the_words_come_from_argv_and_one_that_is_not_utf8_is_named() {
     use std::os::unix::ffi::OsStrExt;
-    // The words are main's argv (src/main.rs): a command that takes them works at all only
+    // The words are main's argv (src/cli/mod.rs): a command that takes them works at all only
     // because they arrive; an option's value in them is used.
     let out = run(&["gpus", "--root", repo("examples/host").to_str().unwrap()]);
     assert!(
@@ -754,7 +819,7 @@ fn the_words_come_from_argv_and_one_that_is_not_utf8_is_named() {
         .arg("plan")
         .arg(std::ffi::OsStr::from_bytes(b"--root=/x\xff"))
         .output()
-        .expect("run cpuplan-hook");
+        .expect("run cpuplan");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");

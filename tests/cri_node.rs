@@ -1,6 +1,6 @@
 //! A Kubernetes node in CI: containerd 1.7's CRI plugin driven as kubelet drives it
 //! (RunPodSandbox, CreateContainer, StartContainer, Stop/Remove), the hook registered by
-//! `cpuplan-hook install --containerd` into the private node's root.
+//! `cpuplan install --containerd` into the private node's root.
 //!
 //! The machine has 2 CPUs, so `step_thread_core auto` never pins a worker here (it keeps a
 //! core for the API server and one for the pools); the GPU tests check the claims, the cpuset
@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::runc::line_value;
-use common::statics::static_hook;
+use common::statics::static_cpuplan;
 use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions};
 use cri_hook::{claims, hook_config, hook_log, hooked, install, plan_json, PROBE};
 use serde_json::{json, Value};
@@ -418,7 +418,7 @@ fn install_derives_the_base_spec_and_uninstall_removes_exactly_what_it_wrote(c: 
         node.remove_pod(pod);
     }
 
-    let out = Command::new(static_hook())
+    let out = Command::new(static_cpuplan())
         .args(["uninstall", "--containerd", "--root-prefix"])
         .arg(node.root())
         .output()
@@ -455,7 +455,7 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
     // machine's ctr and the libraries it loads (hard links), which install runs chrooted; the
     // node's paths through the root prefix.
     let host = node.path("host-root");
-    words[0] = static_hook().display().to_string();
+    words[0] = static_cpuplan().display().to_string();
     let at = words.iter().position(|w| w == "--ctr-root").unwrap() + 1;
     words[at] = host.display().to_string();
     words.extend(["--root-prefix".into(), node.root().display().to_string()]);
@@ -479,9 +479,9 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
     quota_container_sees_its_plan(&node);
 }
 
-/// `cpuplan-hook explain --pid PID --json` with the node's hook config.
+/// `cpuplan explain --pid PID --json` with the node's hook config.
 fn explain_pid(node: &CriNode, pid: &Value) -> Value {
-    let out = Command::new(common::runc::hook_bin())
+    let out = Command::new(common::runc::cpuplan_bin())
         .arg("--config")
         .arg(node.path("etc/cpuplan/hook.json"))
         .args(["explain", "--json", "--pid", &pid.to_string()])
@@ -497,7 +497,7 @@ fn explain_pid(node: &CriNode, pid: &Value) -> Value {
 
 /// The text `explain --pid PID` prints.
 fn explain_pid_text(node: &CriNode, pid: &Value) -> String {
-    let out = Command::new(common::runc::hook_bin())
+    let out = Command::new(common::runc::cpuplan_bin())
         .arg("--config")
         .arg(node.path("etc/cpuplan/hook.json"))
         .args(["explain", "--pid", &pid.to_string()])
@@ -584,9 +584,9 @@ fn kubelet_s_update_makes_the_hook_s_plan_stale_and_claims_and_explain_say_so(c:
     assert_eq!(claims(&node), json!([]));
 }
 
-/// `cpuplan-hook claims` (text) with the node's hook config.
+/// `cpuplan claims` (text) with the node's hook config.
 fn claims_text(node: &CriNode) -> String {
-    let out = Command::new(common::runc::hook_bin())
+    let out = Command::new(common::runc::cpuplan_bin())
         .arg("--config")
         .arg(node.path("etc/cpuplan/hook.json"))
         .arg("claims")

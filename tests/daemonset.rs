@@ -238,7 +238,7 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
                 image: c["image"].as_str().unwrap().into(),
                 ..Default::default()
             }),
-            command: helm::for_image(&helm::argv(c), image_is_split()),
+            command: helm::argv(c),
             mounts,
             log_path: format!("{cname}.log"),
             linux: Some(api::LinuxContainerConfig {
@@ -264,16 +264,6 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
     let id = node.create_container(&pod, container(&cs[0]));
     node.start_container(&id);
     PluginPod { pod, container: id }
-}
-
-/// Whether the image holds the three binaries the manifests name (`/opt/cpuplan/cpuplan-nri`,
-/// `/opt/cpuplan/cpuplan`), else the single `cpuplan-hook` they are reached through
-/// ([`helm::for_image`]): what `scripts/image.sh` put in it, from the static build's directory.
-fn image_is_split() -> bool {
-    image();
-    target_dir()
-        .join("x86_64-unknown-linux-musl/debug/cpuplan-nri")
-        .is_file()
 }
 
 /// The ConfigMap's hook.json with the node's `nri_dir` and GPU host (see the module's doc).
@@ -378,7 +368,7 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
     // The plugin is the image's binary, not the test's.
     let spec = node.oci_spec(&plugin.container);
     assert_eq!(
-        spec["process"]["args"][0], "/opt/cpuplan/cpuplan-hook",
+        spec["process"]["args"][0], "/opt/cpuplan/cpuplan-nri",
         "{}",
         spec["process"]
     );
@@ -618,7 +608,7 @@ fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
     let inspect: Value =
         serde_json::from_str(&podman(&["image", "inspect", &helm::image_reference()])).unwrap();
     let config = &inspect[0]["Config"];
-    assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-hook"]));
+    assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-nri"]));
     let labels = &config["Labels"];
     assert_eq!(
         labels["org.opencontainers.image.version"],
@@ -678,7 +668,12 @@ fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
     files.sort();
     assert_eq!(
         files,
-        ["opt/cpuplan/cpuplan-exec", "opt/cpuplan/cpuplan-hook"]
+        [
+            "opt/cpuplan/cpuplan",
+            "opt/cpuplan/cpuplan-exec",
+            "opt/cpuplan/cpuplan-hook",
+            "opt/cpuplan/cpuplan-nri"
+        ]
     );
     for f in &files {
         assert_eq!(

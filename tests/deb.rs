@@ -190,7 +190,7 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
     for p in [config, hooks_file] {
         assert!(
             !exists(p),
-            "{} exists and is not the package's (a `cpuplan-hook install`?): remove it first",
+            "{} exists and is not the package's (a `cpuplan install`?): remove it first",
             p.display()
         );
     }
@@ -209,9 +209,13 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
     // What it ships, where.
     let hook = Path::new("/usr/libexec/cpuplan/cpuplan-hook");
     let exec = Path::new("/usr/bin/cpuplan-exec");
+    let nri = Path::new("/usr/bin/cpuplan-nri");
+    let cpuplan = Path::new("/usr/bin/cpuplan");
     for p in [
         hook,
         exec,
+        nri,
+        cpuplan,
         Path::new("/usr/bin/cpuplan-hook"),
         Path::new("/usr/lib/x86_64-linux-gnu/libcpuplan_shim.so"),
         Path::new("/usr/lib/x86_64-linux-gnu/libcpuplan_shim.a"),
@@ -226,7 +230,7 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
             p.display()
         );
     }
-    for bin in [hook, exec] {
+    for bin in [hook, exec, nri, cpuplan] {
         assert_eq!(
             elf::interpreter(bin).unwrap(),
             None,
@@ -280,7 +284,7 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
     assert!(
         err.starts_with(
             "cpuplan: warning: hook config /etc/cpuplan/hook.json: unknown field `step_thread_cor`"
-        ) && err.contains("cpuplan-hook check-config"),
+        ) && err.contains("cpuplan check-config"),
         "{err}"
     );
     std::fs::write(config, good).unwrap();

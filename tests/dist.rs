@@ -80,6 +80,8 @@ fn the_tarball_holds_static_binaries_the_c_abi_hooks_and_matching_sums() {
     let got = files(&root);
     let mut want: BTreeMap<String, u32> = [
         ("bin/cpuplan-hook", 0o755),
+        ("bin/cpuplan-nri", 0o755),
+        ("bin/cpuplan", 0o755),
         ("bin/cpuplan-exec", 0o755),
         ("lib/libcpuplan_shim.so", 0o644),
         ("lib/libcpuplan_shim.a", 0o644),
@@ -116,7 +118,12 @@ fn the_tarball_holds_static_binaries_the_c_abi_hooks_and_matching_sums() {
     }
 
     // The binaries are static; the libraries are the shim's C ABI.
-    for bin in ["bin/cpuplan-hook", "bin/cpuplan-exec"] {
+    for bin in [
+        "bin/cpuplan-hook",
+        "bin/cpuplan-nri",
+        "bin/cpuplan",
+        "bin/cpuplan-exec",
+    ] {
         assert_eq!(
             elf::interpreter(&root.join(bin)).unwrap(),
             None,

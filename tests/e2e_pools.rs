@@ -89,7 +89,7 @@ fn bundle(tag: &str, cmd: &str, minors: &[u32], extra: Value) -> (Bundle, PathBu
         b.gpu(m);
     }
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 200000, "period": 100000});
-    std::fs::copy(&static_bins().1, b.rootfs().join("bin/cpuplan-exec")).unwrap();
+    std::fs::copy(&static_bins().exec, b.rootfs().join("bin/cpuplan-exec")).unwrap();
     let log = b.scratch("hook.log");
     (b, log)
 }

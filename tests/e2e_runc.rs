@@ -171,7 +171,7 @@ fn a_hook_config_with_a_typo_gives_the_container_the_off_plan_carrying_the_cause
 /// `status --json` with the config `cfg`, as the operator runs it on the node.
 fn status(cfg: &std::path::Path) -> (Value, String) {
     let run = |json: bool| {
-        let mut cmd = std::process::Command::new(common::runc::hook_bin());
+        let mut cmd = std::process::Command::new(common::runc::cpuplan_bin());
         cmd.arg("--config").arg(cfg).arg("status");
         if json {
             cmd.arg("--json");

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::runc::{fixtures, hook_bin, line_value, Bundle};
+use common::runc::{cpuplan_bin, fixtures, line_value, Bundle};
 use serde_json::{json, Value};
 
 /// The operator's side shared by every container of a test: a hook config, its claims and log.
@@ -45,13 +45,13 @@ impl Node {
     }
 
     fn claims(&self) -> Value {
-        let out = Command::new(hook_bin())
+        let out = Command::new(cpuplan_bin())
             .arg("--config")
             .arg(&self.config)
             .args(["claims", "--json"])
             .output()
             .unwrap();
-        common::hookbin::ok_json("cpuplan-hook claims", &out)
+        common::hookbin::ok_json("cpuplan claims", &out)
     }
 }
 

@@ -148,7 +148,7 @@ fn a_tie_goes_to_the_lowest_node_in_one_line() {
 fn explain_draws_each_memory_node_under_the_node_it_was_placed_on() {
     let h = gb200();
     h.write();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan"))
         .args(["explain", "--no-inventory", "--bundle"])
         .arg(h.bundle())
         .arg("--config")
@@ -179,7 +179,7 @@ fn explain_draws_each_memory_node_under_the_node_it_was_placed_on() {
 
 #[test]
 fn gpus_lists_the_memory_node_and_the_node_each_gpu_was_placed_on() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan"))
         .args(["gpus", "--like", "0018:01:00.0", "--root"])
         .arg(fixtures().join("grace/gb200-cdmm-off"))
         .output()
@@ -190,7 +190,7 @@ fn gpus_lists_the_memory_node_and_the_node_each_gpu_was_placed_on() {
         text.contains("0018:01:00.0  node 18  local cpus none  placed on node 1 (cpus 72-143)\n"),
         "{text}"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan"))
         .args(["gpus", "--json", "--root"])
         .arg(fixtures().join("grace/gb200-cdmm-off"))
         .output()

@@ -464,7 +464,7 @@ fn a_container_id_with_a_newline_forges_no_log_or_claims_line() {
     let log = std::fs::read_to_string(h.dir.path().join("hook.log")).unwrap();
     assert!(!log.lines().any(|l| l.starts_with(forged)), "{log}");
     assert!(log.contains(&format!("ctr\\n{forged}")), "{log}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpuplan"))
         .arg("--config")
         .arg(&cfg)
         .arg("claims")

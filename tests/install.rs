@@ -1,4 +1,4 @@
-//! `cpuplan-hook install` / `uninstall` into a temp prefix and hooks dir, and a real podman
+//! `cpuplan install` / `uninstall` into a temp prefix and hooks dir, and a real podman
 //! run that uses what install wrote. install is given the static build (scripts/build-static.sh
 //! --debug): it refuses the dynamic one unless --allow-dynamic.
 
@@ -10,8 +10,8 @@ use std::process::Command;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use common::podman::Podman;
-use common::runc::{fixtures, hook_bin, line_value};
-use common::statics::static_hook;
+use common::runc::{cpuplan_bin, fixtures, hook_bin, line_value};
+use common::statics::{static_cpuplan, static_hook};
 use common::{hookbin, hostlock};
 use serde_json::{json, Value};
 
@@ -40,9 +40,9 @@ impl Installed {
     fn binary(&self) -> PathBuf {
         self.prefix().join("libexec/cpuplan/cpuplan-hook")
     }
-    /// `STATIC-HOOK --config CONFIG SUB --prefix P --hooks-dir H [extra]`: (status, stdout, stderr).
+    /// `STATIC-CPUPLAN --config CONFIG SUB --prefix P --hooks-dir H [extra]`: (status, stdout, stderr).
     fn run(&self, sub: &str, extra: &[&str]) -> (i32, String, String) {
-        self.run_bin(&static_hook(), sub, extra)
+        self.run_bin(&static_cpuplan(), sub, extra)
     }
     /// [`Installed::run`] with the binary `bin`.
     fn run_bin(&self, bin: &Path, sub: &str, extra: &[&str]) -> (i32, String, String) {
@@ -204,7 +204,7 @@ fn a_default_install_writes_the_default_config_and_uninstall_leaves_no_file() {
     assert_eq!(cfg["step_thread_core"], "auto");
     assert_eq!(cfg["on_error"], "allow");
     // The written config is one the hook accepts.
-    let check = Command::new(hook_bin())
+    let check = Command::new(cpuplan_bin())
         .arg("--config")
         .arg(i.config())
         .args([
@@ -253,10 +253,10 @@ fn install_refuses_a_hooks_file_it_did_not_write() {
     );
 }
 
-/// `cpuplan-hook SUB --containerd --root-prefix ROOT`: (status, stdout, stderr).
+/// `cpuplan SUB --containerd --root-prefix ROOT`: (status, stdout, stderr).
 fn containerd_run(root: &Path, sub: &str) -> (i32, String, String) {
     hookbin::run(
-        Command::new(static_hook())
+        Command::new(static_cpuplan())
             .args([sub, "--containerd", "--root-prefix"])
             .arg(root),
     )
@@ -338,7 +338,7 @@ fn install_containerd_refuses_what_it_did_not_write_and_a_version_1_config() {
 #[test]
 fn relative_paths_are_registered_absolute() {
     let i = Installed::new();
-    let out = Command::new(static_hook())
+    let out = Command::new(static_cpuplan())
         .args(["--config", "etc/hook.json", "install"])
         .args(["--prefix", "prefix", "--hooks-dir", "hooks.d"])
         .current_dir(i.tmp.path())
@@ -362,11 +362,11 @@ fn relative_paths_are_registered_absolute() {
 #[test]
 fn install_refuses_the_dynamic_build_unless_allow_dynamic() {
     let i = Installed::new();
-    let (rc, out, err) = i.run_bin(&hook_bin(), "install", &[]);
+    let (rc, out, err) = i.run_bin(&cpuplan_bin(), "install", &[]);
     assert_eq!(rc, 2, "{out}{err}");
     assert!(
         err.starts_with(&format!(
-            "cpuplan-hook: install: checking the binary {}: it is dynamically linked (its ELF PT_INTERP asks for /",
+            "cpuplan: install: checking the binary {}: it is dynamically linked (its ELF PT_INTERP asks for /",
             hook_bin().display()
         )) && err.contains("scripts/build-static.sh")
             && err.contains("--allow-dynamic"),
@@ -377,11 +377,11 @@ fn install_refuses_the_dynamic_build_unless_allow_dynamic() {
         Vec::<String>::new(),
         "nothing written when refused"
     );
-    let (rc, out, err) = i.run_bin(&hook_bin(), "install", &["--allow-dynamic"]);
+    let (rc, out, err) = i.run_bin(&cpuplan_bin(), "install", &["--allow-dynamic"]);
     assert_eq!(rc, 0, "{err}");
     assert!(
         err.starts_with(
-            "cpuplan-hook: warning: --allow-dynamic: installing it anyway (checking the binary "
+            "cpuplan: warning: --allow-dynamic: installing it anyway (checking the binary "
         ),
         "the warning goes to stderr: {err}"
     );
@@ -454,7 +454,7 @@ fn a_failed_install_step_is_named() {
     assert_eq!(rc, 1, "a failed file operation: {err}");
     assert!(
         err.starts_with(&format!(
-            "cpuplan-hook: install: writing the binary {}: Not a directory",
+            "cpuplan: install: writing the binary {}: Not a directory",
             i.binary().display()
         )),
         "{err}"
@@ -466,16 +466,16 @@ fn a_failed_install_step_is_named() {
     assert_eq!(rc, 1, "{err}");
     assert!(
         err.starts_with(&format!(
-            "cpuplan-hook: uninstall: removing the binary {}: Is a directory",
+            "cpuplan: uninstall: removing the binary {}: Is a directory",
             i.binary().display()
         )),
         "{err}"
     );
 }
 
-/// `STATIC-HOOK ARGS` with `envs`: (status, stdout, stderr).
+/// `STATIC-CPUPLAN ARGS` with `envs`: (status, stdout, stderr).
 fn hook(args: &[&str], envs: &[(&str, &Path)]) -> (i32, String, String) {
-    let mut c = Command::new(static_hook());
+    let mut c = Command::new(static_cpuplan());
     c.args(args);
     for (k, v) in envs {
         c.env(k, v);
@@ -790,7 +790,7 @@ fn install_moves_an_earlier_install_s_registration_out_of_etc_containers() {
     std::fs::write(legacy.join("cpuplan.json"), ours.to_string()).unwrap();
     let foreign = r#"{"hook":{"path":"/opt/other"}}"#;
     std::fs::write(legacy.join("cpuplan-precreate.json"), foreign).unwrap();
-    let out = Command::new(static_hook())
+    let out = Command::new(static_cpuplan())
         .args(["install", "--root-prefix", r])
         .env_remove("CONTAINERS_CONF")
         .output()

@@ -16,7 +16,7 @@ use cpuplan::inventory::{format, store, HostInventory};
 use serde_json::{json, Value};
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    Command::new(env!("CARGO_BIN_EXE_cpuplan"))
 }
 
 /// `explain --json` of the fake host's bundle, with the inventory or without it, and the

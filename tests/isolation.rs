@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::fakehost::FakeHost;
 use common::hookbin;
-use common::runc::{fixtures, hook_bin, line_value, Bundle};
+use common::runc::{cpuplan_bin, fixtures, hook_bin, line_value, Bundle};
 use serde_json::{json, Value};
 
 /// Polls `what` every 50 ms until it is true, failing after `limit`.
@@ -23,9 +23,9 @@ fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// `cpuplan-hook --config CFG ARGS…`, its output.
-fn hook_cli(cfg: &Path, args: &[&str]) -> Output {
-    Command::new(hook_bin())
+/// `cpuplan --config CFG ARGS…`, its output.
+fn cpuplan_cli(cfg: &Path, args: &[&str]) -> Output {
+    Command::new(cpuplan_bin())
         .arg("--config")
         .arg(cfg)
         .args(args)
@@ -114,14 +114,14 @@ fn the_same_id_in_two_runc_roots_neither_takes_nor_releases_the_others_claim() {
     assert!(text.contains("released 0 GPU claim(s)"), "{text}");
 
     // The claims command names the bundle, in text and JSON.
-    let listed = hook_cli(&cfg, &["claims"]);
+    let listed = cpuplan_cli(&cfg, &["claims"]);
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(
         listed.contains(&format!("container {id}  bundle {scope_a}  pid"))
             && listed.contains("live"),
         "{listed}"
     );
-    let listed = hook_cli(&cfg, &["claims", "--json"]);
+    let listed = cpuplan_cli(&cfg, &["claims", "--json"]);
     let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(v[0]["holder"]["scope"], scope_a.as_str(), "{v}");
     assert_eq!(v[0]["holder"]["container"], id.as_str(), "{v}");

@@ -22,6 +22,13 @@ use helm::{argv, image_reference, one, render, render_route, CLI_BIN, NRI_BIN, R
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+/// The binaries the image holds, in the Containerfile's order.
+const IMAGE_BINS: [&str; 4] = [
+    NRI_BIN,
+    CLI_BIN,
+    "/opt/cpuplan/cpuplan-hook",
+    "/opt/cpuplan/cpuplan-exec",
+];
 /// The labels GPU nodes carry: Node Feature Discovery's NVIDIA PCI device, GPU Feature Discovery's.
 const GPU_LABELS: [&str; 2] = [
     "feature.node.kubernetes.io/pci-10de.present",
@@ -738,7 +745,9 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
         "Cargo.lock",
         ".cargo/config.toml",
         "scripts/build-static.sh",
-        "src/main.rs",
+        "src/bin/cpuplan-hook.rs",
+        "src/bin/cpuplan-nri.rs",
+        "src/bin/cpuplan.rs",
         "hooks/hook.json",
         "README.md",
         "crates/cpuplan/Cargo.toml",
@@ -776,21 +785,21 @@ fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
             format!("{workdir}/target/x86_64-unknown-linux-musl/release/{bin}"),
             "where scripts/build-static.sh leaves it"
         );
-        assert!(["cpuplan-hook", "cpuplan-exec"].contains(&bin), "{bin}");
+        assert!(
+            IMAGE_BINS.iter().any(|b| b.ends_with(&format!("/{bin}"))),
+            "{bin}"
+        );
         dests.push(words[2]);
     }
-    assert_eq!(
-        dests,
-        ["/opt/cpuplan/cpuplan-hook", "/opt/cpuplan/cpuplan-exec"]
-    );
+    assert_eq!(dests, IMAGE_BINS);
     let entry = last
         .iter()
         .find(|(k, _)| k == "ENTRYPOINT")
         .map(|(_, r)| r.clone())
         .expect("an ENTRYPOINT");
     let entry: Vec<String> = serde_json::from_str(&entry).expect("ENTRYPOINT in JSON form");
-    assert_eq!(entry, ["/opt/cpuplan/cpuplan-hook"]);
-    // The labels carry the version.
+    // The entrypoint is the plugin the NRI DaemonSets run; the labels carry the version.
+    assert_eq!(entry, [NRI_BIN]);
     let labels = last
         .iter()
         .find(|(k, _)| k == "LABEL")

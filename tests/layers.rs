@@ -6,6 +6,9 @@
 //! skipped), and fails when a module names one of a higher layer, a module of its own layer
 //! (front ends never call each other), or when modules form a circle. A new module must be
 //! given its layer here: that is where a reviewer sees the architecture change.
+//!
+//! It also reads the three built binaries' symbols: `cpuplan-hook` links neither the installer
+//! nor the NRI plugin.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,8 +16,8 @@ use std::path::{Path, PathBuf};
 /// The binary crate's top-level modules, lowest layer first. A module may name modules of
 /// lower layers only.
 const SRC_LAYERS: &[&[&str]] = &[
-    // Foundations: the log, ELF headers, the process's privileges, the allocator.
-    &["logging", "elf", "privileges", "heap"],
+    // Foundations: the log, ELF headers, the process's privileges.
+    &["logging", "elf", "privileges"],
     // The operator's configuration.
     &["config"],
     // Read everything about a container once.
@@ -80,6 +83,68 @@ fn the_reader_finds_every_form_of_reference() {
     assert!(!nested.contains("k"), "super:: of a submodule stays inside");
 }
 
+/// What the one-shot hook must not carry: the installer and the NRI plugin, with the crates
+/// only they use. A demangled symbol holding one of these is code of it.
+const NOT_IN_THE_HOOK: &[&str] = &[
+    "cpuplan_hook::install::",
+    "cpuplan_hook::cli::install::",
+    "cpuplan_hook::nri::",
+    "cpuplan_hook::cli::nri::",
+    "nri_plugin::",
+    "toml_edit::",
+];
+
+/// The functions and data the built binary at `path` holds, demangled, one a line. rustc links
+/// with `--gc-sections` (each function in a section of its own), so a binary holds only what
+/// its `main` reaches: a module wired into its command table shows up here, one left out does
+/// not.
+fn symbols(path: &str) -> String {
+    let out = std::process::Command::new("nm")
+        .args(["--demangle", "--defined-only", path])
+        .output()
+        .expect("run nm (binutils)");
+    assert!(
+        out.status.success(),
+        "nm {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_hook_links_neither_the_installer_nor_the_nri_plugin() {
+    let hook = symbols(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    let nri = symbols(env!("CARGO_BIN_EXE_cpuplan-nri"));
+    let cpuplan = symbols(env!("CARGO_BIN_EXE_cpuplan"));
+    // The symbols tell modules apart: the hook holds its own stages, the plugin the NRI
+    // modules, the operator's command the installer.
+    assert!(
+        hook.contains("cpuplan_hook::hook::"),
+        "no hook code in cpuplan-hook?"
+    );
+    assert!(nri.contains("cpuplan_hook::nri::") && nri.contains("nri_plugin::"));
+    assert!(cpuplan.contains("cpuplan_hook::install::") && cpuplan.contains("toml_edit::"));
+    let found: Vec<&str> = hook
+        .lines()
+        .filter(|l| NOT_IN_THE_HOOK.iter().any(|m| l.contains(m)))
+        .take(10)
+        .collect();
+    assert!(
+        found.is_empty(),
+        "cpuplan-hook links the installer or the NRI plugin (wired into its command table?):\n  {}",
+        found.join("\n  ")
+    );
+    // Nor does the operator's command carry the plugin, or the plugin the installer.
+    assert!(
+        !cpuplan.contains("cpuplan_hook::nri::"),
+        "cpuplan links the NRI plugin"
+    );
+    assert!(
+        !nri.contains("cpuplan_hook::install::"),
+        "cpuplan-nri links the installer"
+    );
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -139,7 +204,8 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
         let top = parts[0].trim_end_matches(".rs").to_string();
-        if top == "lib" || top == "main" {
+        // The crate root, and the binaries over it (src/bin: each only calls `cli`).
+        if top == "lib" || top == "bin" {
             continue;
         }
         modules.insert(top.clone());

@@ -1,11 +1,11 @@
 //! The NRI plugin's socket driven with hostile ids: a fake runtime (the stub crate's runtime
-//! end, `nri_plugin::runtime`) registers `cpuplan-hook nri`, configures it as NRI v0.12 does
+//! end, `nri_plugin::runtime`) registers `cpuplan-nri`, configures it as NRI v0.12 does
 //! (so RemoveContainer comes as its own call and as a state change), and sends StopContainer
 //! and RemoveContainer for `../victim`, absolute paths, empty and dot ids, and without a
 //! container at all. Nothing but the named container's own plan and record may go, and
 //! Synchronize removes only what carries the plugin's record.
 //!
-//! `CPUPLAN_HOOK_BIN` runs another build of the plugin under the same test.
+//! `CPUPLAN_NRI_BIN` runs another build of the plugin under the same test.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,7 +19,7 @@ use nri_plugin::api::{
 use nri_plugin::runtime::{Listener, Session};
 
 fn bin() -> String {
-    std::env::var("CPUPLAN_HOOK_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cpuplan-hook").into())
+    std::env::var("CPUPLAN_NRI_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cpuplan-nri").into())
 }
 
 /// The plugin process, killed when dropped.
@@ -105,7 +105,7 @@ fn hostile_ids_remove_nothing_but_the_named_container_s_own_files() {
         Command::new(bin())
             .arg("--config")
             .arg(&config)
-            .args(["nri", "--socket"])
+            .arg("--socket")
             .arg(listener.path())
             .stdin(Stdio::null())
             .stderr(log)

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use cri::{annotations, quota, Containerd, CriNode};
 use nriplugin::{context, plugin_config, state_file, wait_until, Plugin, BIN, PROBE};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// How long after containerd goes the plugin must say it is not ready.
 const NOT_READY_WITHIN: Duration = Duration::from_secs(5);
@@ -59,42 +59,17 @@ fn sample(scrape: &str, name: &str) -> f64 {
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
-/// The exec probe as the DaemonSet runs it (`cpuplan-nri --probe WHICH`; today
-/// `cpuplan-hook nri --probe WHICH`), with the test's state file: whether it passed, and its line.
+/// The exec probe as the chart's DaemonSet runs it (`cpuplan-nri --probe WHICH`: tests/kubernetes.rs
+/// checks the chart's command), with the test's state file: whether it passed, and its line.
 fn probe(state: &Path, which: &str) -> (bool, String) {
     let out = Command::new(BIN)
-        .args(["nri", "--probe", which, "--state"])
+        .args(["--probe", which, "--state"])
         .arg(state)
         .output()
         .unwrap();
     let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert_eq!(line.lines().count(), 1, "one line: {line:?}");
     (out.status.success(), line)
-}
-
-/// The DaemonSet's probes name the exec form this test runs.
-fn daemonset_probes() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/base/daemonset.yaml");
-    let ds: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    ds["spec"]["template"]["spec"]["containers"][0].clone()
-}
-
-#[test]
-fn the_daemonset_probes_ask_the_plugin_s_readiness_and_liveness() {
-    let c = daemonset_probes();
-    for (probe, which) in [("readinessProbe", "ready"), ("livenessProbe", "live")] {
-        let cmd: Vec<&str> = c[probe]["exec"]["command"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{probe}: {}", c[probe]))
-            .iter()
-            .map(|w| w.as_str().unwrap())
-            .collect();
-        assert!(
-            cmd.ends_with(&["--probe", which]),
-            "{probe}: {cmd:?} asks --probe {which}"
-        );
-        assert!(c[probe]["periodSeconds"].as_u64().is_some(), "{probe}");
-    }
 }
 
 fn metrics_count_containers_and_readiness_follows_the_runtime(c: Containerd) {

@@ -1,11 +1,11 @@
-//! `cpuplan-hook nri` on a Kubernetes-style node: the private containerd 1.7 of
+//! `cpuplan-nri` on a Kubernetes-style node: the private containerd 1.7 of
 //! `tests/common/cri.rs` (CRI and NRI on, no OCI hook registered anywhere) driven through CRI as
 //! kubelet drives it, with the plugin started by the test (external mode, connecting to the
 //! node's NRI socket) or by containerd from its plugin directory (pre-launched mode).
 //!
 //! The machine has 2 CPUs, so `step_thread_core auto` never pins a worker here (it needs two
 //! cores per GPU on the node and one CPU left unpinned): the GPU tests check what can be
-//! observed instead: the claims (`cpuplan-hook claims`), the "held by" reasons, the cpuset
+//! observed instead: the claims (`cpuplan claims`), the "held by" reasons, the cpuset
 //! narrowed to the GPU's local CPUs, and the environment.
 
 mod common; // with tests/common/log_guard.rs: fails this binary if the real hook log changed
@@ -29,15 +29,14 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use nriplugin::{
     assert_nri_quiet, claims, config_text, context, nri_dir, plan_json, plans_left, plugin_config,
-    wait_until, Plugin, BIN, PLUGIN, PROBE, SCOPE, WAIT,
+    wait_until, Plugin, BIN, CPUPLAN, PLUGIN, PROBE, SCOPE, WAIT,
 };
 use serde_json::{json, Value};
 
 /// The plugin as the chart's DaemonSet runs it, on `node` with `config`: its command line with
 /// the node's socket, the config given.
 fn plugin_as_daemonset(node: &CriNode, config: &Path) -> Plugin {
-    let split = Path::new(BIN).file_name() == Some("cpuplan-nri".as_ref());
-    let words = helm::for_image(&daemonset_argv(&daemonset()), split);
+    let words = daemonset_argv(&daemonset());
     let mut argv = vec!["--config".to_string(), config.display().to_string()];
     let socket = node.nri_socket().display().to_string();
     let mut rest = words[1..].to_vec();
@@ -574,7 +573,7 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) 
     drop(plugin);
 
     // The command line's uninstall, under the same root prefix.
-    let out = Command::new(BIN)
+    let out = Command::new(CPUPLAN)
         .arg("--config")
         .arg(&cfg)
         .args(["uninstall", "--nri", "--root-prefix"])

@@ -1,4 +1,4 @@
-//! `cpuplan-hook nri` against a real containerd 1.7 with CRI and NRI on: a private containerd
+//! `cpuplan-nri` against a real containerd 1.7 with CRI and NRI on: a private containerd
 //! (its config from `containerd config default`, its own root, state, sockets and NRI socket
 //! under a temp dir, snapshotter `native`, `restrict_oom_score_adj`, the sandbox image
 //! imported), and the plugin as the runtime sees it: external (connecting to the NRI socket,
@@ -22,7 +22,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use procs::processes_running;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-nri");
 /// How long the tests wait for containerd or the plugin to do something.
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -295,14 +295,14 @@ impl Drop for Node {
     }
 }
 
-/// `cpuplan-hook nri ARGS` running as an external plugin, its stderr in a log file.
+/// `cpuplan-nri ARGS` running as an external plugin, its stderr in a log file.
 struct Plugin {
     child: Child,
     log: PathBuf,
 }
 
 impl Plugin {
-    /// Starts `cpuplan-hook --config CONFIG nri ARGS`, logging to `log` (stderr) only: CONFIG,
+    /// Starts `cpuplan-nri --config CONFIG ARGS`, logging to `log` (stderr) only: CONFIG,
     /// beside `log`, says `"log": "stderr"` (never the host's config or its default log) and
     /// keeps its plans and claims beside it.
     fn spawn(args: &[&str], log: PathBuf) -> Plugin {
@@ -312,7 +312,6 @@ impl Plugin {
         let child = Command::new(BIN)
             .arg("--config")
             .arg(&config)
-            .arg("nri")
             .args(args)
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -542,18 +541,14 @@ fn sigterm_stops_a_plugin_still_waiting_for_its_runtime() {
 
 #[test]
 fn nri_command_line() {
-    let help = Command::new(BIN).args(["nri", "--help"]).output().unwrap();
+    let help = Command::new(BIN).arg("--help").output().unwrap();
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(
         text.contains("--socket PATH") && text.contains("NRI_PLUGIN_SOCKET"),
         "{text}"
     );
-    for bad in [
-        &["nri", "--index", "1"][..],
-        &["nri", "--bogus"],
-        &["nri", "--name"],
-    ] {
+    for bad in [&["--index", "1"][..], &["--bogus"], &["--name"], &["nri"]] {
         let out = Command::new(BIN).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }

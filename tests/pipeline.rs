@@ -30,7 +30,7 @@ use nri_plugin::Plugin;
 use serde_json::{json, Value};
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    Command::new(env!("CARGO_BIN_EXE_cpuplan"))
 }
 
 fn explain(cfg: &Path, bundle: &Path) -> Value {

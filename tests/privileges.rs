@@ -67,8 +67,9 @@ fn run_preloaded(bin: &Path, args: &[&str], so: &Path, marker: &Path) -> std::pr
 
 #[test]
 fn static_hook_and_launcher_ignore_a_hostile_ld_preload() {
-    let (hook, exec) = static_bins();
-    for bin in [hook, exec] {
+    let bins = static_bins();
+    let (hook, nri, cpuplan, exec) = (&bins.hook, &bins.nri, &bins.cpuplan, &bins.exec);
+    for bin in [hook, nri, cpuplan, exec] {
         let ph = program_headers(bin);
         assert!(
             !ph.contains(&PT_INTERP),
@@ -94,9 +95,11 @@ fn static_hook_and_launcher_ignore_a_hostile_ld_preload() {
     // The static binaries never load it.
     for (bin, args) in [
         (hook, vec!["--help"]),
+        (nri, vec!["--help"]),
+        (cpuplan, vec!["--help"]),
         (exec, vec!["--help"]),
         (
-            hook,
+            cpuplan,
             vec!["gpus", "--like", "0000:3b:00.0", "--root", "/nonexistent"],
         ),
     ] {

@@ -29,7 +29,7 @@ fn the_python_wheel_passes_its_pytest_suite() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("bash")
         .arg(repo.join("scripts/python-wheel.sh"))
-        .env("CPUPLAN_HOOK", env!("CARGO_BIN_EXE_cpuplan-hook"))
+        .env("CPUPLAN_BIN", env!("CARGO_BIN_EXE_cpuplan"))
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(repo)
         .output()

@@ -68,10 +68,10 @@ fn hook(h: &FakeHost) -> Report {
     r
 }
 
-/// `cpuplan-hook explain ARGS --bundle B --config C` on `h` (written first): its stdout.
+/// `cpuplan explain ARGS --bundle B --config C` on `h` (written first): its stdout.
 fn explain(h: &FakeHost, args: &[&str]) -> String {
     let (_, cfg) = h.written();
-    let out = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+    let out = Command::new(env!("CARGO_BIN_EXE_cpuplan"))
         .arg("--config")
         .arg(&cfg)
         .arg("explain")

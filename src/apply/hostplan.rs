@@ -187,8 +187,7 @@ fn live(h: &Holder, root: &Path) -> bool {
 fn collect(records: &Path, root: &Path) -> Vec<Holder> {
     let mut names: Vec<String> = Vec::new();
     if let Ok(listed) = cpuplan::open(records, nix::libc::O_RDONLY | nix::libc::O_DIRECTORY, 0) {
-        let mut buf = [0u8; 4096];
-        let _ = cpuplan::dirents::each(&listed, &mut buf, |name, _| {
+        let _ = cpuplan::dirents::each(&listed, |name, _| {
             if names.len() >= MAX_LIST {
                 return ControlFlow::Break(());
             }
@@ -240,8 +239,7 @@ pub fn holders(claims_dir: &Path, root: &Path) -> Vec<(Holder, bool)> {
     let records = records_dir(claims_dir);
     let mut names: Vec<String> = Vec::new();
     if let Ok(listed) = cpuplan::open(&records, nix::libc::O_RDONLY | nix::libc::O_DIRECTORY, 0) {
-        let mut buf = [0u8; 4096];
-        let _ = cpuplan::dirents::each(&listed, &mut buf, |name, _| {
+        let _ = cpuplan::dirents::each(&listed, |name, _| {
             if names.len() >= MAX_LIST {
                 return ControlFlow::Break(());
             }

@@ -11,7 +11,7 @@ pub const CHECK_CONFIG: Command = Command {
     name: "check-config",
     summary: "check a hook config: \"ok\", or what is wrong (exit 2)",
     usage: "\
-usage: cpuplan-hook check-config [FILE]   (default: --config, else /etc/cpuplan/hook.json)
+usage: cpuplan check-config [FILE]   (default: --config, else /etc/cpuplan/hook.json)
 
 Loads the hook config as every hook run, precreate and the NRI plugin do. Prints one line,
 \"ok: FILE\", and exits 0 when it loads (a missing default file is the defaults: ok); else one

@@ -12,8 +12,8 @@ pub const EXPLAIN: Command = Command {
     name: "explain",
     summary: "what the hook would do for a bundle, or whether a running container's plan is stale",
     usage: "\
-usage: cpuplan-hook explain --bundle DIR [--root DIR] [--topology-root DIR] [--config PATH] [--json] [--no-inventory]
-       cpuplan-hook explain --pid PID [--root DIR] [--topology-root DIR] [--config PATH] [--json]
+usage: cpuplan explain --bundle DIR [--root DIR] [--topology-root DIR] [--config PATH] [--json] [--no-inventory]
+       cpuplan explain --pid PID [--root DIR] [--topology-root DIR] [--config PATH] [--json]
 
 --bundle: what the hook would do for the bundle's config.json on this host, with no pid: the
 live cgroup and the GPU claims are skipped (and said so). Writes no plan, cpuset or claim.

@@ -15,7 +15,7 @@ pub const PLAN: Command = Command {
     name: "plan",
     summary: "a plan for given devices, mask and usable CPUs",
     usage: "\
-usage: cpuplan-hook plan --setting off|auto|CPU --devices LIST --mask CPUS --usable N [--root DIR] [--json]
+usage: cpuplan plan --setting off|auto|CPU --devices LIST --mask CPUS --usable N [--root DIR] [--json]
 
 LIST: the workers' PCI addresses, comma-separated, - for a CPU worker (e.g. 0000:18:00.0,-).
 Prints the plan drawn over the host's NUMA nodes, or its JSON with --json. --root: the host root
@@ -31,7 +31,7 @@ pub const QUOTA: Command = Command {
     name: "quota",
     summary: "the cgroup CPU quota, mask and usable CPUs of a process",
     usage: "\
-usage: cpuplan-hook quota [--root DIR] [--pid PID|self] [--json]
+usage: cpuplan quota [--root DIR] [--pid PID|self] [--json]
 
 The tightest cgroup CPU quota over the process's cgroup and its ancestors (v1 and v2), its CPU
 mask and the usable CPUs. JSON: {\"quota\":2.5,\"mask\":\"0-7\",\"usable\":2} (quota null when none).
@@ -46,7 +46,7 @@ pub const GPUS: Command = Command {
     name: "gpus",
     summary: "the host's GPUs (NVIDIA's, or those like a PCI device)",
     usage: "\
-usage: cpuplan-hook gpus [--like ADDR] [--root DIR] [--json]
+usage: cpuplan gpus [--like ADDR] [--root DIR] [--json]
 
 The host's GPUs in address order with their NUMA node and local CPUs: without --like, the PCI
 functions with NVIDIA's vendor id and a display or 3D class; with --like, those with the vendor
@@ -63,7 +63,7 @@ pub const CLAIMS: Command = Command {
     name: "claims",
     summary: "the GPU claims on this host",
     usage: "\
-usage: cpuplan-hook claims [--config PATH] [--json]
+usage: cpuplan claims [--config PATH] [--json]
 
 The GPU claims in the hook config's claims_dir, each with its holder (container id, its
 scope: the bundle path for the hook's claims; its init pid, with its pid namespace where that

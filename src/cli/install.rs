@@ -8,15 +8,15 @@ use crate::install::nri::{self, Nri};
 use crate::install::{containerd, InstallError, InstallFlags, Options, WARNING};
 
 const USAGE: &str = "\
-usage: cpuplan-hook install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
-                            [--allow-dynamic] [--root-prefix DIR] [--containerd
-                            [--containerd-config PATH] [--containerd-runtimes A,B] [--ctr-root DIR]]
-       cpuplan-hook install --nri [--containerd-config PATH] [--root-prefix DIR]
-       cpuplan-hook uninstall [the same options, without --with-precreate and --allow-dynamic]
+usage: cpuplan install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
+                       [--allow-dynamic] [--root-prefix DIR] [--containerd
+                       [--containerd-config PATH] [--containerd-runtimes A,B] [--ctr-root DIR]]
+       cpuplan install --nri [--containerd-config PATH] [--root-prefix DIR]
+       cpuplan uninstall [the same options, without --with-precreate and --allow-dynamic]
 
-install copies this binary to <prefix>/libexec/cpuplan/cpuplan-hook (prefix /usr/local), writes
-cpuplan.json (and with --with-precreate cpuplan-precreate.json) into the hooks dir, and writes a
-default hook config at --config (/etc/cpuplan/hook.json) if none exists. The hooks dir is where
+install copies cpuplan-hook (the one beside this binary) to <prefix>/libexec/cpuplan/cpuplan-hook
+(prefix /usr/local), writes cpuplan.json (and with --with-precreate cpuplan-precreate.json) into
+the hooks dir, and writes a default hook config at --config (/etc/cpuplan/hook.json) if none exists. The hooks dir is where
 podman and CRI-O read on this host: the first of [engine] hooks_dir in podman's containers.conf
 ($CONTAINERS_CONF, else /usr/share/containers/containers.conf, /etc/containers/containers.conf,
 /etc/containers/containers.conf.d/*.conf) when one sets it, else their built-in default
@@ -26,7 +26,7 @@ removed. uninstall removes them and says what it removed, or that there was noth
 the config only when install wrote it and it is unchanged since, and says why it kept it
 otherwise.
 
-The binary must be static (no ELF PT_INTERP: no dynamic loader runs as root with the hook's
+The hook must be static (no ELF PT_INTERP: no dynamic loader runs as root with the hook's
 environment; scripts/build-static.sh builds it): install refuses a dynamically linked one unless
 --allow-dynamic, which installs it with a warning.
 
@@ -39,7 +39,7 @@ for --containerd-runtimes (default: the default runtime). Restart containerd aft
 --root-prefix puts every default path under DIR (a relocated node seen the same way by
 install and the runtime).
 
---nri turns containerd's NRI on for the NRI plugin (`cpuplan-hook nri`) and writes nothing
+--nri turns containerd's NRI on for the NRI plugin (`cpuplan-nri`) and writes nothing
 else (no binary, no hooks.d file, no hook config): the drop-in conf.d/cpuplan-nri.toml beside
 --containerd-config, NRI's section with disable = false, and its `imports` entry. containerd 1.7
 needs it (NRI is off by default there); 2.x has NRI on. Restart containerd afterwards.
@@ -105,7 +105,7 @@ fn options(ctx: &Context, a: &Args) -> Options {
 fn say(out: &mut dyn Write, lines: Vec<String>) -> Result<Exit, CliError> {
     for line in lines {
         if line.starts_with(WARNING) {
-            eprintln!("cpuplan-hook: {line}");
+            eprintln!("cpuplan: {line}");
         } else {
             writeln!(out, "{line}")?;
         }
@@ -124,7 +124,7 @@ struct StepError {
 
 /// An existing hook config that fails to load: `install` changes nothing (exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("install: {0}; nothing was changed (fix it; cpuplan-hook check-config checks it)")]
+#[error("install: {0}; nothing was changed (fix it; cpuplan check-config checks it)")]
 struct BadConfig(crate::config::ConfigError);
 
 fn failed(command: &'static str) -> impl Fn(InstallError) -> CliError {
@@ -165,8 +165,7 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         let n = Nri::resolve(&options(ctx, a)).map_err(failed("install --nri"))?;
         return say(out, nri::install(&n).map_err(failed("install --nri"))?);
     }
-    let me = std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("install: cannot find this binary: {e}")))?;
+    let me = hook_binary()?;
     let (layout, registration) = options(ctx, a).resolve().map_err(failed("install"))?;
     // An existing config that fails to load is refused before anything changes: with it, every
     // container would get the off plan (`check-config` says the same).
@@ -188,6 +187,21 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         said.extend(containerd::install(&layout, c).map_err(failed("install --containerd"))?);
     }
     say(out, said)
+}
+
+/// The `cpuplan-hook` binary install copies: the one beside this program (both are built, and
+/// packaged, into one directory).
+fn hook_binary() -> Result<PathBuf, CliError> {
+    let me = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("install: cannot find this binary: {e}")))?;
+    let hook = me.with_file_name("cpuplan-hook");
+    if !hook.is_file() {
+        return Err(CliError::Failed(format!(
+            "install: no cpuplan-hook beside this binary ({} is not a file)",
+            hook.display()
+        )));
+    }
+    Ok(hook)
 }
 
 fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {

@@ -12,7 +12,7 @@ pub const INVENTORY: Command = Command {
     name: "inventory",
     summary: "the host inventory the hook keeps (read once per boot), and its stamp",
     usage: "\
-usage: cpuplan-hook inventory [--refresh] [--root DIR] [--topology-root DIR] [--config PATH] [--json]
+usage: cpuplan inventory [--refresh] [--root DIR] [--topology-root DIR] [--config PATH] [--json]
 
 The host-wide facts the hook takes from its inventory file in the config's inventory_dir
 (default /run/cpuplan/inventory): online CPUs, cores, NUMA nodes, the PCI functions that may be

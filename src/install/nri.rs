@@ -1,5 +1,5 @@
 //! `install --nri`: containerd's NRI turned on by a config drop-in, for the NRI plugin
-//! (`cpuplan-hook nri`). containerd 1.7 ships NRI off (`disable = true`); containerd 2.x has it
+//! (`cpuplan-nri`). containerd 1.7 ships NRI off (`disable = true`); containerd 2.x has it
 //! on, and the drop-in changes nothing there but says so.
 //!
 //! The drop-in goes through the same `imports` mechanism as `install --containerd`'s
@@ -96,7 +96,7 @@ pub(crate) fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<St
     doc.insert("plugins", Item::Table(plugins));
     let mut head = format!(
         "{DROP_IN_MARK}; `uninstall --nri` removes it.\n\
-         # It turns containerd's NRI on, so that the NRI plugin `cpuplan-hook nri` can connect.\n"
+         # It turns containerd's NRI on, so that the NRI plugin `cpuplan-nri` can connect.\n"
     );
     if version == 2 {
         head.push_str(&format!(
@@ -143,7 +143,7 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
         "nri",
     )?;
     said.push(
-        "restart containerd to load it; then run the plugin (`cpuplan-hook nri`, or deploy/kubernetes/overlays/containerd-1.7)"
+        "restart containerd to load it; then run the plugin (`cpuplan-nri`, or deploy/kubernetes/overlays/containerd-1.7)"
             .into(),
     );
     Ok(said)

@@ -3,7 +3,7 @@
 /// Why the NRI plugin could not start or go on.
 #[derive(Debug, thiserror::Error)]
 pub enum NriError {
-    /// The command line of `cpuplan-hook nri` is wrong.
+    /// The command line of `cpuplan-nri` is wrong.
     #[error("{0}")]
     Usage(String),
     /// The plan directory's instance lock (another plugin serves it, or it cannot be taken).

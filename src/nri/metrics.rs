@@ -379,15 +379,15 @@ mod tests {
             [Fallback::ClaimHeld]
         );
         assert_eq!(
-            fallbacks_of(&d, &ClaimResult::Failed(Problem::claim(std::io::Error::other("busy")))),
+            fallbacks_of(
+                &d,
+                &ClaimResult::Failed(Problem::claim(std::io::Error::other("busy")))
+            ),
             [Fallback::ClaimFailed]
         );
         assert!(fallbacks_of(&d, &ClaimResult::Claimed).is_empty());
         let off = inputs(cpuplan::Setting::Off, &["18"], "0-15", 4);
-        assert_eq!(
-            labels_of(&decide(&off, &config)),
-            (Outcome::Off, None)
-        );
+        assert_eq!(labels_of(&decide(&off, &config)), (Outcome::Off, None));
         let problem = Decision::off(&auto, Problem::spec(std::io::Error::other("bad quota")));
         assert_eq!(labels_of(&problem), (Outcome::Problem, Some("spec")));
     }

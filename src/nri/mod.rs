@@ -1,4 +1,4 @@
-//! `cpuplan-hook nri`: cpuplan as an NRI plugin (containerd >= 1.7, CRI-O >= 1.26), on the
+//! `cpuplan-nri`: cpuplan as an NRI plugin (containerd >= 1.7, CRI-O >= 1.26), on the
 //! workspace's NRI stub crate (`crates/nri`, `nri_plugin`), which speaks the protocol.
 //!
 //! What is cpuplan's here: `planner` (the [`nri_plugin::Plugin`]: read, decide, claim,
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::config::HookConfig;
 
 pub use error::NriError;
-pub use options::{launched_by_runtime, NriArgs, NriOptions, HELP};
+pub use options::{NriArgs, NriOptions, HELP};
 pub use planner::PlanHandler;
 
 /// Runs the plugin as `opts` say, planning with [`PlanHandler`], until SIGTERM/SIGINT or, for a

@@ -1,4 +1,4 @@
-//! The options of `cpuplan-hook nri`, from its command line and, when the runtime launched the
+//! The options of `cpuplan-nri`, from its command line and, when the runtime launched the
 //! plugin from its plugin directory, from the environment NRI gives it (read by the stub crate).
 
 use std::path::PathBuf;
@@ -12,13 +12,13 @@ pub(crate) const DEFAULT_NAME: &str = "cpuplan";
 /// The plugin's index unless `--index` (or `NRI_PLUGIN_IDX`) says otherwise.
 pub(crate) const DEFAULT_INDEX: &str = "10";
 
-/// `cpuplan-hook nri --help`.
+/// `cpuplan-nri --help`.
 pub const HELP: &str = "\
-cpuplan-hook nri: run as an NRI plugin of containerd or CRI-O
+cpuplan-nri: run as an NRI plugin of containerd or CRI-O
 
-usage: cpuplan-hook [--config FILE] nri [--socket PATH] [--name NAME] [--index NN] [--log FILE]
-                                       [--state FILE]
-       cpuplan-hook nri --probe ready|live [--state FILE]
+usage: cpuplan-nri [--config FILE] [--socket PATH] [--name NAME] [--index NN] [--log FILE]
+                   [--state FILE]
+       cpuplan-nri --probe ready|live [--state FILE]
 
   --socket PATH    the runtime's NRI socket (default /var/run/nri/nri.sock); the plugin
                    reconnects with backoff when the runtime restarts
@@ -40,7 +40,7 @@ configuration's log at Configure. A configuration the runtime gives replaces --c
 Stops on SIGTERM or SIGINT.
 ";
 
-/// The options of `cpuplan-hook nri`.
+/// The options of `cpuplan-nri`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NriOptions {
     /// How the plugin reaches the runtime, and who it is.
@@ -97,12 +97,6 @@ impl NriOptions {
                 .unwrap_or_else(|| PathBuf::from(super::health::DEFAULT_STATE)),
         })
     }
-}
-
-/// Whether this process looks launched by an NRI runtime from its plugin directory: no
-/// arguments, and `NRI_PLUGIN_SOCKET` set. Such a process runs `nri`.
-pub fn launched_by_runtime(words: &[String]) -> bool {
-    nri_plugin::options::launched_by_runtime(words.is_empty())
 }
 
 #[cfg(test)]

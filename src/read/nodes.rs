@@ -103,15 +103,12 @@ fn open_dir(dirfd: RawFd, name: &str) -> Option<OwnedFd> {
 
 /// The GPU char devices among the entries of `dir` (the container's `at`: `/dev`, or
 /// `/dev/dri` with `dri`), each with its `stat`; at most [`MAX_ENTRIES`] entries are looked at.
-/// The listing is read with [`cpuplan::dirents`] into a buffer on the stack (a runtime's `/dev`
-/// fits in one read).
 fn scan(dir: &OwnedFd, at: &str, dri: bool) -> Vec<(CharDevice, FileStat)> {
     let dirfd = dir.as_raw_fd();
     let mut found = Vec::new();
     let mut seen = 0;
-    let mut buf = [0u8; 2048];
     // A read that fails ends the listing: the nodes found before it count.
-    let _ = cpuplan::dirents::each(dir, &mut buf, |name, _| {
+    let _ = cpuplan::dirents::each(dir, |name, _| {
         seen += 1;
         if seen > MAX_ENTRIES {
             return ControlFlow::Break(());

@@ -1,5 +1,5 @@
 //! The hook on a CRI node ([`crate::cri::CriNode`]): its config, its registration by
-//! `cpuplan-hook install --containerd`, its log and claims, and the probe a container runs to
+//! `cpuplan install --containerd`, its log and claims, and the probe a container runs to
 //! show its plan. Included with `#[path = "common/cri_hook.rs"] mod cri_hook;` beside `cri.rs`.
 #![allow(dead_code)]
 
@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::common::statics::static_hook;
+use crate::common::statics::static_cpuplan;
 use crate::cri::{gpu_host, section, Containerd, CriNode, NodeOptions};
 
 /// What a container prints of its plan: its CPUs, `plan.env` and `plan.json` in sections.
@@ -37,11 +37,11 @@ pub fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
     p
 }
 
-/// `cpuplan-hook install --containerd --root-prefix T ARGS`: its output; it must succeed. On a
+/// `cpuplan install --containerd --root-prefix T ARGS`: its output; it must succeed. On a
 /// containerd 2.x node, with `--ctr-root` a root holding that node's `ctr` (a 2.x node's own
 /// `/usr/bin/ctr` is 2.x's; the system's here is 1.7's).
 pub fn install(node: &CriNode, args: &[&str]) -> String {
-    let mut cmd = Command::new(static_hook());
+    let mut cmd = Command::new(static_cpuplan());
     cmd.args(["install", "--containerd", "--root-prefix"])
         .arg(node.root())
         .args(args);
@@ -73,7 +73,7 @@ pub fn hook_log(node: &CriNode) -> String {
     std::fs::read_to_string(node.path("var/log/cpuplan-hook.log")).unwrap_or_default()
 }
 
-/// `cpuplan-hook claims --json` with the node's hook config.
+/// `cpuplan claims --json` with the node's hook config.
 pub fn claims(node: &CriNode) -> Value {
     crate::common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
 }

@@ -176,23 +176,3 @@ pub fn argv(c: &Value) -> Vec<String> {
         .map(|w| w.as_str().expect("a string").to_string())
         .collect()
 }
-
-/// `argv` as an image that holds the single binary `/opt/cpuplan/cpuplan-hook` runs it: the
-/// plugin is its `nri` command, the operator's commands are its own. An image with the three
-/// binaries runs `argv` as it is (`split` true).
-pub fn for_image(argv: &[String], split: bool) -> Vec<String> {
-    if split {
-        return argv.to_vec();
-    }
-    let single = "/opt/cpuplan/cpuplan-hook".to_string();
-    match argv.first().map(String::as_str) {
-        Some(NRI_BIN) => [single, "nri".into()]
-            .into_iter()
-            .chain(argv[1..].iter().cloned())
-            .collect(),
-        Some(CLI_BIN) => std::iter::once(single)
-            .chain(argv[1..].iter().cloned())
-            .collect(),
-        _ => argv.to_vec(),
-    }
-}

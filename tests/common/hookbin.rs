@@ -1,9 +1,25 @@
-//! Running the `cpuplan-hook` binary as a runtime would: the config, the stage, the state on stdin.
+//! The binaries cargo built for this test run, one function each, and running `cpuplan-hook` as
+//! a runtime would: the config, the stage, the state on stdin.
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+
+/// `cpuplan-hook`: the runtime's stages (`hook STAGE`, `precreate`).
+pub fn hook_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cpuplan-hook"))
+}
+
+/// `cpuplan-nri`: the NRI plugin.
+pub fn nri_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cpuplan-nri"))
+}
+
+/// `cpuplan`: the operator's command (explain, plan, claims, install…).
+pub fn cpuplan_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cpuplan"))
+}
 
 /// `BIN --config CONFIG hook createRuntime`, with stdin, stdout and stderr piped.
 pub fn create_runtime(bin: &Path, config: &Path) -> Command {

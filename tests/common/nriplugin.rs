@@ -14,13 +14,16 @@ use serde_json::{json, Value};
 
 use crate::cri::{self, gpu_host, section, CriNode};
 
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-hook");
+/// The plugin under test, `cpuplan-nri`.
+pub const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-nri");
 
-/// The plugin binary the external plugins run: `CPUPLAN_HOOK_BIN` runs another build of it
+/// The operator's command, `cpuplan` (claims, install, uninstall).
+pub const CPUPLAN: &str = env!("CARGO_BIN_EXE_cpuplan");
+
+/// The plugin binary the external plugins run: `CPUPLAN_NRI_BIN` runs another build of it
 /// under the same tests.
 pub fn plugin_bin() -> String {
-    std::env::var("CPUPLAN_HOOK_BIN").unwrap_or_else(|_| BIN.into())
+    std::env::var("CPUPLAN_NRI_BIN").unwrap_or_else(|_| BIN.into())
 }
 /// The plugin's `INDEX-NAME` (the defaults).
 pub const PLUGIN: &str = "10-cpuplan";
@@ -100,7 +103,7 @@ pub fn plans_left(node: &CriNode) -> Vec<String> {
     names
 }
 
-/// `cpuplan-hook claims --json` with the plugin's config.
+/// `cpuplan claims --json` with the plugin's config.
 pub fn claims(node: &CriNode) -> Value {
     crate::common::podman::claims_json(&node.path("etc/cpuplan/hook.json"))
 }
@@ -110,7 +113,7 @@ pub fn plan_json(out: &str) -> Value {
     serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
 }
 
-/// A plugin started by the test: `cpuplan-hook --config CONFIG nri --socket S --log L ARGS`,
+/// A plugin started by the test: `cpuplan-nri --config CONFIG --socket S --log L ARGS`,
 /// its stderr in `L.stderr`. Dropping it kills it (a stopped one too).
 pub struct Plugin {
     child: Child,
@@ -123,7 +126,6 @@ impl Plugin {
         let mut argv = vec![
             "--config".to_string(),
             config.display().to_string(),
-            "nri".into(),
             "--socket".into(),
             node.nri_socket().display().to_string(),
         ];
@@ -131,8 +133,8 @@ impl Plugin {
         Plugin::start(node, argv)
     }
 
-    /// Starts `cpuplan-hook ARGV --log L`, `L` a log file of its own under the node (and, for
-    /// `nri` without `--state`, `--state` [`state_file`]: not the host's `/run`).
+    /// Starts `cpuplan-nri ARGV --log L`, `L` a log file of its own under the node (and, without
+    /// `--state`, `--state` [`state_file`]: not the host's `/run`).
     pub fn start(node: &CriNode, mut argv: Vec<String>) -> Plugin {
         let log = node.path(&format!("var/log/nri-plugin-{}.log", cri::unique()));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();

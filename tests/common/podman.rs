@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use super::runc::{hook_bin, which};
+use super::runc::{cpuplan_bin, which};
 
 /// The image every test container runs.
 pub const IMAGE: &str = "localhost/cpuplan-e2e:latest";
@@ -314,15 +314,15 @@ pub fn remove_cgroups(name: &str) {
     walk(Path::new("/sys/fs/cgroup"), name, 0);
 }
 
-/// `cpuplan-hook --config CONFIG explain --bundle BUNDLE --json`, parsed.
+/// `cpuplan --config CONFIG explain --bundle BUNDLE --json`, parsed.
 pub fn explain_json(config: &Path, bundle: &Path) -> Value {
-    let out = Command::new(hook_bin())
+    let out = Command::new(cpuplan_bin())
         .arg("--config")
         .arg(config)
         .args(["explain", "--json", "--bundle"])
         .arg(bundle)
         .output()
-        .expect("cpuplan-hook explain");
+        .expect("cpuplan explain");
     assert!(
         out.status.success(),
         "explain failed: {}",
@@ -331,14 +331,14 @@ pub fn explain_json(config: &Path, bundle: &Path) -> Value {
     serde_json::from_slice(&out.stdout).expect("explain --json prints JSON")
 }
 
-/// `cpuplan-hook --config CONFIG claims --json`, parsed.
+/// `cpuplan --config CONFIG claims --json`, parsed.
 pub fn claims_json(config: &Path) -> Value {
-    let out = Command::new(hook_bin())
+    let out = Command::new(cpuplan_bin())
         .arg("--config")
         .arg(config)
         .args(["claims", "--json"])
         .output()
-        .expect("cpuplan-hook claims");
+        .expect("cpuplan claims");
     assert!(
         out.status.success(),
         "claims failed: {}",

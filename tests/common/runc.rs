@@ -6,10 +6,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-/// The hook binary built by cargo for this test run.
-pub fn hook_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_cpuplan-hook"))
-}
+pub use super::hookbin::{cpuplan_bin, hook_bin};
 
 /// The repo's fixture directory.
 pub fn fixtures() -> PathBuf {

@@ -20,10 +20,22 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds `cpuplan-hook` and `cpuplan-exec` with `scripts/build-static.sh --debug` (once per
-/// test binary; cargo makes later builds no-ops) and returns their paths.
-pub fn static_bins() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+/// The static binaries `scripts/build-static.sh` builds.
+pub struct StaticBins {
+    /// `cpuplan-hook`: the runtime's stages.
+    pub hook: PathBuf,
+    /// `cpuplan-nri`: the NRI plugin.
+    pub nri: PathBuf,
+    /// `cpuplan`: the operator's command (install, explain, claims…).
+    pub cpuplan: PathBuf,
+    /// `cpuplan-exec`: the in-container launcher.
+    pub exec: PathBuf,
+}
+
+/// Builds the static binaries with `scripts/build-static.sh --debug` (once per test binary;
+/// cargo makes later builds no-ops) and returns their paths.
+pub fn static_bins() -> &'static StaticBins {
+    static BUILT: OnceLock<StaticBins> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = Command::new("bash")
             .arg(workspace_root().join("scripts/build-static.sh"))
@@ -39,12 +51,28 @@ pub fn static_bins() -> &'static (PathBuf, PathBuf) {
         );
         let text = String::from_utf8_lossy(&out.stdout);
         let paths: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
-        assert_eq!(paths.len(), 2, "{text}");
-        (paths[0].clone(), paths[1].clone())
+        let named = |name: &str| {
+            paths
+                .iter()
+                .find(|p| p.file_name().is_some_and(|f| f == name))
+                .unwrap_or_else(|| panic!("build-static.sh printed no {name}: {text}"))
+                .clone()
+        };
+        StaticBins {
+            hook: named("cpuplan-hook"),
+            nri: named("cpuplan-nri"),
+            cpuplan: named("cpuplan"),
+            exec: named("cpuplan-exec"),
+        }
     })
 }
 
 /// The static `cpuplan-hook`.
 pub fn static_hook() -> PathBuf {
-    static_bins().0.clone()
+    static_bins().hook.clone()
+}
+
+/// The static `cpuplan` (which installs the static `cpuplan-hook` beside it).
+pub fn static_cpuplan() -> PathBuf {
+    static_bins().cpuplan.clone()
 }

@@ -390,9 +390,7 @@ fn scan(dir: &Path) -> Result<Scan, Error> {
     };
     let listed =
         crate::fsutil::open(dir, nix::libc::O_RDONLY | nix::libc::O_DIRECTORY, 0).map_err(io)?;
-    // About 40 bytes a claim file: one read lists a directory of dozens of GPUs.
-    let mut buf = [0u8; 2048];
-    crate::dirents::each(&listed, &mut buf, |name, _| {
+    crate::dirents::each(&listed, |name, _| {
         let Ok(name) = std::str::from_utf8(name) else {
             return ControlFlow::Continue(());
         };

@@ -3,8 +3,6 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use nix::NixPath;
-
 use crate::cpuset::{parse_cpu_list, CpuSet};
 use crate::error::{Error, Result};
 
@@ -36,28 +34,28 @@ pub fn under(root: &Path, abs: impl AsRef<Path>) -> PathBuf {
 /// The most bytes read from one kernel file (`mountinfo` of a node with thousands of mounts fits).
 pub(crate) const MAX_KERNEL_FILE: usize = 4 << 20;
 
-/// Opens `path` as `open(2)` would with `flags` (`O_CLOEXEC` always added) and, where it
-/// creates the file, `mode`: the file `OpenOptions` gives, made with `openat(AT_FDCWD)`, for
-/// musl's `open` follows every `O_CLOEXEC` open with an `fcntl(F_SETFD)` that only kernels
-/// before 2.6.23 need.
+/// Opens `path` as `open(2)` would with `flags` (`O_CLOEXEC` always added, as std adds it) and,
+/// where it creates the file, `mode`: the access mode and `O_CREAT`/`O_EXCL`/`O_TRUNC`/`O_APPEND`
+/// of `flags` become `OpenOptions`' own, the rest its custom flags.
 pub fn open(path: &Path, flags: nix::libc::c_int, mode: u32) -> std::io::Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
-    let flags = flags | nix::libc::O_CLOEXEC;
-    let fd = path.with_nix_path(|p| loop {
-        // SAFETY: `p` is a NUL-terminated path that lives across the call; the kernel reads
-        // nothing else, and the descriptor it returns is taken by nobody but us.
-        let fd = unsafe { nix::libc::openat(nix::libc::AT_FDCWD, p.as_ptr(), flags, mode) };
-        if fd >= 0 {
-            return Ok(fd);
+    use nix::libc::{O_ACCMODE, O_APPEND, O_CREAT, O_EXCL, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
+    use std::os::unix::fs::OpenOptionsExt;
+    let access = flags & O_ACCMODE;
+    let mut o = std::fs::OpenOptions::new();
+    o.read(access == O_RDONLY || access == O_RDWR)
+        .write(access == O_WRONLY || access == O_RDWR)
+        .append(flags & O_APPEND != 0)
+        .truncate(flags & O_TRUNC != 0)
+        .mode(mode)
+        .custom_flags(flags & !(O_ACCMODE | O_APPEND | O_TRUNC | O_CREAT | O_EXCL));
+    if flags & O_CREAT != 0 {
+        if flags & O_EXCL != 0 {
+            o.create_new(true);
+        } else {
+            o.create(true);
         }
-        // As `OpenOptions::open`, an open a signal interrupted is made again.
-        let e = std::io::Error::last_os_error();
-        if e.kind() != ErrorKind::Interrupted {
-            return Err(e);
-        }
-    })??;
-    // SAFETY: `fd` was just returned by a successful `openat` and is owned by nobody else.
-    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    }
+    o.open(path)
 }
 
 /// Opens `path` for reading without blocking: a FIFO opens at once, and reads never wait.
@@ -132,12 +130,9 @@ fn read_records(path: &Path) -> std::io::Result<Vec<u8>> {
 fn read_record(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut f = open_nonblocking(path)?;
     let page = 4096;
-    let mut buf: Vec<u8> = Vec::with_capacity(page);
-    // SAFETY: the kernel writes at most `page` bytes into the vector's spare capacity, which is
-    // at least that long (never zeroed: only the bytes it writes are touched).
-    let n = unsafe { read_raw(&f, buf.spare_capacity_mut().as_mut_ptr().cast(), page)? };
-    // SAFETY: the kernel wrote `n` <= `page` bytes from the start of the spare capacity.
-    unsafe { buf.set_len(n) };
+    let mut buf = vec![0u8; page];
+    let n = read_once(&f, &mut buf)?;
+    buf.truncate(n);
     if n < page {
         buf.shrink_to_fit();
         return Ok(buf);
@@ -147,34 +142,20 @@ fn read_record(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// One `read(2)` of `f` into the `len` bytes at `buf`: the byte count, an interrupted read made
-/// again, and 0 where a non-blocking file has nothing to give now (a FIFO: nothing is its
-/// content). The one read of the one-record rule ([`read_record`]).
-///
-/// # Safety
-/// `buf` must be valid for writes of `len` bytes.
-unsafe fn read_raw(f: &std::fs::File, buf: *mut u8, len: usize) -> std::io::Result<usize> {
-    use std::os::fd::AsRawFd;
+/// One `read(2)` of `f` into `buf`: the byte count, an interrupted read made again, and 0 where
+/// a non-blocking file has nothing to give now (a FIFO: nothing is its content). For a file of
+/// one record, or a regular file written whole before it was renamed into place, a count
+/// under `buf.len()` is all of it (the one read of the one-record rule, [`read_record`]).
+pub(crate) fn read_once(mut f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
     loop {
-        // SAFETY: the caller's contract: `buf` takes `len` bytes.
-        let n = unsafe { nix::libc::read(f.as_raw_fd(), buf.cast(), len) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.kind() {
-            ErrorKind::Interrupted => continue,
-            ErrorKind::WouldBlock => return Ok(0),
-            _ => return Err(e),
+        match f.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
         }
     }
-}
-
-/// One `read(2)` of `f` into `buf` ([`read_raw`]): for a file of one record, or a regular file
-/// written whole before it was renamed into place, a count under `buf.len()` is all of it.
-pub(crate) fn read_once(f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    // SAFETY: `buf` is ours, borrowed mutably for the call, `buf.len()` bytes long.
-    unsafe { read_raw(f, buf.as_mut_ptr(), buf.len()) }
 }
 
 /// The small one-record file at `path` read into `buf` by the one-record rule, with no
@@ -235,8 +216,7 @@ pub fn require_own_file(file: &std::fs::File) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = file.metadata()?;
     kind_of(&meta)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { nix::libc::geteuid() };
+    let euid = nix::unistd::geteuid().as_raw();
     let wrong = if meta.uid() != euid {
         format!("owned by uid {}, not by uid {euid}", meta.uid())
     } else if meta.nlink() != 1 {

@@ -10,7 +10,7 @@
 //! closes its listener's wake-up pipe).
 
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,28 +71,9 @@ fn bind_private() -> Result<(UnixListener, Vec<u8>), Error> {
 
 /// The pid of the process at the other end of the connected unix socket `fd` (`SO_PEERCRED`:
 /// the process that connected, as it was at `connect`).
-fn peer_pid(fd: RawFd) -> io::Result<i32> {
-    let mut cred = nix::libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<nix::libc::ucred>() as nix::libc::socklen_t;
-    // SAFETY: `cred` and `len` are ours and live across the call; the kernel writes at most
-    // `len` bytes into `cred`, which is that long.
-    let rc = unsafe {
-        nix::libc::getsockopt(
-            fd,
-            nix::libc::SOL_SOCKET,
-            nix::libc::SO_PEERCRED,
-            (&mut cred as *mut nix::libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred.pid)
+fn peer_pid(fd: BorrowedFd) -> io::Result<i32> {
+    let cred = nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials)?;
+    Ok(cred.pid())
 }
 
 /// Serves only connections this process made: an abstract socket has no file permissions, so
@@ -102,6 +83,9 @@ struct OwnProcessOnly;
 
 impl AcceptHook for OwnProcessOnly {
     fn on_accept(&self, fd: RawFd) -> Result<HookOutput, HookError> {
+        // SAFETY: ttrpc passes the descriptor of the connection it just accepted, which stays
+        // open for the whole of this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         let pid = peer_pid(fd).map_err(HookError::Io)?;
         if pid != std::process::id() as i32 {
             log::warn!("nri: a connection to the plugin's private listener from pid {pid}, not the plugin's own: closed");

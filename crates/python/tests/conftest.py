@@ -1,7 +1,7 @@
 """Fixtures the pytest suite shares: the repository, the hook binary, two CPUs, and a process with no plan.
 
 The suite runs on the installed wheel (scripts/python-wheel.sh), which sets CPUPLAN_REPO,
-CPUPLAN_HOOK and CPUPLAN_VENV; a missing one fails the test that needs it, never skips it.
+CPUPLAN_BIN and CPUPLAN_VENV; a missing one fails the test that needs it, never skips it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def repo() -> Path:
 @pytest.fixture(scope="session")
 def hook_bin() -> str:
     """The cpuplan-hook binary."""
-    path = _required("CPUPLAN_HOOK")
-    assert os.access(path, os.X_OK), f"CPUPLAN_HOOK={path} is not an executable"
+    path = _required("CPUPLAN_BIN")
+    assert os.access(path, os.X_OK), f"CPUPLAN_BIN={path} is not an executable"
     return path
 
 

@@ -5,7 +5,7 @@ use std::path::{Component, Path};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{mkdirat, Mode};
+use nix::sys::stat::{fchmod, mkdirat, Mode};
 
 use super::{own, RootfsError};
 use crate::read::procroot::{open_proc_root, ProcRootError};
@@ -88,9 +88,6 @@ pub(super) fn walk_dirs(
     create: bool,
     made: &mut bool,
 ) -> Result<Option<OwnedFd>, RootfsError> {
-    if create {
-        super::temps::exact_modes();
-    }
     let mut cur: Option<OwnedFd> = None;
     let mut sofar = root_path.to_path_buf();
     let last = dir
@@ -158,7 +155,19 @@ pub(super) fn walk_dirs(
             }
             Err(errno) => return Err(path_err(parent, name, &sofar, errno)),
         };
-        cur = Some(own(fd));
+        let fd = own(fd);
+        if *made {
+            // The mode asked for, whatever the process's umask (a runtime may run the hook
+            // under a stricter one, which would hide the plan from the workload's user).
+            fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o755)).map_err(|errno| {
+                RootfsError::Path {
+                    path: sofar.clone(),
+                    what: "cannot set the directory's mode",
+                    errno,
+                }
+            })?;
+        }
+        cur = Some(fd);
     }
     Ok(cur)
 }

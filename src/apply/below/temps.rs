@@ -7,7 +7,7 @@ use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{fchmod, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::{own, RootfsError};
@@ -21,20 +21,6 @@ pub(super) fn temp_name(name: &str) -> String {
     format!(".{name}.{}.{nanos}.tmp", crate::logging::pid())
 }
 
-/// Sets this process's umask to 022, once: the plan directories (0755) and files (0644) are
-/// then made with exactly the modes asked for, without an `fchmod` of each (a runtime may run
-/// the hook under a stricter umask, which would leave the plan unreadable to the workload's
-/// user). Where the directory has a default ACL the kernel applies that instead of the umask,
-/// and the files keep the modes it gives: such an ACL is the image's own choice for its own
-/// container. Nothing else this process makes is more open for it: the hook's and the plugin's
-/// other files (claims, inventory, the log, the lock) are made with modes of their own.
-pub(super) fn exact_modes() {
-    static SET: std::sync::Once = std::sync::Once::new();
-    SET.call_once(|| {
-        nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
-    });
-}
-
 /// Writes `contents` to a fresh temporary file in `dirfd` (mode 0644); returns its name.
 pub(super) fn write_temp(
     dirfd: &OwnedFd,
@@ -42,7 +28,6 @@ pub(super) fn write_temp(
     name: &str,
     contents: &[u8],
 ) -> Result<String, RootfsError> {
-    exact_modes();
     let tmp = temp_name(name);
     let err = |what, errno| RootfsError::Path {
         path: dir.join(name),
@@ -56,11 +41,18 @@ pub(super) fn write_temp(
         Mode::from_bits_truncate(0o644),
     )
     .map_err(|e| err("cannot create a temporary file", e))?;
-    let written = std::fs::File::from(own(fd))
-        .write_all(contents)
-        .map_err(|source| RootfsError::Write {
-            path: dir.join(name),
-            source,
+    // 0644 whatever the process's umask (a runtime may run the hook under a stricter one,
+    // which would hide the plan from the workload's user).
+    let file = std::fs::File::from(own(fd));
+    let written = fchmod(file.as_raw_fd(), Mode::from_bits_truncate(0o644))
+        .map_err(|e| err("cannot set the temporary file's mode", e))
+        .and_then(|()| {
+            (&file)
+                .write_all(contents)
+                .map_err(|source| RootfsError::Write {
+                    path: dir.join(name),
+                    source,
+                })
         });
     match written {
         Ok(()) => Ok(tmp),
@@ -138,9 +130,7 @@ pub fn remove_stale_temps_of(dirfd: &OwnedFd, dir: &Path, is_name: impl Fn(&str)
     let listed = own(listed);
     let mut stale: Vec<String> = Vec::new();
     let mut seen = 0;
-    // The plan directory holds a few files: one read of a buffer on the stack lists it.
-    let mut buf = [0u8; 2048];
-    let _ = cpuplan::dirents::each(&listed, &mut buf, |name, _| {
+    let _ = cpuplan::dirents::each(&listed, |name, _| {
         seen += 1;
         if seen > MAX_SCAN {
             swept.cut = true;

@@ -30,7 +30,7 @@ fn write(rootfs: &Path, dir: &str) -> Result<(), RootfsError> {
 
 #[test]
 fn a_strict_umask_still_gives_the_plan_its_modes() {
-    // The umask is the process's, and this one sets it once: the check runs in a child, this
+    // The umask is the process's: the check runs in a child, this
     // test binary again, started with umask 077 as a runtime might run the hook.
     const CHILD: &str = "CPUPLAN_TEST_UMASK_CHILD";
     if std::env::var_os(CHILD).is_some() {

@@ -144,9 +144,9 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     fnv1a(FNV_OFFSET, bytes)
 }
 
-/// The stamp of `dir`: one open, a `statx` of the descriptor, and its listing read into `buf`
-/// (no name is copied: each is hashed where the kernel wrote it).
-fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
+/// The stamp of `dir`: one open, a `statx` of the descriptor, and its listing (each name is
+/// hashed as it is read, none kept).
+fn dir_stamp(dir: &Path) -> DirStamp {
     let Ok(f) = open(dir, nix::libc::O_DIRECTORY) else {
         return DirStamp::default();
     };
@@ -155,7 +155,7 @@ fn dir_stamp(dir: &Path, buf: &mut [u8]) -> DirStamp {
     };
     let (mut entries, mut names) = (0u32, 0u64);
     // A read that fails ends the listing: the stamp holds the entries read before it.
-    let _ = crate::dirents::each(&f, buf, |name, ino| {
+    let _ = crate::dirents::each(&f, |name, ino| {
         entries += 1;
         let h = fnv1a(fnv1a(FNV_OFFSET, name), &[0]);
         names = names.wrapping_add(fnv1a(h, &ino.to_le_bytes()));
@@ -193,13 +193,12 @@ fn mounts_stamp(root: &Path, under: &mut Under) -> String {
 impl Stamp {
     /// What the host under `root` and `topology_root` shows now.
     pub fn read(root: &Path, topology_root: &Path) -> Stamp {
-        // One buffer for the directories' listings and the online files (a PCI bus of a few
-        // hundred functions takes a few reads of it).
+        // One buffer for the online files.
         let mut buf = [0u8; 8192];
         let mut topo = Under::new(topology_root);
         let online = online_text(&mut topo, &mut buf);
-        let pci = dir_stamp(topo.path(crate::gpus::PCI_DEVICES_DIR), &mut buf);
-        let driver = dir_stamp(topo.path(crate::gpu::nvidia::NVIDIA_GPUS_DIR), &mut buf);
+        let pci = dir_stamp(topo.path(crate::gpus::PCI_DEVICES_DIR));
+        let driver = dir_stamp(topo.path(crate::gpu::nvidia::NVIDIA_GPUS_DIR));
         let module = std::fs::metadata(topo.path(NVIDIA_MODULE_DIR)).map_or(0, |m| m.ino());
         let same = root == topology_root;
         let mut host = if same { topo } else { Under::new(root) };
