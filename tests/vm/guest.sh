@@ -33,6 +33,8 @@ W=/tmp/cpuplan-vm
 mkdir -p $W
 cp $S/cpuplan-hook $W/cpuplan-hook
 HOOK=$W/cpuplan-hook
+# The operator's command (install, claims): today a subcommand of the same binary.
+CPUPLAN=$HOOK
 cp -r $S/topo $W/topo
 cp $S/vm-cri $W/vm-cri
 CRI=$W/vm-cri
@@ -155,6 +157,15 @@ probe() {
   fi
 }
 SCOPE_MAX[runc-systemd]="cpus=1 max=70000 100000 mask='1'"
+# probe_all WHEN NAME...: probe each NAME at once (the containers answer independently, and
+# under TCG an exec costs 1-5 s); waits for these probes only (the NRI plugin runs in the
+# background too).
+probe_all() {
+  local when=$1 n pids=()
+  shift
+  for n in "$@"; do probe "$n" "$when" & pids+=($!); done
+  wait "${pids[@]}"
+}
 
 start runc-systemd runc systemd
 start crun-systemd crun systemd
@@ -188,7 +199,7 @@ fi
 # scope (so systemd holds the narrowed CPUs from the start); the createRuntime hook writes
 # plan.env into crun's `container` child and takes the claim.
 hook_config podman-pre
-out=$("$HOOK" --config "$W/hook-podman-pre.json" install --with-precreate --hooks-dir $W/hooks-pre.d --prefix $W/prefix 2>&1); rc=$?
+out=$("$CPUPLAN" --config "$W/hook-podman-pre.json" install --with-precreate --hooks-dir $W/hooks-pre.d --prefix $W/prefix 2>&1); rc=$?
 check "podman-pre: install --with-precreate" "0: cpuplan-precreate.json cpuplan.json" "$rc: $(ls $W/hooks-pre.d 2>&1 | sort | xargs)" "$out"
 t0=$(ms)
 pre=$(podman --cgroup-manager=systemd --hooks-dir $W/hooks-pre.d run -d --network none --cpu-quota 50000 --cpu-period 100000 \
@@ -256,7 +267,8 @@ cri_start() {
   SCOPE_MAX[$name]="cpus=1 max=70000 100000 mask='1' gen='1' quota=0.5"
 }
 
-# (a) The NRI plugin, an external plugin on containerd's NRI socket. Its command line, here only.
+# (a) The NRI plugin, an external plugin on containerd's NRI socket. Its command line, here only
+# (the daemon is `cpuplan-hook nri` today).
 nri_plugin() { exec "$HOOK" --config "$W/nri.json" nri; }
 jq -n --arg w "$W" '{topology_root: "\($w)/topo", claims_dir: "\($w)/claims/nri", nri_dir: "\($w)/nri",
   log: "\($w)/nri.log", log_level: "debug"}' > $W/nri.json
@@ -282,10 +294,15 @@ check "runc-nobus: the fallback is logged" 1 "$(grep -c 'container runc-nobus: c
 # The fallback set no AllowedCPUs: the scope keeps the 0-1 runc gave it.
 check "runc-nobus: AllowedCPUs untouched" 0-1 "$(systemctl show -P AllowedCPUs cpuplan-runc-nobus.scope)"
 UNIT[runc-nobus]=
-for n in "${names[@]}"; do probe "$n" start; done
+with_unit=() but_nobus=()
+for n in "${names[@]}"; do
+  [ -n "${UNIT[$n]:-}" ] && with_unit+=("$n")
+  [ "$n" = runc-nobus ] || but_nobus+=("$n")
+done
+probe_all start "${names[@]}"
 
 systemctl daemon-reload
-for n in "${names[@]}"; do [ "$n" = runc-nobus ] || probe "$n" daemon-reload; done
+probe_all daemon-reload "${but_nobus[@]}"
 # Without the property, systemd's re-apply undoes the file's narrowing: what the call prevents.
 got=$(${EXEC[runc-nobus]} sh -c 'sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status' 2>&1)
 check "runc-nobus: daemon-reload: the file alone is undone" 0-1 "$got"
@@ -295,12 +312,12 @@ for n in "${names[@]}"; do
   out=$(systemctl set-property --runtime "${UNIT[$n]}" CPUQuota=70% 2>&1)
   check "$n: set-property CPUQuota=70%" "70000 100000" "$(cat /sys/fs/cgroup/$(systemctl show -P ControlGroup "${UNIT[$n]}")/cpu.max)" "$out"
 done
-for n in "${names[@]}"; do [ -n "${UNIT[$n]:-}" ] && probe "$n" set-property; done
+probe_all set-property "${with_unit[@]}"
 
 # The restart of an unrelated unit of the same slice.
 systemd-run --unit cpuplan-other --quiet sleep 600
 systemctl restart cpuplan-other
-for n in "${names[@]}"; do [ -n "${UNIT[$n]:-}" ] && probe "$n" restart-other; done
+probe_all restart-other "${with_unit[@]}"
 
 # cri_update NAME WHEN WANT ALLOWED CRI-UPDATE-ARGS...: UpdateContainerResources as kubelet sends
 # it, then the container's view and its scope's AllowedCPUs.
@@ -345,7 +362,7 @@ check "nri: the plugin stopped" gone "$(kill -0 $NRI_PID 2>/dev/null && echo run
 # (b) The hook route: the plugin gone, the hook registered by `install --containerd` (a base
 # runtime spec with the hooks and a drop-in containerd's config imports), containerd restarted.
 hook_config cri-hook
-out=$("$HOOK" --config "$W/hook-cri-hook.json" install --containerd --hooks-dir $W/hooks-cri.d --prefix $W/prefix 2>&1); rc=$?
+out=$("$CPUPLAN" --config "$W/hook-cri-hook.json" install --containerd --hooks-dir $W/hooks-cri.d --prefix $W/prefix 2>&1); rc=$?
 check "cri-hook: install --containerd" 0 "$rc" "$out"
 t0=$(ms)
 systemctl restart containerd
@@ -366,7 +383,7 @@ $CRI_PROBE"
   # kubelet's set as it is (the scope's AllowedCPUs too) and the plan files keep the first plan
   # (stale); `cpuplan-hook claims` says so. A daemon-reload keeps kubelet's set.
   cri_update cri-hook cpu-manager "cpus=0-1 max=100000 100000 mask='1' gen='1' quota=0.5" 0-1 --cpuset 0-1
-  out=$("$HOOK" --config "$W/hook-cri-hook.json" claims 2>&1)
+  out=$("$CPUPLAN" --config "$W/hook-cri-hook.json" claims 2>&1)
   check "cri-hook: cpu-manager: claims says the plan is stale" 1 "$(echo "$out" | grep -c 'plan stale: cpuset 0-1 (plan 1)')" "$out"
   systemctl daemon-reload
   probe_allowed cri-hook cpu-manager-reload 0-1
