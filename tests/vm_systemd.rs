@@ -1,7 +1,10 @@
 //! A real cgroup v2 + systemd node: the static hook with runc and crun (systemd and cgroupfs
-//! drivers) and podman (`--cgroup-manager=systemd`) in a Debian 12 guest under QEMU
-//! (`tests/vm/cgroup2-vm.sh`), every container checked from inside at start and after
-//! `systemctl daemon-reload`, `set-property` and the restart of an unrelated unit.
+//! drivers), podman (`--cgroup-manager=systemd`, with the createRuntime hook and with
+//! precreate) and containerd 1.7 driven through CRI (the NRI plugin, then the hook registered by
+//! `install --containerd`) in a Debian 12 guest under QEMU (`tests/vm/cgroup2-vm.sh`), every
+//! container checked from inside at start and after `systemctl daemon-reload`, `set-property`
+//! and the restart of an unrelated unit, the CRI containers also after kubelet's
+//! `UpdateContainerResources` (its CPU manager's cpuset, an in-place resize).
 //!
 //! One boot runs every check (`tests/vm/guest.sh`, results as JSON lines on the 9p share); each
 //! test here asserts its own checks from those results, so a failure names its check. The
@@ -10,6 +13,8 @@
 //! changes. Needs root and qemu-system-x86 + mmdebstrap (scripts/test.sh installs them).
 
 mod common;
+#[path = "common/cri.rs"]
+mod cri;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,7 +94,16 @@ fn boot() -> Results {
     let s = share.path();
     std::fs::copy(static_hook(), s.join("cpuplan-hook")).unwrap();
     std::fs::copy(vm_dir().join("guest.sh"), s.join("guest.sh")).unwrap();
-    copy_tree(&common::runc::fixtures().join("e2e-host"), &s.join("topo"));
+    std::fs::copy(cri_client(), s.join("vm-cri")).unwrap();
+    // The images the guest's containerd imports: its sandbox image (the recipe's config names
+    // it) and the containers' busybox.
+    cri::image_tar(
+        &s.join("pause.tar"),
+        cri::PAUSE_IMAGE,
+        &["sleep", "1000000"],
+    );
+    cri::image_tar(&s.join("busybox.tar"), cri::IMAGE, &["sh"]);
+    cri::copy_tree(&common::runc::fixtures().join("e2e-host"), &s.join("topo"));
     let t0 = Instant::now();
     let out = {
         let mut c = Command::new("bash");
@@ -103,13 +117,16 @@ fn boot() -> Results {
     let round_trip = t0.elapsed();
     let console = std::fs::read_to_string(img.join("last-console.log")).unwrap_or_default();
     let log = format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- console\n{console}\n--- hook log\n{}",
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- console\n{console}\n--- hook log\n{}\n--- NRI plugin log\n{}",
         out.status.code(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
-        std::fs::read_to_string(s.join("hook.log")).unwrap_or_default()
+        std::fs::read_to_string(s.join("hook.log")).unwrap_or_default(),
+        std::fs::read_to_string(s.join("nri.log")).unwrap_or_default()
     );
-    let text = std::fs::read_to_string(s.join("results.jsonl"))
+    // Lossy: a detail quotes what a command printed, which need not be UTF-8.
+    let text = std::fs::read(s.join("results.jsonl"))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_else(|e| panic!("the guest wrote no results ({e}):\n{log}"));
     let mut r = Results {
         checks: BTreeMap::new(),
@@ -136,17 +153,22 @@ fn boot() -> Results {
     r
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), t).unwrap();
-        }
-    }
+/// The guest's CRI client, the `vm-cri` example (tests/vm/cri_client.rs), built here (a debug
+/// build, dynamically linked: the guest's glibc is the host's).
+fn cri_client() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--example", "vm-cri"])
+        .current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo build --example vm-cri");
+    assert!(
+        out.status.success(),
+        "cargo build --example vm-cri failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target_dir().join("debug/examples/vm-cri")
 }
 
 /// Asserts every check named `name` passed in the guest.
@@ -195,6 +217,83 @@ fn podman_systemd_cgroup_manager_gets_its_plan_and_keeps_it() {
 }
 
 #[test]
+fn podman_precreate_gives_cpuset_env_and_plan_env_and_keeps_them() {
+    let mut names = systemd_checks("podman-pre");
+    names.extend(
+        [
+            "install --with-precreate",
+            "precreate narrowed the spec's cpus",
+            "env from precreate is plan.env's",
+        ]
+        .map(|c| format!("podman-pre: {c}")),
+    );
+    passed(&names);
+}
+
+/// The checks of a CRI container's pod and start (`cri_start` in guest.sh).
+fn cri_start_checks(name: &str) -> Vec<String> {
+    ["RunPodSandbox", "pod slice CPUQuota=50%", "starts"]
+        .iter()
+        .map(|c| format!("{name}: {c}"))
+        .chain(["pause", "busybox"].map(|t| format!("containerd: ctr images import {t}.tar")))
+        .collect()
+}
+
+#[test]
+fn containerd_cri_nri_plugin_narrows_and_keeps_it_through_systemd() {
+    let mut names = systemd_checks("nri-cri");
+    names.extend(cri_start_checks("nri-cri"));
+    names.push("nri: the plugin synchronized with containerd".into());
+    names.push("nri-cri: CPUPLAN_PLAN".into());
+    passed(&names);
+}
+
+#[test]
+fn containerd_cri_nri_plugin_follows_kubelets_updates() {
+    let mut names = Vec::new();
+    for (when, args) in [
+        ("cpu-manager", "--cpuset 0-1"),
+        ("resize", "--quota 150000 --period 100000"),
+    ] {
+        names.push(format!("nri-cri: {when}: UpdateContainerResources {args}"));
+        names.push(format!("nri-cri: {when}: cpus, quota and plan.env"));
+        names.push(format!("nri-cri: {when}: AllowedCPUs"));
+    }
+    names.push("nri-cri: resize: pod slice CPUQuota=150%".into());
+    names.push("nri-cri: resize-reload: cpus, quota and plan.env".into());
+    names.push("nri-cri: resize-reload: AllowedCPUs".into());
+    names.push("nri-cri: pod removed, its claim released".into());
+    names.push("nri: the plugin stopped".into());
+    passed(&names);
+}
+
+#[test]
+fn containerd_cri_hook_route_narrows_keeps_it_and_goes_stale_on_update() {
+    let mut names = cri_start_checks("cri-hook");
+    names.push("cri-hook: install --containerd".into());
+    for when in [
+        "start",
+        "daemon-reload",
+        "set-property",
+        "cpu-manager",
+        "cpu-manager-reload",
+    ] {
+        names.push(format!("cri-hook: {when}: cpus, quota and plan.env"));
+        names.push(format!("cri-hook: {when}: AllowedCPUs"));
+    }
+    names.extend(
+        [
+            "set-property CPUQuota=70%",
+            "cpu-manager: UpdateContainerResources --cpuset 0-1",
+            "cpu-manager: claims says the plan is stale",
+            "pod removed",
+        ]
+        .map(|c| format!("cri-hook: {c}")),
+    );
+    passed(&names);
+}
+
+#[test]
 fn runc_and_crun_cgroupfs_driver_on_cgroup_v2() {
     let mut names = vec!["cgroupfs: no systemd call".to_string()];
     for rt in ["runc", "crun"] {
@@ -226,7 +325,7 @@ fn poststop_releases_every_claim() {
 #[test]
 fn the_systemd_call_is_measured() {
     let r = results();
-    for n in ["runc-systemd", "crun-systemd", "podman-systemd"] {
+    for n in ["runc-systemd", "crun-systemd", "podman-systemd", "cri-hook"] {
         let v = r
             .facts
             .get(&format!("{n}: dbus_ms"))

@@ -20,7 +20,7 @@
 # Guest: Debian 12, kernel 6.1 (linux-image-amd64, booted with -kernel/-initrd, small MODULES=list initrd),
 # systemd 252 on the unified cgroup v2 hierarchy (controllers: cpuset cpu io memory hugetlb pids rdma misc),
 # runc 1.1.5, crun 1.8.1, containerd 1.7.24 from trixie (enabled at boot; config.toml with SystemdCgroup = true,
-# NRI on; VM_CONTAINERD=bookworm: Debian 12's 1.6.20, no NRI), podman 4.3, dbus, busybox-static, jq. 2 vCPUs, 2 GiB RAM, no network. Image: raw ext4, 1.3 GB sparse, ~700 MB used.
+# sandbox_image localhost/cpuplan-pause:1, to be imported from a file, NRI on; VM_CONTAINERD=bookworm: Debian 12's 1.6.20, no NRI), podman 4.3, dbus, busybox-static, jq. 2 vCPUs, 2 GiB RAM, no network. Image: raw ext4, 1.3 GB sparse, ~700 MB used.
 # The root disk is booted with snapshot=on: every run starts from the pristine image and its writes are dropped.
 # CMD runs after multi-user.target from a oneshot unit (cgroup2-vm-run.service, so in system.slice), with cwd
 # /mnt/host = the host directory $VM_SHARE (default: the current directory; 9p, read-write, files written by the
@@ -164,8 +164,12 @@ EOF
   done
   # containerd as on a kubelet node with the systemd cgroup driver
   mkdir -p "$r/etc/containerd"
+  # The sandbox image is tests/vm_systemd.rs's pause image, built from busybox and imported by
+  # guest.sh (the guest has no network and names no registry).
   cat > "$r/etc/containerd/config.toml" <<'EOF'
 version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/cpuplan-pause:1"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
