@@ -22,7 +22,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use common::statics::{static_hook, target_dir, workspace_root};
+use common::statics::{static_bins, target_dir, workspace_root};
 use serde_json::Value;
 
 /// What the guest reported: its checks (name → ok, detail) and its figures.
@@ -92,7 +92,14 @@ fn boot() -> Results {
         .tempdir_in(target_dir().join("vm"))
         .unwrap();
     let s = share.path();
-    std::fs::copy(static_hook(), s.join("cpuplan-hook")).unwrap();
+    let bins = static_bins();
+    for (bin, name) in [
+        (&bins.hook, "cpuplan-hook"),
+        (&bins.nri, "cpuplan-nri"),
+        (&bins.cpuplan, "cpuplan"),
+    ] {
+        std::fs::copy(bin, s.join(name)).unwrap();
+    }
     std::fs::copy(vm_dir().join("guest.sh"), s.join("guest.sh")).unwrap();
     std::fs::copy(cri_client(), s.join("vm-cri")).unwrap();
     // The images the guest's containerd imports: its sandbox image (the recipe's config names

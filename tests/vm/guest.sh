@@ -2,7 +2,7 @@
 # guest.sh: every check of tests/vm_systemd.rs, run once inside the cgroup2-vm guest (a Debian 12
 # node on cgroup v2 with systemd as PID 1: tests/vm/cgroup2-vm.sh), from the host's share as cwd.
 #
-# The share holds the static hook (./cpuplan-hook), a one-GPU topology (./topo: 2 CPUs, GPU
+# The share holds the static binaries (./cpuplan-hook, ./cpuplan-nri, ./cpuplan), a one-GPU topology (./topo: 2 CPUs, GPU
 # 0000:3b:00.0 local to CPU 1, as tests/fixtures/e2e-host), the CRI client (./vm-cri, the
 # `vm-cri` example: the guest has no crictl) and two OCI image-layout tars built from busybox
 # (./pause.tar, the sandbox image the recipe's containerd config names, and ./busybox.tar). Each
@@ -31,10 +31,12 @@ R=$S/results.jsonl
 # On the guest's root filesystem (/run is noexec); the hook copied off the 9p share once.
 W=/tmp/cpuplan-vm
 mkdir -p $W
-cp $S/cpuplan-hook $W/cpuplan-hook
+# The hook (the runtime's stages), the NRI plugin and the operator's command (install, claims),
+# side by side: install copies the cpuplan-hook beside cpuplan.
+cp $S/cpuplan-hook $S/cpuplan-nri $S/cpuplan $W/
 HOOK=$W/cpuplan-hook
-# The operator's command (install, claims): today a subcommand of the same binary.
-CPUPLAN=$HOOK
+NRI=$W/cpuplan-nri
+CPUPLAN=$W/cpuplan
 cp -r $S/topo $W/topo
 cp $S/vm-cri $W/vm-cri
 CRI=$W/vm-cri
@@ -267,9 +269,8 @@ cri_start() {
   SCOPE_MAX[$name]="cpus=1 max=70000 100000 mask='1' gen='1' quota=0.5"
 }
 
-# (a) The NRI plugin, an external plugin on containerd's NRI socket. Its command line, here only
-# (the daemon is `cpuplan-hook nri` today).
-nri_plugin() { exec "$HOOK" --config "$W/nri.json" nri; }
+# (a) The NRI plugin, an external plugin on containerd's NRI socket. Its command line, here only.
+nri_plugin() { exec "$NRI" --config "$W/nri.json"; }
 jq -n --arg w "$W" '{topology_root: "\($w)/topo", claims_dir: "\($w)/claims/nri", nri_dir: "\($w)/nri",
   log: "\($w)/nri.log", log_level: "debug"}' > $W/nri.json
 nri_plugin > $W/nri.out 2>&1 &
@@ -381,7 +382,7 @@ $CRI_PROBE"
   fact "cri-hook: dbus_ms" "$(sed -n "s/.*container ${CID[cri-hook]}: set AllowedCPUs=.* through systemd in \([0-9]*\) ms.*/\1/p" $W/hook.log)"
   # kubelet's CPU-manager update: the hook runs only at create, so containerd's runc applies
   # kubelet's set as it is (the scope's AllowedCPUs too) and the plan files keep the first plan
-  # (stale); `cpuplan-hook claims` says so. A daemon-reload keeps kubelet's set.
+  # (stale); `cpuplan claims` says so. A daemon-reload keeps kubelet's set.
   cri_update cri-hook cpu-manager "cpus=0-1 max=100000 100000 mask='1' gen='1' quota=0.5" 0-1 --cpuset 0-1
   out=$("$CPUPLAN" --config "$W/hook-cri-hook.json" claims 2>&1)
   check "cri-hook: cpu-manager: claims says the plan is stale" 1 "$(echo "$out" | grep -c 'plan stale: cpuset 0-1 (plan 1)')" "$out"
