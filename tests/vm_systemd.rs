@@ -9,7 +9,13 @@
 //! (Debian's packages through the machine's own apt sources) and reused until the recipe
 //! changes. Needs root and qemu-system-x86 + mmdebstrap (scripts/test.sh installs them).
 
-mod common;
+extern crate cpuplan_test_support as common;
+
+/// Fails this binary at exit when the host's real hook log changed while it ran
+/// (`common::log_guard`): an ELF constructor, before `main` and any test thread.
+#[used]
+#[link_section = ".init_array"]
+static LOG_GUARD: extern "C" fn() = common::log_guard::start;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
