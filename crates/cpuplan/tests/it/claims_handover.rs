@@ -2,8 +2,7 @@
 //! live holder (a second instance of the NRI plugin after a rollout, a container started again),
 //! and releasing keeps what another live holder took over.
 
-#[path = "common/claimsfx.rs"]
-mod claimsfx;
+use crate::claimsfx;
 
 use claimsfx::{addrs, claims_dir, exits, proc_root, scoped, WAIT};
 use cpuplan::{claim_gpus, list_claims, release, ClaimOutcome, Holder};

@@ -1,7 +1,7 @@
 //! Runs the shim's documented examples, read from README.md and docs/shim.md (the README's Rust
 //! one is a doctest; its Python one runs in the Python package's tests).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

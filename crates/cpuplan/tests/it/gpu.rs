@@ -1,8 +1,7 @@
 //! Which GPU a device or `NVIDIA_VISIBLE_DEVICES` names, through the vendor seam
 //! ([`cpuplan::gpu::Inventory`]), against the fixture host `tests/fixtures/devices/host`.
 
-#[path = "common/gpufx.rs"]
-mod gpufx;
+use crate::gpufx;
 
 use cpuplan::gpu::nvidia::{nvidia_gpus, parse_visible_devices, VisibleDevices};
 use cpuplan::gpu::{char_device_pci, DeviceError, Inventory, Named};

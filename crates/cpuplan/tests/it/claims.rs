@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use cpuplan::{claim_gpus, list_claims, release, ClaimError, ClaimOutcome, Holder};
 use nix::fcntl::{Flock, FlockArg};
 
-#[path = "common/claimsfx.rs"]
-mod claimsfx;
+use crate::claimsfx;
 use claimsfx::{
     addrs, claim_as, claims_dir, holder, names, proc_root, scoped, set_start, SCOPE, WAIT,
 };
@@ -396,7 +395,12 @@ fn processes_racing_for_the_same_gpus_yield_one_winner() {
     let mut children: Vec<_> = (0..6)
         .map(|_| {
             Command::new(&exe)
-                .args(["--exact", "race_child", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "claims::race_child",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(CHILD_DIR, &dir)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -806,7 +810,12 @@ fn spawn_in_a_new_pid_namespace(
     let mut child = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc"])
         .arg(&exe)
-        .args(["--exact", "race_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "claims::race_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR, dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,6 +1,6 @@
 //! `cpuplan-exec`: the environment it sets, the affinity CMD gets, exit statuses, plan errors, the static build.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -2,7 +2,7 @@
 //!
 //! Runs as root and needs `runc` and `busybox-static` (CI installs them); it fails, not skips, without them.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! The panic is injected through `cpuplan_test_panic()`, which only a build with the shim's
 //! test-only `panic-test` feature exports; tests/c/panic_test.c calls it from C.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

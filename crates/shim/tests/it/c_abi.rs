@@ -1,6 +1,6 @@
 //! The C ABI from a small C program (tests/c/abi_test.c), linked to the cdylib and to the staticlib.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

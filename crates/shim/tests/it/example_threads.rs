@@ -1,6 +1,6 @@
 //! Runs `examples/threads.rs` (built by `cargo test`) and checks what each kind of thread ran on.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -3,8 +3,7 @@
 //! (`tests/fixtures/synthetic/host-mi300-xcp`, placed through the kfd topology) and Intel
 //! SR-IOV VFs (`host-intel-vf`).
 
-#[path = "common/gpufx.rs"]
-mod gpufx;
+use crate::gpufx;
 
 use std::path::{Path, PathBuf};
 
