@@ -8,7 +8,7 @@
 //! few minutes after the release build; `--logs` copies the plugin's logs into DIR; `--plugin
 //! PATH` runs another build's binary as the plugin, for an A/B of two builds in one session.)
 //!
-//! Two identical private containerd 1.7 nodes (`tests/common/cri.rs`, NRI on in both), driven
+//! Two identical private containerd 1.7 nodes (`crates/test-support/src/cri.rs`, NRI on in both), driven
 //! through CRI, each with a runtime handler `hooked` that runs the OCI hook through
 //! `base_runtime_spec` (what `install --containerd` writes). The plugin (`cpuplan-nri`,
 //! release build) is connected to one node for the first half of the rounds and to the other
@@ -34,10 +34,15 @@
 //! a CPU on a busy machine; the CPU time and the preemptions say how much was the plugin's own
 //! work. Each pass is reported on its own (the machine's load drifts) and all together.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "../tests/common/cri.rs"]
-mod cri;
+extern crate cpuplan_test_support as common;
+
+/// Fails this binary at exit when the host's real hook log changed while it ran
+/// (`common::log_guard`): an ELF constructor, before `main` and any test thread.
+#[used]
+#[link_section = ".init_array"]
+static LOG_GUARD: extern "C" fn() = common::log_guard::start;
+
+use common::cri;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

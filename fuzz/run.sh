@@ -3,7 +3,7 @@
 #
 # Runs each cargo-fuzz target (all of them by default) for SECONDS, one after the other, and
 # prints the executions each ran. A crash is saved by libFuzzer under fuzz/artifacts/<target>/;
-# copy it to fuzz/regressions/<target>/ so that `cargo test --test fuzz_regressions` replays it.
+# copy it to fuzz/regressions/<target>/ so that `cargo test --test host fuzz_regressions::` replays it.
 # Needs cargo-fuzz (`cargo install cargo-fuzz`) and a nightly toolchain; with only a stable one
 # it sets RUSTC_BOOTSTRAP=1 to unlock the nightly flags cargo-fuzz passes.
 set -euo pipefail

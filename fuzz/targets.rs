@@ -1,6 +1,6 @@
 //! The functions the fuzz targets drive, one per target: each parses untrusted bytes the way the
 //! hook does and checks what must hold (no panic; a parsed CPU list formats back to itself).
-//! `tests/fuzz_regressions.rs` feeds every saved input under `fuzz/regressions/<target>/` to these.
+//! `tests/host/fuzz_regressions.rs` feeds every saved input under `fuzz/regressions/<target>/` to these.
 #![allow(dead_code)]
 
 use std::path::Path;

@@ -2,7 +2,7 @@
 # containerd2.sh DEST
 #
 # Puts containerd 2.x (Debian unstable's `containerd` package, 2.1.9 when written) into DEST, for
-# the CRI and NRI node tests' second runtime (tests/common/cri.rs finds it at
+# the CRI and NRI node tests' second runtime (crates/test-support/src/cri.rs finds it at
 # $CARGO_TARGET_DIR/tools/containerd2; scripts/test.sh calls this during set-up). Nothing is
 # installed and the system's apt sources are not touched: a private apt configuration (its own
 # sources list, package lists and cache in a temp dir) downloads the .deb with

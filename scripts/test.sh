@@ -10,7 +10,7 @@
 #        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
 #        qemu-system-x86 and mmdebstrap (tests/vm/cgroup2-vm.sh deps: the cgroup v2 + systemd
 #        guest of tests/vm_systemd.rs, whose image the test builds under the target dir);
-#      - cargo-deb 3.8.0 (tests/deb.rs builds the Debian package), rustfmt and clippy, and the
+#      - cargo-deb 3.8.0 (tests/packaging/deb.rs builds the Debian package), rustfmt and clippy, and the
 #        x86_64-unknown-linux-musl standard library (the static binaries, scripts/build-static.sh);
 #      - Helm v4's library (PyPI's helm-python-sdk) into a venv at $CARGO_TARGET_DIR/tools/helm
 #        (the chart, DaemonSet and node tests render deploy/helm/cpuplan with it);
@@ -121,6 +121,6 @@ echo "== cargo test --workspace"
 cargo test --workspace "$@"
 # The NRI stub crate's tests against a real containerd, again on 2.x (the crate's own switch).
 echo "== crates/nri's containerd tests on containerd 2.x"
-NRI_PLUGIN_TEST_CONTAINERD="$target/tools/containerd2/usr/bin" cargo test -p nri-plugin --test containerd
+NRI_PLUGIN_TEST_CONTAINERD=1 CARGO_TARGET_DIR="$target" cargo test -p nri-plugin --test it containerd::
 echo "== target: $(du -sh "$target" 2>/dev/null | cut -f1) after the run"
 echo "== test.sh took $(( $(date +%s) - start )) s"

@@ -12,9 +12,14 @@
 //! (Debian's packages through the machine's own apt sources) and reused until the recipe
 //! changes. Needs root and qemu-system-x86 + mmdebstrap (scripts/test.sh installs them).
 
-mod common;
-#[path = "common/cri.rs"]
-mod cri;
+extern crate cpuplan_test_support as common;
+
+/// Fails this binary at exit when the host's real hook log changed while it ran
+/// (`common::log_guard`): an ELF constructor, before `main` and any test thread.
+#[used]
+#[link_section = ".init_array"]
+static LOG_GUARD: extern "C" fn() = common::log_guard::start;
+
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +27,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use common::cri;
 use common::statics::{static_bins, target_dir, workspace_root};
 use serde_json::Value;
 

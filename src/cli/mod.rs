@@ -1,7 +1,7 @@
 //! The command lines of the three binaries: one table of commands per [`Program`], one
 //! dispatcher. `cpuplan-hook` ([`HOOK`]) runs the runtime's stages, `cpuplan-nri` ([`NRI`]) the
 //! NRI plugin, `cpuplan` ([`OPERATOR`]) the operator's commands; a command is one entry in its
-//! program's table. Each binary links only what its table reaches (`tests/layers.rs` checks
+//! program's table. Each binary links only what its table reaches (`tests/host/layers.rs` checks
 //! that the hook has neither the installer nor the NRI plugin).
 //!
 //! `--help`, unknown options, `--version` and the mapping of errors to exit statuses happen

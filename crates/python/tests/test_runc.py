@@ -1,7 +1,7 @@
 """A Python worker loads the hook's plan inside a real runc container.
 
 The container is a busybox-static rootfs with the hook registered at createRuntime and
-poststop (as tests/e2e_runc.rs does), on the one-GPU fixture host tests/fixtures/e2e-host.
+poststop (as tests/runtimes/e2e_runc.rs does), on the one-GPU fixture host tests/fixtures/e2e-host.
 Python is not in busybox: the host's /usr (and /lib, /lib64), the base interpreter's prefix
 and the venv holding the wheel are bind-mounted read-only at their own paths, so the venv's
 python runs unchanged inside. Runs as root with runc and busybox-static installed (CI
