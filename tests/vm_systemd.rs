@@ -20,7 +20,6 @@ extern crate cpuplan_test_support as common;
 #[link_section = ".init_array"]
 static LOG_GUARD: extern "C" fn() = common::log_guard::start;
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

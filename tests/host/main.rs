@@ -25,5 +25,4 @@ mod pipeline;
 mod precreate;
 mod privileges;
 mod systemd_layouts;
-mod text_order;
 mod vendors;

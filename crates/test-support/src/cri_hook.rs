@@ -8,8 +8,8 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::statics::static_cpuplan;
 use crate::cri::{gpu_host, section, Containerd, CriNode, NodeOptions};
+use crate::statics::static_cpuplan;
 
 /// What a container prints of its plan: its CPUs, `plan.env` and `plan.json` in sections.
 pub const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"

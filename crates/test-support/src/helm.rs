@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde::Deserialize;
@@ -165,7 +165,10 @@ pub fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
 
 /// The image reference `scripts/image.sh` names: `localhost/cpuplan-hook:VERSION`.
 pub fn image_reference() -> String {
-    format!("localhost/cpuplan-hook:{}", crate::statics::package_version())
+    format!(
+        "localhost/cpuplan-hook:{}",
+        crate::statics::package_version()
+    )
 }
 
 /// A container's whole command line (command, then args).
