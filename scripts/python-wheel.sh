@@ -7,8 +7,8 @@
 #   scripts/python-wheel.sh [PYTEST ARGS...]
 #
 # PYTHON         the interpreter for the venvs (default: python3)
-# CPUPLAN_BIN    the cpuplan binary the CLI comparisons use
-#                (default: built here with cargo, in the debug profile)
+# CPUPLAN_BIN    the cpuplan binary the CLI comparisons use, and CPUPLAN_HOOK the cpuplan-hook
+#                a runc container runs (default: both built here with cargo, debug profile)
 # CARGO_TARGET_DIR  where cargo and maturin build (default: target/); the wheel is built in
 #                its `wheel` profile, the venvs and the wheel go to $CARGO_TARGET_DIR/python.
 # PIP_*          pip's own settings (index, cache) apply.
@@ -51,12 +51,13 @@ rm -rf "$work/venv"
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q "${wheels[0]}" pytest
 
-if [ -z "${CPUPLAN_BIN:-}" ]; then
-    echo "== cargo build --bin cpuplan"
-    cargo build --bin cpuplan --target-dir "$target"
-    CPUPLAN_BIN=$target/debug/cpuplan
+if [ -z "${CPUPLAN_BIN:-}" ] || [ -z "${CPUPLAN_HOOK:-}" ]; then
+    echo "== cargo build --bin cpuplan --bin cpuplan-hook"
+    cargo build --bin cpuplan --bin cpuplan-hook --target-dir "$target"
+    CPUPLAN_BIN=${CPUPLAN_BIN:-$target/debug/cpuplan}
+    CPUPLAN_HOOK=${CPUPLAN_HOOK:-$target/debug/cpuplan-hook}
 fi
-export CPUPLAN_BIN CPUPLAN_REPO=$repo CPUPLAN_VENV=$work/venv
+export CPUPLAN_BIN CPUPLAN_HOOK CPUPLAN_REPO=$repo CPUPLAN_VENV=$work/venv
 echo "== wheel built in $((built - start)) s; pytest"
 
 # Run from outside the source tree, so `import cpuplan` finds the installed wheel only.

@@ -38,7 +38,7 @@ fn explain(cfg: &Path, bundle: &Path, inventory: bool) -> (Value, String) {
 /// the plan.json it wrote.
 fn hook(h: &FakeHost) -> Value {
     let (state, cfg) = h.written();
-    let mut child = bin()
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
         .arg("--config")
         .arg(&cfg)
         .args(["hook", "createRuntime"])

@@ -31,6 +31,11 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cpuplan"))
 }
 
+/// `cpuplan-hook`: the runtime's stages (precreate here).
+fn hook_bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+}
+
 fn explain(cfg: &Path, bundle: &Path) -> Value {
     let out = bin()
         .arg("--config")
@@ -48,7 +53,7 @@ fn explain(cfg: &Path, bundle: &Path) -> Value {
 }
 
 fn precreate(cfg: &Path, bundle: &Path) -> Value {
-    let mut child = bin()
+    let mut child = hook_bin()
         .arg("--config")
         .arg(cfg)
         .arg("precreate")
@@ -349,7 +354,11 @@ fn a_quota_no_runtime_applies_is_refused_alike_by_all_four() {
     assert!(e.to_string().contains(field), "hook: {e}");
     assert_eq!(h.plan_file("plan.json"), None, "hook: nothing written");
     for args in [&["explain", "--json", "--bundle"][..], &["precreate"][..]] {
-        let mut cmd = bin();
+        let mut cmd = if args[0] == "explain" {
+            bin()
+        } else {
+            hook_bin()
+        };
         cmd.arg("--config").arg(&cfg).args(args);
         if args[0] == "explain" {
             cmd.arg(h.bundle());

@@ -26,6 +26,7 @@ fn the_python_wheel_passes_its_pytest_suite() {
     let out = Command::new("bash")
         .arg(repo.join("scripts/python-wheel.sh"))
         .env("CPUPLAN_BIN", env!("CARGO_BIN_EXE_cpuplan"))
+        .env("CPUPLAN_HOOK", env!("CARGO_BIN_EXE_cpuplan-hook"))
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(repo)
         .output()

@@ -1,7 +1,8 @@
-"""Fixtures the pytest suite shares: the repository, the hook binary, two CPUs, and a process with no plan.
+"""Fixtures the pytest suite shares: the repository, the binaries, two CPUs, and a process with no plan.
 
 The suite runs on the installed wheel (scripts/python-wheel.sh), which sets CPUPLAN_REPO,
-CPUPLAN_BIN and CPUPLAN_VENV; a missing one fails the test that needs it, never skips it.
+CPUPLAN_BIN, CPUPLAN_HOOK and CPUPLAN_VENV; a missing one fails the test that needs it, never
+skips it.
 """
 
 from __future__ import annotations
@@ -51,9 +52,17 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def hook_bin() -> str:
-    """The cpuplan-hook binary."""
+    """The operator's command, cpuplan (explain, plan, quota...)."""
     path = _required("CPUPLAN_BIN")
     assert os.access(path, os.X_OK), f"CPUPLAN_BIN={path} is not an executable"
+    return path
+
+
+@pytest.fixture(scope="session")
+def stages_bin() -> str:
+    """The runtime's hook, cpuplan-hook (its stages)."""
+    path = _required("CPUPLAN_HOOK")
+    assert os.access(path, os.X_OK), f"CPUPLAN_HOOK={path} is not an executable"
     return path
 
 

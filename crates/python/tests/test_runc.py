@@ -48,7 +48,7 @@ def python_mounts(rootfs: Path, venv: Path) -> List[Dict[str, object]]:
     return mounts
 
 
-def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, hook_bin: str, venv: Path, tmp_path: Path) -> None:
+def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, stages_bin: str, venv: Path, tmp_path: Path) -> None:
     busybox = require_runc()
     tag = f"cpuplan-py-{os.getpid()}"
     bundle = tmp_path / "bundle"
@@ -66,9 +66,9 @@ def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, ho
     hook_config.write_text(
         json.dumps({"topology_root": str(repo / "tests/fixtures/e2e-host"), "claims_dir": str(tmp_path / "claims"), "log": str(tmp_path / "hook.log")})
     )
-    argv = [hook_bin, "--config", str(hook_config), "hook"]
+    argv = [stages_bin, "--config", str(hook_config), "hook"]
     path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    config["hooks"] = {stage: [{"path": hook_bin, "args": [*argv, stage], "env": [path], "timeout": 30}] for stage in ("createRuntime", "poststop")}
+    config["hooks"] = {stage: [{"path": stages_bin, "args": [*argv, stage], "env": [path], "timeout": 30}] for stage in ("createRuntime", "poststop")}
 
     py = str(venv / "bin/python")
     script = (

@@ -135,7 +135,7 @@ impl Plugin {
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let stderr = std::fs::File::create(log.with_extension("stderr")).unwrap();
         argv.extend(["--log".to_string(), log.display().to_string()]);
-        if argv.iter().any(|a| a == "nri") && !argv.iter().any(|a| a == "--state") {
+        if !argv.iter().any(|a| a == "--state") {
             argv.extend([
                 "--state".to_string(),
                 state_file(node).display().to_string(),
