@@ -8,7 +8,7 @@
 //! few minutes after the release build; `--logs` copies the plugin's logs into DIR; `--plugin
 //! PATH` runs another build's binary as the plugin, for an A/B of two builds in one session.)
 //!
-//! Two identical private containerd 1.7 nodes (`crates/test-support/src/cri.rs`, NRI on in both), driven
+//! Two identical private containerd 1.7 nodes (`crates/test-support/src/cri/`, NRI on in both), driven
 //! through CRI, each with a runtime handler `hooked` that runs the OCI hook through
 //! `base_runtime_spec` (what `install --containerd` writes). The plugin (`cpuplan-nri`,
 //! release build) is connected to one node for the first half of the rounds and to the other

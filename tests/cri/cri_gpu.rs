@@ -1,5 +1,5 @@
 //! How a GPU reaches a container on a Kubernetes node, through the hook: the private
-//! containerd of `crates/test-support/src/cri.rs`, each test on 1.7 and on 2.x (`on_both!`), with CDI on
+//! containerd of `crates/test-support/src/cri/`, each test on 1.7 and on 2.x (`on_both!`), with CDI on
 //! (1.7: `enable_cdi = true`; 2.x: its default) and a spec directory of the test's, the hook
 //! registered by `install --containerd`, and the GPUs given as real nodes do: CDI devices
 //! through CRI's `CDI_devices` field and through a `cdi.k8s.io/` annotation (containerd injects

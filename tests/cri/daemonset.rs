@@ -1,5 +1,5 @@
 //! The NRI DaemonSet run as kubelet runs it: the image `scripts/image.sh` builds is imported
-//! into the CRI node of `crates/test-support/src/cri.rs` (`ctr images import`, no registry), and the pod
+//! into the CRI node of `crates/test-support/src/cri/` (`ctr images import`, no registry), and the pod
 //! template of the DaemonSet the chart `deploy/helm/cpuplan` renders with
 //! `ci/containerd-1.7-values.yaml` (Helm v4 through helm-python-sdk) is turned into CRI calls: RunPodSandbox with the host network and host PID
 //! namespace (privileged), each init container run to its end, then the plugin container, with

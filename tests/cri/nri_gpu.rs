@@ -1,5 +1,5 @@
 //! How a GPU reaches a container on a Kubernetes node, through the NRI plugin: the
-//! private containerd of `crates/test-support/src/cri.rs`, each test on 1.7 and on 2.x (`on_both!`), with
+//! private containerd of `crates/test-support/src/cri/`, each test on 1.7 and on 2.x (`on_both!`), with
 //! CDI on and NRI on (no OCI hook), the plugin started by the test, and the GPUs given as real
 //! nodes do. What the plugin sees is the spec at CreateContainer: kubelet's devices and mounts,
 //! CDI's edits (both versions apply them before NRI's CreateContainer), and the env; not what

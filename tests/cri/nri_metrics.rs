@@ -1,5 +1,5 @@
 //! The NRI plugin's metrics and probes on a real containerd (1.7 and 2.x) driven through CRI
-//! (`crates/test-support/src/cri.rs`): the plugin started before the runtime (its NRI socket missing) is
+//! (`crates/test-support/src/cri/`): the plugin started before the runtime (its NRI socket missing) is
 //! live but not ready; registered, it is ready and its `/metrics` count the containers created
 //! by outcome, time CreateContainer, and show the GPU claim it holds and the one it could not
 //! take; once containerd is gone it is not ready within seconds. Each probe is asked both ways:

@@ -1,5 +1,5 @@
 //! `cpuplan-nri` on a Kubernetes-style node: the private containerd 1.7 of
-//! `crates/test-support/src/cri.rs` (CRI and NRI on, no OCI hook registered anywhere) driven through CRI as
+//! `crates/test-support/src/cri/` (CRI and NRI on, no OCI hook registered anywhere) driven through CRI as
 //! kubelet drives it, with the plugin started by the test (external mode, connecting to the
 //! node's NRI socket) or by containerd from its plugin directory (pre-launched mode).
 //!

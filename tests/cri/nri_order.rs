@@ -1,6 +1,6 @@
 //! cpuplan's NRI plugin beside another NRI plugin that also sets `linux.resources.cpu.cpus`
 //! (as containers/nri-plugins' topology-aware and balloons policies do), on the CRI node of
-//! `crates/test-support/src/cri.rs`: the other plugin is crates/nri's recorder example (it sets the cpuset a
+//! `crates/test-support/src/cri/`: the other plugin is crates/nri's recorder example (it sets the cpuset a
 //! pod annotation names), run in this process at an index before cpuplan's (`05`) or after it
 //! (`90`). What is shown, on containerd 1.7 and 2.x:
 //! - both setting the cpuset: NRI refuses the container (neither plugin wins, whatever the order);

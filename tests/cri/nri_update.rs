@@ -1,5 +1,5 @@
 //! kubelet changes a running container's CPUs, on the NRI route: the private
-//! containerd of `crates/test-support/src/cri.rs` with NRI on, the plugin started by the test, and CRI's
+//! containerd of `crates/test-support/src/cri/` with NRI on, the plugin started by the test, and CRI's
 //! UpdateContainerResources sent as kubelet sends it:
 //! - its CPU manager (static policy) sets the shared pool, only `cpuset_cpus`: the plugin runs
 //!   the `numa` rule again inside it (GPU 1's container narrowed to CPU 1 again), and keeps an

@@ -1,4 +1,4 @@
-//! The NRI plugin on the CRI node (`crates/test-support/src/cri.rs`), for `tests/cri/nri_node.rs` and
+//! The NRI plugin on the CRI node (`crates/test-support/src/cri/`), for `tests/cri/nri_node.rs` and
 //! `tests/cri/nri_trust.rs`: the plugin's config on the node, the plugin process started by a test,
 //! the probe containers' script, and waiting. A test that uses it says `mod common;`,
 //! `#[path = "common/cri.rs"] mod cri;` and `#[path = "common/nriplugin.rs"] mod nriplugin;`.
