@@ -55,7 +55,11 @@ impl PlanHandler {
 impl Planner {
     /// Drops what belongs to containers that are gone (only what carries the plugin's record),
     /// and claims again for those that run.
-    pub(super) fn synchronize(&self, pods: &[PodSandbox], containers: &[Container]) -> Vec<ContainerUpdate> {
+    pub(super) fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> Vec<ContainerUpdate> {
         // A runtime (re)connecting may come after a change of GPUs: read them anew.
         self.host.forget_inventory();
         let running: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();

@@ -114,5 +114,4 @@ state = "{t}/run/containerd"
             cri_keys = opts.cri_keys,
         )
     }
-
 }

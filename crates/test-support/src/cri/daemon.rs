@@ -112,5 +112,4 @@ impl CriNode {
             .expect("ctr")
             .into()
     }
-
 }

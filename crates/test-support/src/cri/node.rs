@@ -22,6 +22,7 @@ impl CriNode {
     pub fn with(opts: NodeOptions) -> CriNode {
         require_cri();
         opts.containerd.require();
+        super::teardown::LIVE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dir = tempfile::Builder::new()
             .prefix("cpuplan-cri-")
             .tempdir()
@@ -106,5 +107,4 @@ impl CriNode {
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
-
 }

@@ -63,8 +63,13 @@ fn remove_named(dir: &Path, names: &[String], depth: usize) {
     }
 }
 
+/// The nodes of this process not yet dropped: CRI's shared `k8s.io` cgroup parent is removed
+/// only by the last one (another node's runc may be creating a cgroup under it).
+pub(super) static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl Drop for CriNode {
     fn drop(&mut self) {
+        let last = LIVE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1;
         let containers = self.containers.lock().unwrap().clone();
         let pods = self.pods.lock().unwrap().clone();
         if self.child.lock().unwrap().is_some() {
@@ -139,7 +144,9 @@ impl Drop for CriNode {
         for h in hierarchies() {
             remove_named(&h, &ids, 5);
             // CRI's parent for pods without a cgroup_parent, when no other node uses it.
-            let _ = std::fs::remove_dir(h.join(NAMESPACE));
+            if last {
+                let _ = std::fs::remove_dir(h.join(NAMESPACE));
+            }
             for rel in &parents {
                 // pod<uid>, then <qos> and kubepods when nothing else is in them.
                 let mut p = PathBuf::from(rel);
