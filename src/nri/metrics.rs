@@ -191,7 +191,7 @@ impl Metrics {
         );
         registry.register(
             "nri_problems",
-            "Planning problems, by cause (id, spec, read, plan, write): under on_error allow the container runs unplanned, under deny it is refused",
+            "Planning problems, by cause (the problem's kind: config, read, devices, setting, empty_mask, plan, spec, id, files, internal): under on_error allow the container runs unplanned, under deny it is refused",
             m.problems.clone(),
         );
         registry.register(
