@@ -45,7 +45,7 @@ fn power9_cpus_and_smt4() {
 
 /// Decision: the device at `like` must have a `vendor` file. On the POWER9 dump none has,
 /// so `host_gpus` is a `NotFound` error naming the missing file (and `deployment_plan`
-/// under `auto` pins nothing, saying so; see tests/plan.rs).
+/// under `auto` pins nothing, saying so; see plan.rs).
 #[test]
 fn power9_like_without_vendor_is_an_error_naming_it() {
     let e = host_gpus(&root(POWER9), "0004:05:00.0").unwrap_err();
