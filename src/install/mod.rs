@@ -148,7 +148,7 @@ pub enum InstallError {
         source: std::io::Error,
     },
     /// A hooks.d file that cpuplan did not write is in the way.
-    #[error("{}: not written by cpuplan-hook install (its hook.path is not {}); refusing to overwrite it", path.display(), ours.display())]
+    #[error("{}: not written by cpuplan install (its hook.path is not {}); refusing to overwrite it", path.display(), ours.display())]
     NotOurs {
         /// The file.
         path: PathBuf,
@@ -321,7 +321,7 @@ pub(crate) fn install(
                 ));
             }
             Ok(_) => said.push(format!(
-                "left {}: cpuplan-hook install did not write it",
+                "left {}: cpuplan install did not write it",
                 precreate_file.display()
             )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

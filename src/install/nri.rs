@@ -116,7 +116,7 @@ fn check_ours(n: &Nri) -> Result<(), InstallError> {
     match read_opt(&drop_in)? {
         Some(t) if !t.starts_with(DROP_IN_MARK) => Err(ConfigError {
             path: drop_in,
-            message: format!("not written by cpuplan-hook install --nri (no {DROP_IN_MARK:?} first line); refusing to touch it"),
+            message: format!("not written by cpuplan install --nri (no {DROP_IN_MARK:?} first line); refusing to touch it"),
         }
         .into()),
         _ => Ok(()),

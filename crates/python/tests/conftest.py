@@ -112,7 +112,7 @@ def hook_json(hook_bin: str, *args: str) -> object:
 
 
 def plan_json(p: cpuplan.HookPlan) -> Dict[str, object]:
-    """p in the shape of the planner's plan JSON (PlanFile), as `cpuplan-hook plan --json` prints it."""
+    """p in the shape of the planner's plan JSON (PlanFile), as `cpuplan plan --json` prints it."""
     fmt = cpuplan.format_cpu_list
     devices: List[Optional[str]] = list(p.devices) + [None] * (len(p.workers) - len(p.devices))
     workers = len(p.workers) if p.pool_split == "per-process" else min(1, len(p.workers))

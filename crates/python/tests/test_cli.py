@@ -1,4 +1,4 @@
-"""The same fixture cases through the Python package and through the CLI (cpuplan-hook plan/gpus/quota --json): identical results."""
+"""The same fixture cases through the Python package and through the CLI (cpuplan plan/gpus/quota --json): identical results."""
 
 from __future__ import annotations
 

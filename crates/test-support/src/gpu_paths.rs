@@ -293,7 +293,7 @@ pub fn plan_json(out: &str) -> Value {
     serde_json::from_str(section(out, "planjson")).unwrap_or_else(|e| panic!("{e}:\n{out}"))
 }
 
-/// The addresses the claims of `claims` (as `cpuplan-hook claims --json` prints them) name,
+/// The addresses the claims of `claims` (as `cpuplan claims --json` prints them) name,
 /// each with its holder's container id.
 pub fn holders(claims: &Value) -> Vec<(String, String)> {
     claims
@@ -329,7 +329,7 @@ pub fn spec_devices(node: &CriNode, id: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `cpuplan-hook claims --json` with the node's config (`T/etc/cpuplan/hook.json`, the hook's
+/// `cpuplan claims --json` with the node's config (`T/etc/cpuplan/hook.json`, the hook's
 /// and the plugin's alike).
 pub fn claims(node: &CriNode) -> Value {
     crate::podman::claims_json(&node.path("etc/cpuplan/hook.json"))

@@ -24,7 +24,7 @@
 //! What it does not see: a file rewritten in place inside a PCI function's or the driver's
 //! directory without the directory changing (no kernel does that for `class`, `vendor`,
 //! `numa_node`, `local_cpulist` or `information`), and a cgroup hierarchy mounted later in the
-//! same mount namespace: `cpuplan-hook inventory --refresh` reads the host again.
+//! same mount namespace: `cpuplan inventory --refresh` reads the host again.
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -128,7 +128,7 @@ def claim_gpus(
     ``$CPUPLAN_CLAIMS_DIR``, else the hook's ``/run/cpuplan/claims``), naming this process
     (``pid-<pid>`` in scope ``python:pidns:<inode>``, its pid and start time), changed only under an flock of
     the directory's lock file, waited on for at most ``wait`` seconds: the hook's and the NRI
-    plugin's claims, which they honour and ``cpuplan-hook claims`` lists. A claim whose
+    plugin's claims, which they honour and ``cpuplan claims`` lists. A claim whose
     process is gone (or whose pid now runs another process) is stale and taken over, so a dead
     server leaves nothing to clean up; claiming again from the same process keeps its claims.
     None addresses are skipped; an address that is no PCI address raises ValueError.

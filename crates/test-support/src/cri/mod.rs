@@ -11,7 +11,7 @@
 //! containerd's root `T/var/lib/containerd` and state `T/run/containerd` (its socket there),
 //! runc's state `T/run/runc`, the NRI socket `T/run/nri/nri.sock` with its plugin and config
 //! dirs, pod logs under `T/var/log/pods`, and the two images (built from `/bin/busybox` as OCI
-//! image-layout tars and imported: no registry). `cpuplan-hook install --containerd
+//! image-layout tars and imported: no registry). `cpuplan install --containerd
 //! --root-prefix T` registers the hook with it before [`CriNode::start`].
 //!
 //! The settings this machine needs: `restrict_oom_score_adj = true` (no `CAP_SYS_RESOURCE`),
