@@ -184,17 +184,7 @@ impl Drop for Containerd {
         if let Some(child) = self.child.take() {
             super::procs::stop_gently(child, Duration::from_secs(5));
         }
-        let t = self.dir.path().display().to_string();
-        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-        let mut ours: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split(' ').nth(1))
-            .filter(|m| m.starts_with(&t))
-            .collect();
-        ours.sort_unstable_by(|a, b| b.cmp(a));
-        for m in ours {
-            let _ = Command::new("umount").args(["-l", m]).output();
-        }
+        crate::procs::unmount_under(self.dir.path());
         // The shim's runc state root, empty once its containers are gone.
         let _ = std::fs::remove_dir(Path::new("/run/containerd/runc").join(NAMESPACE));
         for id in &ids {

@@ -22,7 +22,12 @@ pub const WAIT: Duration = Duration::from_secs(30);
 
 /// Polls `cond` every 50 ms until it holds; fails with `what` and `ctx()` after [`WAIT`].
 pub fn wait_until(what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
+    wait_within(WAIT, what, ctx, cond)
+}
+
+/// Polls `cond` every 50 ms until it holds; fails with `what` and `ctx()` after `limit`.
+pub fn wait_within(limit: Duration, what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
     while !cond() {
         assert!(
             Instant::now() < deadline,

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -38,15 +38,7 @@ echo '--- planenv'; cat /dev/cpuplan/plan.env 2>/dev/null; echo '--- planjson'; 
 
 /// Polls `cond` every 50 ms until it holds; fails with `what` and `ctx()` after [`WAIT`].
 pub fn wait_until(what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\n{}",
-            ctx()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::nri_node::wait_within(WAIT, what, ctx, cond)
 }
 
 /// The plugin's config for `node`, written at `T/etc/cpuplan/hook.json`: the fake GPU host as

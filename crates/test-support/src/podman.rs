@@ -268,17 +268,7 @@ impl Drop for Podman {
             let _ = self.cmd(&["rm", "-f", "-t", "0", name]);
         }
         let _ = self.cmd(&["rmi", "-a", "-f"]);
-        let t = self.dir.path().display().to_string();
-        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-        let mut ours: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split(' ').nth(1))
-            .filter(|m| m.starts_with(&t))
-            .collect();
-        ours.sort_unstable_by(|a, b| b.cmp(a));
-        for m in ours {
-            let _ = Command::new("umount").args(["-l", m]).output();
-        }
+        crate::procs::unmount_under(self.dir.path());
         remove_cgroups(self.cgroup_parent.trim_start_matches('/'));
     }
 }

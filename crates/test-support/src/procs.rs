@@ -1,4 +1,5 @@
-//! Processes a test started or looks for: stopping a daemon gently, finding a binary's processes.
+//! Processes a test started or looks for: stopping a daemon gently, finding a binary's processes;
+//! and the mounts a daemon left under a test's directory.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -38,4 +39,22 @@ pub fn processes_running(path: &Path) -> Vec<i32> {
         }
     }
     pids
+}
+
+/// Unmounts (lazily, deepest first) every mount point under `dir`: what a daemon the test ran
+/// (containerd, podman) left there.
+pub fn unmount_under(dir: &Path) {
+    let t = dir.display().to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut ours: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&t))
+        .collect();
+    ours.sort_unstable_by(|a, b| b.cmp(a));
+    for m in ours {
+        let _ = std::process::Command::new("umount")
+            .args(["-l", m])
+            .output();
+    }
 }

@@ -179,12 +179,12 @@ impl Bundle {
         .unwrap();
     }
 
-    /// Starts the container in the background (`runc run`, its output discarded); the returned
-    /// guard kills runc if it still runs when dropped (the bundle's drop deletes the container).
-    pub fn spawn(&self) -> Running {
+    /// `timeout 120 runc --root STATE run --bundle BUNDLE ID` with stdin from /dev/null, its
+    /// config written first.
+    fn runc_run(&self) -> Command {
         self.write_config();
-        let child = Command::new("timeout")
-            .arg("120")
+        let mut cmd = Command::new("timeout");
+        cmd.arg("120")
             .arg("runc")
             .arg("--root")
             .arg(self.dir.path().join("state"))
@@ -192,7 +192,15 @@ impl Bundle {
             .arg("--bundle")
             .arg(self.path())
             .arg(&self.id)
-            .stdin(std::process::Stdio::null())
+            .stdin(std::process::Stdio::null());
+        cmd
+    }
+
+    /// Starts the container in the background (`runc run`, its output discarded); the returned
+    /// guard kills runc if it still runs when dropped (the bundle's drop deletes the container).
+    pub fn spawn(&self) -> Running {
+        let child = self
+            .runc_run()
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -232,19 +240,7 @@ impl Bundle {
 
     /// Runs the container in the foreground: (runc exit status, stdout, stderr).
     pub fn run(&self) -> (i32, String, String) {
-        self.write_config();
-        let out = Command::new("timeout")
-            .arg("120")
-            .arg("runc")
-            .arg("--root")
-            .arg(self.dir.path().join("state"))
-            .arg("run")
-            .arg("--bundle")
-            .arg(self.path())
-            .arg(&self.id)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("runc run");
+        let out = self.runc_run().output().expect("runc run");
         super::hookbin::outcome(out)
     }
 }

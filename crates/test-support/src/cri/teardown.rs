@@ -129,17 +129,7 @@ impl Drop for CriNode {
                     .output();
             }
         }
-        let t = self.root().display().to_string();
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut ours: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&t))
-            .collect();
-        ours.sort_unstable_by(|a, b| b.cmp(a));
-        for m in ours {
-            let _ = Command::new("umount").args(["-l", m]).output();
-        }
+        crate::procs::unmount_under(self.root());
         let parents = self.cgroups.lock().unwrap().clone();
         for h in hierarchies() {
             remove_named(&h, &ids, 5);
