@@ -22,22 +22,14 @@ fn nri(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
         return Err(UsageError("nri: takes no arguments".into()).into());
     }
     if let Some(which) = a.value("probe") {
-        let which = which.parse().map_err(UsageError)?;
+        let which: crate::nri::health::Probe =
+            which.parse().map_err(|e| UsageError(format!("{e}")))?;
         let state = a
             .value("state")
             .unwrap_or(crate::nri::health::DEFAULT_STATE);
-        return Ok(
-            match crate::nri::probe(std::path::Path::new(state), which) {
-                Ok(line) => {
-                    let _ = writeln!(out, "{line}");
-                    Exit::Ok
-                }
-                Err(line) => {
-                    let _ = writeln!(out, "{line}");
-                    Exit::Code(1)
-                }
-            },
-        );
+        let answer = crate::nri::probe(std::path::Path::new(state), which);
+        let _ = writeln!(out, "{}", answer.line);
+        return Ok(if answer.pass { Exit::Ok } else { Exit::Code(1) });
     }
     let args = NriArgs {
         socket: a.value("socket").map(PathBuf::from),

@@ -208,11 +208,22 @@ fn unix_ms(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The probes' state file could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The path names no file.
+    #[error("{}: not a file path", .0.display())]
+    NotAFile(PathBuf),
+    /// Its directory could not be opened, or the file written.
+    #[error(transparent)]
+    Write(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Writes `health`'s verdict to `path` whole (a temporary name, then a rename; no component of
 /// the directory a link), now.
-pub fn write_state(path: &Path, health: &Health) -> Result<(), String> {
+pub fn write_state(path: &Path, health: &Health) -> Result<(), StateError> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return Err(format!("{}: not a file path", path.display()));
+        return Err(StateError::NotAFile(path.to_path_buf()));
     };
     let state = State {
         pid: std::process::id(),
@@ -220,9 +231,10 @@ pub fn write_state(path: &Path, health: &Health) -> Result<(), String> {
         verdict: health.verdict(),
     };
     let bytes = serde_json::to_vec(&state).unwrap_or_default();
-    let root = open_rootfs(Path::new("/"), None, Path::new("/")).map_err(|e| e.to_string())?;
-    let fd = open_dir_in(&root, dir).map_err(|e| e.to_string())?;
-    write_files_at(&fd, dir, &[(name, &bytes)]).map_err(|e| e.to_string())
+    let write = |e| StateError::Write(Box::new(e));
+    let root = open_rootfs(Path::new("/"), None, Path::new("/")).map_err(write)?;
+    let fd = open_dir_in(&root, dir).map_err(write)?;
+    write_files_at(&fd, dir, &[(name, &bytes)]).map_err(write)
 }
 
 /// Rewrites the state file at `path` every [`STATE_EVERY`], and at once when the phase changes,
@@ -259,32 +271,43 @@ pub enum Probe {
     Live,
 }
 
+/// A `--probe` that names neither probe.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--probe {}: not ready or live", cpuplan::quoted(.0))]
+pub struct ProbeNameError(String);
+
 impl std::str::FromStr for Probe {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Probe, String> {
+    type Err = ProbeNameError;
+    fn from_str(s: &str) -> Result<Probe, ProbeNameError> {
         match s {
             "ready" => Ok(Probe::Ready),
             "live" => Ok(Probe::Live),
-            other => Err(format!(
-                "--probe {}: not ready or live",
-                cpuplan::quoted(other)
-            )),
+            other => Err(ProbeNameError(other.to_string())),
         }
     }
+}
+
+/// A probe's answer: whether it passes, and its one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The probe passes.
+    pub pass: bool,
+    /// `ready: …`, `not ready: …`, `live: …` or `not live: …`.
+    pub line: String,
 }
 
 /// The most bytes of a state file read.
 const MAX_STATE: usize = 4096;
 
-/// The answer of `probe` from the state file at `path` at `now`: `Ok(line)` where it passes,
-/// `Err(line)` where it fails (no file, a file that does not parse, one written more than
-/// [`STATE_STALE`] ago, or a verdict that fails it); each line starts with `ready:`,
-/// `not ready:`, `live:` or `not live:`.
-pub fn probe(path: &Path, which: Probe, now: SystemTime) -> Result<String, String> {
+/// The answer of `probe` from the state file at `path` at `now`: it fails where there is no
+/// file, a file that does not parse, one written more than [`STATE_STALE`] ago, or a verdict
+/// that fails it.
+pub fn probe(path: &Path, which: Probe, now: SystemTime) -> Answer {
     let (yes, no) = match which {
         Probe::Ready => ("ready", "not ready"),
         Probe::Live => ("live", "not live"),
     };
+    // Either way a line for the operator: the error side is the probe's failing line.
     let read = || -> Result<(bool, String), String> {
         let bytes = cpuplan::read_file(path, MAX_STATE)
             .map_err(|e| format!("{}: {e}: the plugin has not started", path.display()))?;
@@ -306,14 +329,30 @@ pub fn probe(path: &Path, which: Probe, now: SystemTime) -> Result<String, Strin
         Ok((pass, format!("pid {}: {}", state.pid, v.why)))
     };
     match read() {
-        Ok((true, line)) => Ok(format!("{yes}: {line}")),
-        Ok((false, line)) | Err(line) => Err(format!("{no}: {line}")),
+        Ok((true, line)) => Answer {
+            pass: true,
+            line: format!("{yes}: {line}"),
+        },
+        Ok((false, line)) | Err(line) => Answer {
+            pass: false,
+            line: format!("{no}: {line}"),
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn passes(a: Answer) -> String {
+        assert!(a.pass, "{}", a.line);
+        a.line
+    }
+
+    fn fails(a: Answer) -> String {
+        assert!(!a.pass, "{}", a.line);
+        a.line
+    }
 
     #[test]
     fn ready_only_registered_or_standing_by_and_live_until_wedged() {
@@ -348,7 +387,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("run/state");
         let now = SystemTime::now();
-        let e = probe(&path, Probe::Ready, now).unwrap_err();
+        let e = fails(probe(&path, Probe::Ready, now));
         assert!(
             e.starts_with("not ready: ") && e.ends_with("has not started"),
             "{e}"
@@ -356,26 +395,26 @@ mod tests {
         let h = Health::default();
         h.set(Phase::Connecting);
         write_state(&path, &h).unwrap();
-        let e = probe(&path, Probe::Ready, now).unwrap_err();
+        let e = fails(probe(&path, Probe::Ready, now));
         assert!(e.starts_with("not ready: pid "), "{e}");
-        assert!(probe(&path, Probe::Live, now)
-            .unwrap()
-            .starts_with("live: "));
+        assert!(passes(probe(&path, Probe::Live, now)).starts_with("live: "));
         h.set(Phase::Registered);
         write_state(&path, &h).unwrap();
-        let ok = probe(&path, Probe::Ready, SystemTime::now()).unwrap();
+        let ok = passes(probe(&path, Probe::Ready, SystemTime::now()));
         assert!(ok.ends_with("registered with the runtime"), "{ok}");
         let later = SystemTime::now() + STATE_STALE + Duration::from_secs(1);
-        let e = probe(&path, Probe::Live, later).unwrap_err();
+        let e = fails(probe(&path, Probe::Live, later));
         assert!(
             e.starts_with("not live: pid ") && e.ends_with("wedged or gone"),
             "{e}"
         );
         std::fs::write(&path, "junk").unwrap();
-        assert!(probe(&path, Probe::Live, now)
-            .unwrap_err()
-            .contains("not a state file"));
+        assert!(fails(probe(&path, Probe::Live, now)).contains("not a state file"));
         assert_eq!("live".parse::<Probe>(), Ok(Probe::Live));
-        assert!("alive".parse::<Probe>().unwrap_err().contains("\"alive\""));
+        assert!("alive"
+            .parse::<Probe>()
+            .unwrap_err()
+            .to_string()
+            .contains("\"alive\""));
     }
 }

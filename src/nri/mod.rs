@@ -92,8 +92,7 @@ fn without_signals(start: impl FnOnce()) {
     }
 }
 
-/// `--probe ready|live`: the plugin's verdict from its state file at `state` as one line, `Ok`
-/// where the probe passes.
-pub fn probe(state: &std::path::Path, which: health::Probe) -> Result<String, String> {
+/// `--probe ready|live`: the plugin's verdict from its state file at `state`, as one line.
+pub fn probe(state: &std::path::Path, which: health::Probe) -> health::Answer {
     health::probe(state, which, std::time::SystemTime::now())
 }
