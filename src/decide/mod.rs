@@ -29,6 +29,9 @@ pub struct Decision {
     pub cpuset: Option<CpuSet>,
     /// Why that cpuset, or why none.
     pub cpuset_why: String,
+    /// The plan did not fit the GPUs' local CPUs, so the cpuset is kept and the plan is over the
+    /// whole mask: a fallback (the NRI plugin's metrics count it).
+    pub over_mask: bool,
     /// The plan, over the cpuset when there is one, else over the mask.
     pub plan: CpuPlan,
     /// The GPUs to claim before the plan holds (`auto` pins by GPU, so two containers on one
@@ -89,6 +92,7 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
             &inputs.topology,
         )
     };
+    let mut over_mask = false;
     let (cpuset, plan) = match narrowed {
         Some(narrowed) => match over(&narrowed) {
             Ok(plan) => (Some(narrowed), plan),
@@ -98,6 +102,7 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
                         "cpuset kept: on the GPUs' local CPUs {narrowed}, {e}; planned over the mask {}",
                         inputs.mask
                     );
+                    over_mask = true;
                     (None, plan)
                 }
                 Err(e) => return Decision::off(inputs, e.into()),
@@ -127,6 +132,7 @@ pub fn decide(inputs: &Inputs, config: &HookConfig) -> Decision {
     Decision {
         cpuset,
         cpuset_why,
+        over_mask,
         plan,
         claims,
         notes,
@@ -198,6 +204,7 @@ impl Decision {
         Decision {
             cpuset: None,
             cpuset_why: "cpuset kept: planning problem".into(),
+            over_mask: false,
             plan: CpuPlan::unpinned(
                 Setting::Off,
                 inputs.mask.clone(),

@@ -53,6 +53,7 @@ fn too_few_local_cpus_for_the_quota_keep_the_cpuset() {
         d.cpuset_why
     );
     assert_eq!(d.plan.mask, set("0-15"));
+    assert!(!d.over_mask, "no narrowed set was tried: not a fallback");
 }
 
 #[test]
@@ -68,6 +69,7 @@ fn a_cpu_the_narrowed_cpus_lack_keeps_the_cpuset_before_anything_is_written() {
     );
     assert_eq!(workers(&d), vec![Some("6,14".to_string())]);
     assert_eq!(d.plan.mask, set("0-15"), "the plan says what is in force");
+    assert!(d.over_mask, "the narrowed set could not hold the plan");
     assert!(d.claims.is_empty(), "a CPU number claims nothing");
 }
 

@@ -110,7 +110,7 @@ pub fn labels_of(decision: &Decision) -> (Outcome, Option<&'static str>) {
 /// The fallbacks a planned container met: the cpuset rule's (from the decision) and the claim's.
 pub fn fallbacks_of(decision: &Decision, claim: &ClaimResult) -> Vec<Fallback> {
     let mut out = Vec::new();
-    if decision.cpuset.is_none() && decision.cpuset_why.starts_with("cpuset kept: on ") {
+    if decision.over_mask {
         out.push(Fallback::CpusetKept);
     }
     match claim {
@@ -191,7 +191,7 @@ impl Metrics {
         );
         registry.register(
             "nri_problems",
-            "Planning problems, by cause (the problem's kind: config, read, devices, setting, empty_mask, plan, spec, id, files, internal): under on_error allow the container runs unplanned, under deny it is refused",
+            "Planning problems, by cause (the problem's kind, from a fixed list): under on_error allow the container runs unplanned, under deny it is refused",
             m.problems.clone(),
         );
         registry.register(
@@ -386,6 +386,13 @@ mod tests {
             [Fallback::ClaimFailed]
         );
         assert!(fallbacks_of(&d, &ClaimResult::Claimed).is_empty());
+        let over = inputs(cpuplan::Setting::Cpu(6), &["18"], "0-15", 4);
+        let over = decide(&over, &config);
+        assert!(over.over_mask, "{}", over.cpuset_why);
+        assert_eq!(
+            fallbacks_of(&over, &ClaimResult::Skipped),
+            [Fallback::CpusetKept]
+        );
         let off = inputs(cpuplan::Setting::Off, &["18"], "0-15", 4);
         assert_eq!(labels_of(&decide(&off, &config)), (Outcome::Off, None));
         let problem = Decision::off(&auto, Problem::spec(std::io::Error::other("bad quota")));
