@@ -55,7 +55,8 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
         opts.log.is_some(),
     ));
     let health = handler.health();
-    without_signals(|| {
+    // These threads start before the stub's signal thread: they must not take SIGTERM/SIGINT.
+    nri_plugin::without_stop_signals(|| {
         if !launched {
             // The probes are a DaemonSet's (an external plugin); a runtime watches one it launched.
             health::keep_state(opts.state.clone(), handler.health());
@@ -73,23 +74,6 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     health.set(health::Phase::Connecting);
     nri_plugin::run(&opts.stub, handler)?;
     Ok(())
-}
-
-/// Runs `start` with SIGTERM and SIGINT blocked in this thread, so that the threads it starts
-/// never take them: the stub's signal thread does once [`nri_plugin::run`] starts it, and until
-/// then (a plugin standing by behind another) a signal stops the process as by default.
-fn without_signals(start: impl FnOnce()) {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGINT);
-    let mut old = SigSet::empty();
-    let blocked =
-        nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old));
-    start();
-    if blocked.is_ok() {
-        let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-    }
 }
 
 /// `--probe ready|live`: the plugin's verdict from its state file at `state`, as one line.

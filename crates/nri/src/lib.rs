@@ -59,5 +59,5 @@ pub use plugin::{Lifecycle, Plugin, PluginError, PluginResult};
 /// The protobuf crate the messages are built with (for encoding and decoding them).
 pub use prost;
 pub use service::Service;
-pub use stub::{run, spawn, Running};
+pub use stub::{run, spawn, without_stop_signals, Running};
 pub use version::NRI_VERSION;

@@ -206,12 +206,40 @@ fn take_fd(fd: i32) -> Result<UnixStream, Error> {
     Ok(unsafe { UnixStream::from_raw_fd(fd) })
 }
 
-/// Blocks SIGTERM and SIGINT in this thread (so in the threads it starts) and sends the first
-/// one that arrives to `tx` from a dedicated thread.
-fn catch_signals(tx: mpsc::Sender<Wake>) -> Result<(), Error> {
+/// The signals that stop a plugin [`run`] serves.
+fn stop_signals() -> SigSet {
     let mut set = SigSet::empty();
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGINT);
+    set
+}
+
+/// Runs `start` with the signals that stop the plugin (SIGTERM, SIGINT) blocked in this thread,
+/// so that the threads it starts never take them: [`run`]'s signal thread does once it runs,
+/// and until then a signal stops the process as by default. For a plugin that starts threads of
+/// its own (a metrics listener, a health writer) before it calls [`run`].
+pub fn without_stop_signals<T>(start: impl FnOnce() -> T) -> T {
+    let mut old = SigSet::empty();
+    let blocked = nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&stop_signals()),
+        Some(&mut old),
+    );
+    let out = start();
+    if blocked.is_ok() {
+        let _ = nix::sys::signal::pthread_sigmask(
+            nix::sys::signal::SigmaskHow::SIG_SETMASK,
+            Some(&old),
+            None,
+        );
+    }
+    out
+}
+
+/// Blocks SIGTERM and SIGINT in this thread (so in the threads it starts) and sends the first
+/// one that arrives to `tx` from a dedicated thread.
+fn catch_signals(tx: mpsc::Sender<Wake>) -> Result<(), Error> {
+    let set = stop_signals();
     set.thread_block().map_err(Error::Signals)?;
     std::thread::Builder::new()
         .name("nri-signals".into())
@@ -279,6 +307,22 @@ mod tests {
             started.elapsed() < BACKOFF_MAX,
             "stopped during the backoff"
         );
+    }
+
+    #[test]
+    fn threads_started_without_stop_signals_block_them_and_the_caller_gets_its_mask_back() {
+        fn term_blocked() -> bool {
+            SigSet::thread_get_mask().unwrap().contains(Signal::SIGTERM)
+        }
+        // A fresh thread, so that the test harness's own mask does not matter.
+        std::thread::spawn(|| {
+            assert!(!term_blocked());
+            let inner = without_stop_signals(|| std::thread::spawn(term_blocked).join().unwrap());
+            assert!(inner, "a thread started inside blocks SIGTERM");
+            assert!(!term_blocked(), "the caller's mask is restored");
+        })
+        .join()
+        .unwrap();
     }
 
     /// A plugin that records the stub's lifecycle events.
