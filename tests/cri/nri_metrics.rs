@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 use cri::{annotations, quota, Containerd, CriNode};
 use nriplugin::{context, plugin_config, state_file, wait_until, Plugin, PROBE};
 
-/// The plugin under test.
-const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-nri");
+use common::hookbin::nri_bin;
 use serde_json::json;
 
 /// How long after containerd goes the plugin must say it is not ready.
@@ -61,7 +60,7 @@ fn sample(scrape: &str, name: &str) -> f64 {
 /// The exec probe as the chart's DaemonSet runs it (`cpuplan-nri --probe WHICH`: tests/packaging/kubernetes.rs
 /// checks the chart's command), with the test's state file: whether it passed, and its line.
 fn probe(state: &Path, which: &str) -> (bool, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(nri_bin())
         .args(["--probe", which, "--state"])
         .arg(state)
         .output()

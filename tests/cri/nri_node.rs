@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::hookbin::{cpuplan_bin, nri_bin};
 use common::procs::processes_running;
 use common::runc::line_value;
 use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions, Pod};
@@ -27,11 +28,6 @@ use nriplugin::{
     wait_until, Plugin, PLUGIN, PROBE, SCOPE, WAIT,
 };
 use serde_json::{json, Value};
-
-/// The plugin under test.
-const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-nri");
-/// The operator's command (claims).
-const CPUPLAN: &str = env!("CARGO_BIN_EXE_cpuplan");
 
 /// The plugin as the chart's DaemonSet runs it, on `node` with `config`: its command line with
 /// the node's socket, the config given.
@@ -262,7 +258,7 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd
     let node = CriNode::on(c);
     // The binary itself in containerd's plugin directory, its config in NRI's conf.d.
     let binary = node.path("opt/nri/plugins").join(PLUGIN);
-    std::fs::copy(BIN, &binary).unwrap();
+    std::fs::copy(nri_bin(), &binary).unwrap();
     std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
     let _reaper = Reaper(binary.clone());
     let log = node.path("var/log/cpuplan-nri.log");
@@ -573,7 +569,7 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) 
     drop(plugin);
 
     // The command line's uninstall, under the same root prefix.
-    let out = Command::new(CPUPLAN)
+    let out = Command::new(cpuplan_bin())
         .arg("--config")
         .arg(&cfg)
         .args(["uninstall", "--nri", "--root-prefix"])

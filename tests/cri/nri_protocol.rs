@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use common::hookbin::nri_bin;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use procs::processes_running;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cpuplan-nri");
 /// How long the tests wait for containerd or the plugin to do something.
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -176,7 +176,7 @@ impl Node {
         std::fs::write(t.join("config.toml"), config).unwrap();
         if prelaunch {
             let plugin = t.join("nri-plugins/10-cpuplan");
-            std::fs::copy(BIN, &plugin).expect("copy the plugin binary");
+            std::fs::copy(nri_bin(), &plugin).expect("copy the plugin binary");
             std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
             // Its config, which NRI hands it at Configure: logging to stderr (containerd sends
             // it to /dev/null), never to the host's default log, its plans and claims here.
@@ -305,7 +305,7 @@ impl Plugin {
         let file = std::fs::File::create(&log).unwrap();
         let config = log.with_extension("config.json");
         std::fs::write(&config, private_config(log.parent().unwrap())).unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(nri_bin())
             .arg("--config")
             .arg(&config)
             .args(args)
@@ -537,7 +537,7 @@ fn sigterm_stops_a_plugin_still_waiting_for_its_runtime() {
 
 #[test]
 fn nri_command_line() {
-    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = Command::new(nri_bin()).arg("--help").output().unwrap();
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(
@@ -545,11 +545,11 @@ fn nri_command_line() {
         "{text}"
     );
     for bad in [&["--index", "1"][..], &["--bogus"], &["--name"], &["nri"]] {
-        let out = Command::new(BIN).args(bad).output().unwrap();
+        let out = Command::new(nri_bin()).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
     // a pre-connected socket that is not a socket: refused at once
-    let out = Command::new(BIN)
+    let out = Command::new(nri_bin())
         .env("NRI_PLUGIN_SOCKET", "1")
         .output()
         .unwrap();

@@ -15,6 +15,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::hookbin::{cpuplan_bin, hook_bin};
 use common::pipeline_cases::{case, cases, host, Case};
 use cpuplan::planenv::PlanEnv;
 use cpuplan_hook::config::HookConfig;
@@ -27,13 +28,14 @@ use nri_plugin::api::{
 use nri_plugin::Plugin;
 use serde_json::{json, Value};
 
+/// `cpuplan`: the operator's command (explain here).
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cpuplan"))
+    Command::new(cpuplan_bin())
 }
 
 /// `cpuplan-hook`: the runtime's stages (precreate here).
-fn hook_bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"))
+fn stages() -> Command {
+    Command::new(hook_bin())
 }
 
 fn explain(cfg: &Path, bundle: &Path) -> Value {
@@ -53,7 +55,7 @@ fn explain(cfg: &Path, bundle: &Path) -> Value {
 }
 
 fn precreate(cfg: &Path, bundle: &Path) -> Value {
-    let mut child = hook_bin()
+    let mut child = stages()
         .arg("--config")
         .arg(cfg)
         .arg("precreate")
@@ -357,7 +359,7 @@ fn a_quota_no_runtime_applies_is_refused_alike_by_all_four() {
         let mut cmd = if args[0] == "explain" {
             bin()
         } else {
-            hook_bin()
+            stages()
         };
         cmd.arg("--config").arg(&cfg).args(args);
         if args[0] == "explain" {

@@ -24,10 +24,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-use tonic::transport::{Channel, Endpoint, Uri};
+use cpuplan_test_support::cri::cri;
+use cri::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::Channel;
 
 /// containerd's socket, where the guest's packaged containerd serves CRI.
 const SOCKET: &str = "/run/containerd/containerd.sock";
@@ -134,19 +133,9 @@ fn resources(a: &Args) -> cri::LinuxContainerResources {
 }
 
 async fn connect(socket: String) -> RuntimeServiceClient<Channel> {
-    let channel = Endpoint::try_from("http://[::]:50051")
-        .expect("endpoint")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
-        }))
+    cpuplan_test_support::cri::connect(socket.into())
         .await
-        .unwrap_or_else(|e| die(&format!("connecting to containerd: {e}")));
-    RuntimeServiceClient::new(channel)
+        .unwrap_or_else(|e| die(&format!("connecting to containerd: {e}")))
 }
 
 fn failed(what: &str) -> impl FnOnce(tonic::Status) -> String + '_ {

@@ -2,6 +2,25 @@
 
 use super::*;
 
+/// A CRI client of the runtime serving `socket` (a unix socket; tonic needs an http URI, which
+/// the connector ignores).
+pub async fn connect(
+    socket: PathBuf,
+) -> Result<RuntimeServiceClient<Channel>, tonic::transport::Error> {
+    let channel = Endpoint::try_from("http://[::]:50051")
+        .expect("endpoint")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await?;
+    Ok(RuntimeServiceClient::new(channel))
+}
+
 impl CriNode {
     fn client(&self) -> Result<RuntimeServiceClient<Channel>, tonic::Status> {
         let mut slot = self.client.lock().unwrap();
@@ -9,27 +28,11 @@ impl CriNode {
             return Ok(c.clone());
         }
         let sock = self.socket();
-        let channel = self
+        let c = self
             .rt
-            .block_on(async {
-                tokio::time::timeout(
-                    Duration::from_secs(10),
-                    Endpoint::try_from("http://[::]:50051")
-                        .expect("endpoint")
-                        .connect_with_connector(tower::service_fn(move |_: Uri| {
-                            let sock = sock.clone();
-                            async move {
-                                Ok::<_, std::io::Error>(TokioIo::new(
-                                    tokio::net::UnixStream::connect(sock).await?,
-                                ))
-                            }
-                        })),
-                )
-                .await
-            })
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), connect(sock)).await })
             .map_err(|_| tonic::Status::unavailable("connecting timed out"))?
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-        let c = RuntimeServiceClient::new(channel);
         *slot = Some(c.clone());
         Ok(c)
     }

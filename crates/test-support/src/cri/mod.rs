@@ -271,6 +271,7 @@ mod node;
 mod teardown;
 mod util;
 
+pub use api::connect;
 pub use image::*;
 pub use teardown::{cpu_hierarchy, unique};
 pub use util::*;
