@@ -152,21 +152,6 @@ pub fn claim_for_init(
     }
 }
 
-/// Releases the GPU claims in `claims_dir` of `container` in `scope` held by `by` or by a pid
-/// that no longer runs (liveness read under `root`), waiting at most `wait` for the lock; how
-/// many there were. A claim another live holder of the same container and scope took over
-/// stays: that holder releases it ([`cpuplan::release`]).
-pub fn release_scope(
-    claims_dir: &Path,
-    root: &Path,
-    container: &str,
-    scope: &str,
-    by: Option<&Holder>,
-    wait: Duration,
-) -> Result<usize, ClaimError> {
-    cpuplan::release(claims_dir, root, container, scope, by, wait)
-}
-
 /// Releases the GPU claims of `container` whose bundle is `bundle` (the hook's) held by `by`
 /// (the holder this run claimed with, at a createRuntime that fails after its claim) or by a
 /// pid that no longer runs (its init, at poststop), waiting for the lock no longer than
@@ -179,7 +164,7 @@ pub fn release(
     by: Option<&Holder>,
     deadline: &Deadline,
 ) -> Result<usize, ClaimError> {
-    release_scope(
+    cpuplan::release(
         &config.claims_dir,
         &config.root,
         container,

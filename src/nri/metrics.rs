@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::decide::{ClaimResult, Decision};
 
@@ -137,6 +137,20 @@ struct RequestLabels {
     request: &'static str,
 }
 
+/// Every metric's name (after the `cpuplan_` prefix) and help line, in the order served:
+/// the one list docs/kubernetes.md's table is checked against.
+const HELP: [(&str, &str); 9] = [
+    ("build", "The plugin's version"),
+    ("nri_containers", "Containers handled at CreateContainer and UpdateContainer, by outcome (pinned, sized, off, problem, ignored)"),
+    ("nri_problems", "Planning problems, by cause (the problem's kind, from a fixed list): under on_error allow the container runs unplanned, under deny it is refused"),
+    ("nri_fallbacks", "Containers planned short of what was asked, by cause (cpuset_kept, claim_held, claim_failed, env_only)"),
+    ("nri_request_duration", "Time the plugin took to answer an NRI request, by request"),
+    ("nri_registered", "1 while the plugin is registered with the runtime, else 0"),
+    ("nri_registrations", "Registrations with the runtime (the first, and one per reconnection)"),
+    ("nri_claims_held", "GPU claims this plugin holds for live containers"),
+    ("nri_inventory_rebuilds", "Times the plugin read the host inventory afresh (at start, and after each Synchronize)"),
+];
+
 /// The handling-time buckets, in seconds: from half a millisecond to the runtime's 2 s timeout.
 pub const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0,
@@ -179,52 +193,19 @@ impl Metrics {
             inventory_reads: Arc::default(),
             inventory_rebuilds: Counter::default(),
         };
-        registry.register(
-            "build",
-            "The plugin's version",
-            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
-        );
-        registry.register(
-            "nri_containers",
-            "Containers handled at CreateContainer and UpdateContainer, by outcome (pinned, sized, off, problem, ignored)",
-            m.containers.clone(),
-        );
-        registry.register(
-            "nri_problems",
-            "Planning problems, by cause (the problem's kind, from a fixed list): under on_error allow the container runs unplanned, under deny it is refused",
-            m.problems.clone(),
-        );
-        registry.register(
-            "nri_fallbacks",
-            "Containers planned short of what was asked, by cause (cpuset_kept, claim_held, claim_failed, env_only)",
-            m.fallbacks.clone(),
-        );
-        registry.register_with_unit(
-            "nri_request_duration",
-            "Time the plugin took to answer an NRI request, by request",
-            prometheus_client::registry::Unit::Seconds,
-            m.duration.clone(),
-        );
-        registry.register(
-            "nri_registered",
-            "1 while the plugin is registered with the runtime, else 0",
-            m.registered.clone(),
-        );
-        registry.register(
-            "nri_registrations",
-            "Registrations with the runtime (the first, and one per reconnection)",
-            m.registrations.clone(),
-        );
-        registry.register(
-            "nri_claims_held",
-            "GPU claims this plugin holds for live containers",
-            m.claims_held.clone(),
-        );
-        registry.register(
-            "nri_inventory_rebuilds",
-            "Times the plugin read the host inventory afresh (at start, and after each Synchronize)",
-            m.inventory_rebuilds.clone(),
-        );
+        let [build, containers, problems, fallbacks, duration, registered, registrations, claims, rebuilds] =
+            HELP;
+        let version = Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]);
+        registry.register(build.0, build.1, version);
+        registry.register(containers.0, containers.1, m.containers.clone());
+        registry.register(problems.0, problems.1, m.problems.clone());
+        registry.register(fallbacks.0, fallbacks.1, m.fallbacks.clone());
+        let (name, help, unit) = (duration.0, duration.1, Unit::Seconds);
+        registry.register_with_unit(name, help, unit, m.duration.clone());
+        registry.register(registered.0, registered.1, m.registered.clone());
+        registry.register(registrations.0, registrations.1, m.registrations.clone());
+        registry.register(claims.0, claims.1, m.claims_held.clone());
+        registry.register(rebuilds.0, rebuilds.1, m.inventory_rebuilds.clone());
         Metrics { registry, ..m }
     }
 
@@ -360,6 +341,28 @@ mod tests {
             "kept when it could not be counted"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn every_metric_is_served_and_in_the_kubernetes_docs_table() {
+        let m = Metrics::new();
+        m.outcome(Request::Create, Outcome::Pinned);
+        m.problem("spec");
+        m.fallback(Fallback::ClaimHeld);
+        m.took(Request::Create, Duration::from_millis(3));
+        let text = m.encode(Some(0));
+        let docs = include_str!("../../docs/kubernetes.md");
+        for (name, help) in HELP {
+            let served = text.lines().any(|l| {
+                l.starts_with(&format!("# HELP cpuplan_{name}"))
+                    && l.ends_with(&format!(" {help}."))
+            });
+            assert!(served, "{name}: {text}");
+            assert!(
+                docs.contains(&format!("| `cpuplan_{name}")),
+                "docs/kubernetes.md has no row for cpuplan_{name}"
+            );
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ use nri_plugin::api::{
 };
 use nri_plugin::{EventMask, Lifecycle, Plugin, PluginResult};
 
-use crate::apply::claim::{claim, release_scope};
+use crate::apply::claim::claim;
 use crate::config::{paths_overlap, HookConfig, OnError};
 use crate::decide::{verdict, Ask, ClaimResult, Course, Created, Problem, Why};
 use crate::edit::{SpecEdit, PLAN_JSON};
@@ -345,7 +345,7 @@ impl Planner {
             container: id.to_string(),
             ..me.clone()
         });
-        if let Err(e) = release_scope(
+        if let Err(e) = cpuplan::release(
             &self.config.claims_dir,
             &self.host.root,
             id.as_str(),

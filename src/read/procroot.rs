@@ -18,8 +18,10 @@ use nix::sys::stat::Mode;
 #[derive(Debug, thiserror::Error)]
 pub enum ProcRootError {
     /// `/proc/<pid>` or an entry of it cannot be opened or read (the pid is gone).
-    #[error("{}: {what}: {errno}", dir.display())]
+    #[error("pid {pid}: {}: {what}: {errno}", dir.display())]
     Process {
+        /// The pid.
+        pid: u32,
         /// Its `/proc` directory.
         dir: PathBuf,
         /// What was being opened.
@@ -27,9 +29,10 @@ pub enum ProcRootError {
         /// The error.
         errno: Errno,
     },
-    /// The pid shares this process's mount namespace.
-    #[error("in this process's own mount namespace")]
-    SameNamespace,
+    /// The pid shares this process's mount namespace: no container's init (an exited
+    /// container's pid reused by a host process).
+    #[error("pid {0} is in this process's own mount namespace: not a container's init (exited, and the pid reused?)")]
+    SameNamespace(u32),
 }
 
 /// `<proc_root>/proc/<pid>/root`, opened `O_PATH`, for a pid of another mount namespace.
@@ -37,6 +40,7 @@ pub fn open_proc_root(proc_root: &Path, pid: u32) -> Result<OwnedFd, ProcRootErr
     let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let dir = cpuplan::Process::Pid(pid).proc_dir(proc_root);
     let err = |what, errno| ProcRootError::Process {
+        pid,
         dir: dir.clone(),
         what,
         errno,
@@ -46,7 +50,7 @@ pub fn open_proc_root(proc_root: &Path, pid: u32) -> Result<OwnedFd, ProcRootErr
     let theirs = readlinkat(Some(procfd.as_raw_fd()), "ns/mnt")
         .map_err(|e| err("cannot read its mount namespace", e))?;
     if cpuplan::own_mnt_ns(proc_root).as_deref() == Some(theirs.as_os_str()) {
-        return Err(ProcRootError::SameNamespace);
+        return Err(ProcRootError::SameNamespace(pid));
     }
     // The magic link `root` is followed on purpose: it is the way into the container's root.
     let root = openat(Some(procfd.as_raw_fd()), "root", dir_flags, Mode::empty())

@@ -13,7 +13,6 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use cpuplan::{Cgroups, CpuSet, PlanFile, Process};
-use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use serde::Deserialize;
 
@@ -27,21 +26,9 @@ pub const MAX_PLAN: usize = 1 << 20;
 /// Why a running container's state or plan could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RunningError {
-    /// `/proc/<pid>` or an entry of it cannot be opened (the pid is gone).
-    #[error("pid {pid}: {}: {what}: {errno}", dir.display())]
-    Process {
-        /// The pid.
-        pid: u32,
-        /// Its `/proc` directory.
-        dir: PathBuf,
-        /// What was being opened.
-        what: &'static str,
-        /// The error.
-        errno: Errno,
-    },
-    /// The pid shares this process's mount namespace: not a container's init.
-    #[error("pid {0} is in this command's own mount namespace: not a container's init")]
-    SameNamespace(u32),
+    /// The pid is gone, or shares this command's mount namespace: not a container's init.
+    #[error(transparent)]
+    ProcRoot(#[from] ProcRootError),
     /// Its cgroups, cpuset or quota cannot be read.
     #[error("pid {pid}: its cgroup: {source}")]
     Cgroup {
@@ -149,15 +136,7 @@ pub fn read_running(host: &Host, pid: u32, path: &Path) -> Result<Running, Runni
 
 /// The bytes of `path` (inside the container) below `<root>/proc/<pid>/root`, no link followed.
 fn read_plan_bytes(root: &Path, pid: u32, path: &Path) -> Result<Vec<u8>, RunningError> {
-    let rootfd = open_proc_root(root, pid).map_err(|e| match e {
-        ProcRootError::Process { dir, what, errno } => RunningError::Process {
-            pid,
-            dir,
-            what,
-            errno,
-        },
-        ProcRootError::SameNamespace => RunningError::SameNamespace(pid),
-    })?;
+    let rootfd = open_proc_root(root, pid)?;
     let rel = path.strip_prefix("/").unwrap_or(path);
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
@@ -289,9 +268,18 @@ pub(crate) mod tests {
         std::fs::remove_file(&ns).unwrap();
         symlink("mnt:[1]", &ns).unwrap();
         let e = read_running(&host, 42, dir()).unwrap_err();
-        assert!(matches!(e, RunningError::SameNamespace(42)), "{e}");
+        assert!(
+            matches!(e, RunningError::ProcRoot(ProcRootError::SameNamespace(42))),
+            "{e}"
+        );
         let e = read_running(&host, 43, dir()).unwrap_err();
-        assert!(matches!(e, RunningError::Process { pid: 43, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                RunningError::ProcRoot(ProcRootError::Process { pid: 43, .. })
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -263,8 +263,15 @@ mod tests {
     use crate::events::EventMask;
     use crate::plugin::PluginResult;
 
-    /// A plugin that subscribes to `events` and answers every create with no adjustment.
-    struct Answers(EventMask);
+    /// A plugin that subscribes to `events`, answers every create with no adjustment and
+    /// records the stub's lifecycle events.
+    struct Answers(EventMask, std::sync::Mutex<Vec<Lifecycle>>);
+
+    impl Answers {
+        fn to(events: EventMask) -> Arc<Answers> {
+            Arc::new(Answers(events, Default::default()))
+        }
+    }
 
     impl Plugin for Answers {
         fn events(&self) -> EventMask {
@@ -277,12 +284,15 @@ mod tests {
         ) -> PluginResult<CreateContainerResponse> {
             Ok(CreateContainerResponse::default())
         }
+        fn lifecycle(&self, event: Lifecycle) {
+            self.1.lock().unwrap().push(event);
+        }
     }
 
     #[test]
     fn a_plugin_subscribing_to_nothing_is_refused_before_it_connects() {
         let opts = Options::new("silent", "10").unwrap();
-        let err = spawn(opts, Arc::new(Answers(EventMask::NONE)))
+        let err = spawn(opts, Answers::to(EventMask::NONE))
             .unwrap()
             .stop()
             .unwrap_err();
@@ -299,7 +309,7 @@ mod tests {
             .unwrap()
             .with_socket(dir.path().join("none.sock"));
         let creates = EventMask::of(&[crate::api::Event::CreateContainer]);
-        let running = spawn(opts, Arc::new(Answers(creates))).unwrap();
+        let running = spawn(opts, Answers::to(creates)).unwrap();
         std::thread::sleep(BACKOFF_MIN * 2);
         let started = Instant::now();
         running.stop().unwrap();
@@ -325,34 +335,17 @@ mod tests {
         .unwrap();
     }
 
-    /// A plugin that records the stub's lifecycle events.
-    #[derive(Default)]
-    struct Heard(std::sync::Mutex<Vec<Lifecycle>>);
-
-    impl Plugin for Heard {
-        fn create_container(
-            &self,
-            _: &PodSandbox,
-            _: &Container,
-        ) -> PluginResult<CreateContainerResponse> {
-            Ok(CreateContainerResponse::default())
-        }
-        fn lifecycle(&self, event: Lifecycle) {
-            self.0.lock().unwrap().push(event);
-        }
-    }
-
     #[test]
     fn a_plugin_retrying_a_missing_socket_hears_heartbeats_and_no_registration() {
         let dir = tempfile::tempdir().unwrap();
         let opts = Options::new("demo", "10")
             .unwrap()
             .with_socket(dir.path().join("none.sock"));
-        let heard = Arc::new(Heard::default());
+        let heard = Answers::to(EventMask::of(&[crate::api::Event::CreateContainer]));
         let running = spawn(opts, heard.clone()).unwrap();
         std::thread::sleep(HEARTBEAT * 2 + BACKOFF_MIN);
         running.stop().unwrap();
-        let events = heard.0.lock().unwrap().clone();
+        let events = heard.1.lock().unwrap().clone();
         let beats = events
             .iter()
             .filter(|e| **e == Lifecycle::Heartbeat)

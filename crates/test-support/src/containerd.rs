@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::podman::{remove_cgroups, Run};
+use super::cgroups::remove_cgroups;
+use super::podman::Run;
 use super::runc::which;
 
 /// The containerd namespace of the tests' containers.

@@ -269,39 +269,8 @@ impl Drop for Podman {
         }
         let _ = self.cmd(&["rmi", "-a", "-f"]);
         crate::procs::unmount_under(self.dir.path());
-        remove_cgroups(self.cgroup_parent.trim_start_matches('/'));
+        crate::cgroups::remove_cgroups(self.cgroup_parent.trim_start_matches('/'));
     }
-}
-
-/// Removes (bottom-up) every cgroup directory named `name` within three levels of any hierarchy.
-pub fn remove_cgroups(name: &str) {
-    fn walk(dir: &Path, name: &str, depth: usize) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                continue;
-            }
-            let p = e.path();
-            if e.file_name() == name {
-                rmdir_tree(&p);
-            } else if depth < 3 {
-                walk(&p, name, depth + 1);
-            }
-        }
-    }
-    fn rmdir_tree(p: &Path) {
-        if let Ok(entries) = std::fs::read_dir(p) {
-            for e in entries.flatten() {
-                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    rmdir_tree(&e.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_dir(p);
-    }
-    walk(Path::new("/sys/fs/cgroup"), name, 0);
 }
 
 /// `cpuplan --config CONFIG explain --bundle BUNDLE --json`, parsed.

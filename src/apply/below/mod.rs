@@ -31,21 +31,9 @@ pub use write::{write_files_at, PlanDir};
 /// Why the plan files could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum RootfsError {
-    /// The container's init is gone, or `/proc/<pid>` cannot be opened.
-    #[error("container pid {pid}: {}: {what}: {errno}", dir.display())]
-    Process {
-        /// The pid.
-        pid: u32,
-        /// Its `/proc` directory.
-        dir: PathBuf,
-        /// What was being opened.
-        what: &'static str,
-        /// The error.
-        errno: Errno,
-    },
-    /// The pid shares the hook's mount namespace: not a container init, or a reused pid.
-    #[error("pid {0} is in the hook's own mount namespace: not a container's init (exited, and the pid reused?); writing nothing")]
-    SameNamespace(u32),
+    /// The container's init is gone, or shares the hook's mount namespace (a reused pid).
+    #[error("container {0}; writing nothing")]
+    ProcRoot(#[from] ProcRootError),
     /// Writing a file's contents failed (a full or read-only filesystem).
     #[error("{}: cannot write: {source}", path.display())]
     Write {
@@ -67,6 +55,7 @@ pub enum RootfsError {
 }
 
 use crate::read::own;
+use crate::read::procroot::ProcRootError;
 
 #[cfg(test)]
 mod tests;

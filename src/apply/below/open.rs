@@ -8,7 +8,7 @@ use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fchmod, mkdirat, Mode};
 
 use super::{own, RootfsError};
-use crate::read::procroot::{open_proc_root, ProcRootError};
+use crate::read::procroot::open_proc_root;
 
 /// Opens the container's rootfs: through `<proc_root>/proc/<pid>/root` when `pid` is given, else the host path.
 pub fn open_rootfs(
@@ -26,15 +26,7 @@ pub fn open_rootfs(
             })?;
         return Ok(own(fd));
     };
-    let rootfd = open_proc_root(proc_root, pid).map_err(|e| match e {
-        ProcRootError::Process { dir, what, errno } => RootfsError::Process {
-            pid,
-            dir,
-            what,
-            errno,
-        },
-        ProcRootError::SameNamespace => RootfsError::SameNamespace(pid),
-    })?;
+    let rootfd = open_proc_root(proc_root, pid)?;
     let rel = rootfs.strip_prefix("/").unwrap_or(rootfs);
     let how = OpenHow::new()
         .flags(dir_flags)

@@ -194,7 +194,10 @@ fn own_pid_is_refused_as_same_namespace() {
         &[],
     )
     .unwrap_err();
-    assert!(matches!(e, RootfsError::SameNamespace(_)), "{e}");
+    assert!(
+        matches!(e, RootfsError::ProcRoot(ProcRootError::SameNamespace(_))),
+        "{e}"
+    );
     assert!(!t.path().join("run").exists());
 }
 
@@ -209,7 +212,10 @@ fn a_gone_pid_writes_nothing() {
         &[],
     )
     .unwrap_err();
-    assert!(matches!(e, RootfsError::Process { .. }), "{e}");
+    assert!(
+        matches!(e, RootfsError::ProcRoot(ProcRootError::Process { .. })),
+        "{e}"
+    );
     assert!(!t.path().join("run").exists());
 }
 

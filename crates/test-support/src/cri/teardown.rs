@@ -44,25 +44,6 @@ fn hierarchies() -> Vec<PathBuf> {
         .collect()
 }
 
-/// Removes, bottom-up, every directory below `dir` (to `depth` levels) whose name is in `names`.
-fn remove_named(dir: &Path, names: &[String], depth: usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            continue;
-        }
-        let p = e.path();
-        if depth > 0 {
-            remove_named(&p, names, depth - 1);
-        }
-        if names.iter().any(|n| e.file_name() == n.as_str()) {
-            let _ = std::fs::remove_dir(&p);
-        }
-    }
-}
-
 /// The nodes of this process not yet dropped: CRI's shared `k8s.io` cgroup parent is removed
 /// only by the last one (another node's runc may be creating a cgroup under it).
 pub(super) static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -132,7 +113,7 @@ impl Drop for CriNode {
         crate::procs::unmount_under(self.root());
         let parents = self.cgroups.lock().unwrap().clone();
         for h in hierarchies() {
-            remove_named(&h, &ids, 5);
+            crate::cgroups::remove_named(&h, &ids, 5);
             // CRI's parent for pods without a cgroup_parent, when no other node uses it.
             if last {
                 let _ = std::fs::remove_dir(h.join(NAMESPACE));
