@@ -5,9 +5,9 @@
 //!
 //! Runs as root and needs `runc` and `busybox-static`; the fake host has two GPUs and 2 CPUs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::runc::{fixtures, line_value, Bundle};
+use common::runc::{line_value, two_gpu_host, Bundle};
 use common::statics::static_bins;
 use serde_json::{json, Value};
 
@@ -35,44 +35,11 @@ wait
 /bin/cpuplan-exec --result -- sh -c 'echo "result omp=$OMP_NUM_THREADS"'
 "#;
 
-/// The e2e host with a second GPU (0000:5e:00.0, minor 1), both GPUs local to both CPUs, under `dir`.
-fn two_gpu_host(dir: &Path) -> PathBuf {
-    let root = dir.join("host");
-    let copy = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(fixtures().join("e2e-host"))
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(copy.success());
-    let pci = root.join("sys/bus/pci/devices");
-    let second = pci.join("0000:5e:00.0");
-    std::fs::create_dir_all(&second).unwrap();
-    for f in ["numa_node", "class", "vendor"] {
-        std::fs::copy(pci.join("0000:3b:00.0").join(f), second.join(f)).unwrap();
-    }
-    for gpu in ["0000:3b:00.0", "0000:5e:00.0"] {
-        std::fs::write(pci.join(gpu).join("local_cpulist"), "0-1\n").unwrap();
-    }
-    let info = root.join("proc/driver/nvidia/gpus");
-    let first = std::fs::read_to_string(info.join("0000:3b:00.0/information")).unwrap();
-    std::fs::create_dir_all(info.join("0000:5e:00.0")).unwrap();
-    std::fs::write(
-        info.join("0000:5e:00.0/information"),
-        first
-            .replace("3b00", "5e00")
-            .replace("0000:3b:00.0", "0000:5e:00.0")
-            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
-    )
-    .unwrap();
-    root
-}
-
 /// A bundle running `cmd` with GPUs `minors` under a 2-CPU quota, the hook registered with
 /// `extra` in its config, on the two-GPU host, `cpuplan-exec` in `/bin`; and the hook's log.
 fn bundle(tag: &str, cmd: &str, minors: &[u32], extra: Value) -> (Bundle, PathBuf) {
     let mut b = Bundle::new(tag, cmd);
-    let host = two_gpu_host(b.dir.path());
+    let host = two_gpu_host(b.dir.path(), "0000:5e:00.0", ["0-1", "0-1"]);
     let mut cfg = json!({
         "topology_root": host,
         "claims_dir": b.scratch("claims"),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::runc::{cpuplan_bin, fixtures, line_value, Bundle};
+use common::runc::{cpuplan_bin, fixtures, line_value, two_gpu_host, Bundle};
 use serde_json::{json, Value};
 
 /// The operator's side shared by every container of a test: a hook config, its claims and log.
@@ -32,7 +32,36 @@ impl Node {
 
     /// A bundle running `cmd` with the hook registered at createRuntime and poststop.
     fn bundle(&self, tag: &str, cmd: &str) -> Bundle {
+        self.planned(Bundle::new(tag, cmd))
+    }
+
+    /// A bundle like [`Node::bundle`]'s with an operator's hook at `stage` before cpuplan's:
+    /// the shell command `script(rootfs)` run in the container's mount namespace (as
+    /// libnvidia-container enters it), `rootfs` the bundle's on the host.
+    fn bundle_after(
+        &self,
+        tag: &str,
+        cmd: &str,
+        stage: &str,
+        script: impl FnOnce(&Path) -> String,
+    ) -> Bundle {
         let mut b = Bundle::new(tag, cmd);
+        let enter = r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- sh -c "$1""#;
+        let script = script(&b.rootfs());
+        b.hook(
+            &[stage],
+            &[
+                "/bin/sh".into(),
+                "-c".into(),
+                enter.into(),
+                "sh".into(),
+                script,
+            ],
+        );
+        self.planned(b)
+    }
+
+    fn planned(&self, mut b: Bundle) -> Bundle {
         b.hook_with_config(&self.config);
         b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
         b
@@ -144,58 +173,20 @@ fn a_gpu_device_node_the_runtime_put_in_dev_is_the_containers() {
     // char device 195:0 (made by the test; nothing opens it).
     let node = Node::new(&fixtures().join("e2e-host"));
     let dev = host_gpu_node(&node);
-    let mut b = Bundle::new("node", HOLD);
-    let target = b.rootfs().join("dev/nvidia0");
-    let inject = format!(
-        r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- sh -c 'touch {t} && mount --bind {d} {t}'"#,
-        t = target.display(),
-        d = dev.display()
-    );
-    b.hook(
-        &["createRuntime"],
-        &["/bin/sh".into(), "-c".into(), inject, "sh".into()],
-    );
-    b.hook_with_config(&node.config);
-    b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+    let b = node.bundle_after("node", HOLD, "createRuntime", |rootfs| {
+        let t = rootfs.join("dev/nvidia0");
+        format!(
+            "touch {t} && mount --bind {d} {t}",
+            t = t.display(),
+            d = dev.display()
+        )
+    });
     let t = start(&b);
     let plan = plan_json(&b);
     assert_eq!(plan["inputs"]["gpus"], json!(["0000:3b:00.0"]), "{plan}");
     let claims = node.claims();
     assert_eq!(claims[0]["holder"]["container"], b.id.as_str(), "{claims}");
     stop(&b, t);
-}
-
-/// A topology root in `dir` with two GPUs: the e2e host's `0000:3b:00.0` (`/dev/nvidia0`) and
-/// `0000:86:00.0` (`/dev/nvidia1`, local CPU 1).
-fn two_gpu_host(dir: &Path) -> PathBuf {
-    let g = dir.join("two-gpu-host");
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(fixtures().join("e2e-host"))
-        .arg(&g)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let a = g.join("sys/bus/pci/devices/0000:3b:00.0");
-    let b = g.join("sys/bus/pci/devices/0000:86:00.0");
-    let copied = Command::new("cp")
-        .arg("-aL")
-        .arg(&a)
-        .arg(&b)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    std::fs::write(b.join("local_cpulist"), "1\n").unwrap();
-    let info = g.join("proc/driver/nvidia/gpus");
-    let text = std::fs::read_to_string(info.join("0000:3b:00.0/information")).unwrap();
-    std::fs::create_dir_all(info.join("0000:86:00.0")).unwrap();
-    std::fs::write(
-        info.join("0000:86:00.0/information"),
-        text.replace("0000:3b:00.0", "0000:86:00.0")
-            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
-    )
-    .unwrap();
-    g
 }
 
 #[test]
@@ -206,19 +197,11 @@ fn the_toolkit_s_legacy_prestart_hook_s_node_is_planned_and_claimed() {
     // GPU, and runc runs prestart before createRuntime. Here a prestart script does the same
     // with mknod for GPU 1 (195:1); cpuplan's createRuntime hook then finds the node there.
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::new(&two_gpu_host(dir.path()));
-    let mut b = Bundle::new("legacy", HOLD);
-    let target = b.rootfs().join("dev/nvidia1");
-    let create = format!(
-        r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- mknod -m 666 {t} c 195 1"#,
-        t = target.display()
-    );
-    b.hook(
-        &["prestart"],
-        &["/bin/sh".into(), "-c".into(), create, "sh".into()],
-    );
-    b.hook_with_config(&node.config);
-    b.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+    let node = Node::new(&two_gpu_host(dir.path(), "0000:86:00.0", ["1", "1"]));
+    let b = node.bundle_after("legacy", HOLD, "prestart", |rootfs| {
+        let t = rootfs.join("dev/nvidia1");
+        format!("mknod -m 666 {} c 195 1", t.display())
+    });
     assert!(
         b.config["linux"]["devices"]
             .as_array()
@@ -428,19 +411,13 @@ fn a_dev_the_mount_table_shows_bound_from_a_host_directory_claims_nothing() {
     // rules do not know) binds a host directory over it in the container's mount namespace.
     let node = Node::new(&fixtures().join("e2e-host"));
     let gpus = host_dev_dir(&node);
-    let mut tenant = Bundle::new("tablebind", HOLD);
-    let target = tenant.rootfs().join("dev");
-    let bind = format!(
-        r#"pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p'); exec nsenter -t "$pid" -m -- mount --rbind {g} {t}"#,
-        g = gpus.display(),
-        t = target.display()
-    );
-    tenant.hook(
-        &["createRuntime"],
-        &["/bin/sh".into(), "-c".into(), bind, "sh".into()],
-    );
-    tenant.hook_with_config(&node.config);
-    tenant.config["linux"]["resources"]["cpu"] = json!({"quota": 100000, "period": 100000});
+    let tenant = node.bundle_after("tablebind", HOLD, "createRuntime", |rootfs| {
+        format!(
+            "mount --rbind {} {}",
+            gpus.display(),
+            rootfs.join("dev").display()
+        )
+    });
     let t = start(&tenant);
     let plan = plan_json(&tenant);
     assert_eq!(

@@ -13,6 +13,36 @@ pub fn fixtures() -> PathBuf {
     crate::statics::workspace_root().join("tests/fixtures")
 }
 
+/// The e2e host (`tests/fixtures/e2e-host`: GPU `0000:3b:00.0`, `/dev/nvidia0`) copied under
+/// `dir`, with a second GPU at `second` (`/dev/nvidia1`); `local` are the two GPUs' local CPUs.
+pub fn two_gpu_host(dir: &Path, second: &str, local: [&str; 2]) -> PathBuf {
+    let root = dir.join("two-gpu-host");
+    let first = "0000:3b:00.0";
+    let pci = root.join("sys/bus/pci/devices");
+    let copy = |flags: &str, from: &Path, to: &Path| {
+        let status = Command::new("cp").args([flags]).arg(from).arg(to).status();
+        assert!(status.unwrap().success(), "cp {flags} {}", from.display());
+    };
+    copy("-a", &fixtures().join("e2e-host"), &root);
+    copy("-aL", &pci.join(first), &pci.join(second));
+    for (gpu, cpus) in [first, second].iter().zip(local) {
+        std::fs::write(pci.join(gpu).join("local_cpulist"), format!("{cpus}\n")).unwrap();
+    }
+    let info = root.join("proc/driver/nvidia/gpus");
+    let text = std::fs::read_to_string(info.join(first).join("information")).unwrap();
+    std::fs::create_dir_all(info.join(second)).unwrap();
+    // A UUID of its own: the first's ends in its bus number.
+    let bus = |address: &str| address[5..7].to_string() + "00";
+    std::fs::write(
+        info.join(second).join("information"),
+        text.replace(first, second)
+            .replace(&bus(first), &bus(second))
+            .replace("Device Minor: \t 0", "Device Minor: \t 1"),
+    )
+    .unwrap();
+    root
+}
+
 /// Fails (never skips) when the test cannot run here: not root, or runc/busybox missing.
 pub fn require_runc() {
     require("runc", &[("runc", "runc"), ("busybox", "busybox-static")]);
