@@ -51,9 +51,7 @@ fn make_nodes(dir: &Path, standard: bool) {
 /// Runs `config` in a new pod until it has printed its plan: (pod, container id, its output).
 fn start(node: &CriNode, name: &str, config: api::ContainerConfig) -> (cri::Pod, String, String) {
     let pod = node.run_pod(node.pod_config(name), "");
-    let id = node.create_container(&pod, config.clone());
-    node.start_container(&id);
-    let out = node.wait_log(&pod, &config, "--- end");
+    let (id, out) = node.start_until(&pod, &config, "--- end");
     (pod, id, out)
 }
 

@@ -13,6 +13,7 @@ use common::helm;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::hookbin::{cpuplan_json, cpuplan_ok};
 use common::runc::line_value;
 use common::statics::static_cpuplan;
 use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions};
@@ -152,9 +153,7 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal(c: C
     // Pod A holds GPU 0 (local CPUs 0-1) while it runs.
     let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
     let ca = node.with_gpu(node.container_config("a", &sleeper), 0);
-    let a = node.create_container(&pod_a, ca.clone());
-    node.start_container(&a);
-    let log = node.wait_log(&pod_a, &ca, "--- end");
+    let (a, log) = node.start_until(&pod_a, &ca, "--- end");
     let env = section(&log, "planenv");
     assert_eq!(
         line_value(env, "CPUPLAN_DEVICES"),
@@ -202,9 +201,7 @@ fn gpus_through_cri_devices_narrow_the_cpuset_and_claims_hold_until_removal(c: C
     node.remove_pod(&pod_a);
     assert_eq!(claims(&node), json!([]), "removal releases the claim");
     let cb = node.with_gpu(node.container_config("b2", &sleeper), 0);
-    let b2 = node.create_container(&pod_b, cb.clone());
-    node.start_container(&b2);
-    let log = node.wait_log(&pod_b, &cb, "--- end");
+    let (b2, log) = node.start_until(&pod_b, &cb, "--- end");
     assert!(!line_value(section(&log, "planenv"), "CPUPLAN_WHY")
         .unwrap()
         .contains("held by"));
@@ -240,9 +237,7 @@ fn a_claim_survives_a_containerd_restart_and_poststop_still_releases_it(c: Conta
         node.container_config("srv", &format!("{PROBE}; exec sleep 3600")),
         0,
     );
-    let id = node.create_container(&pod, c.clone());
-    node.start_container(&id);
-    node.wait_log(&pod, &c, "--- end");
+    let (id, _) = node.start_until(&pod, &c, "--- end");
     let before = node.daemon_pid();
     node.restart();
     assert_ne!(node.daemon_pid(), before, "a new containerd");
@@ -477,34 +472,20 @@ fn the_daemonset_s_install_registers_the_hook_on_a_node(c: Containerd) {
 
 /// `cpuplan explain --pid PID --json` with the node's hook config.
 fn explain_pid(node: &CriNode, pid: &Value) -> Value {
-    let out = Command::new(common::runc::cpuplan_bin())
-        .arg("--config")
-        .arg(node.path("etc/cpuplan/hook.json"))
-        .args(["explain", "--json", "--pid", &pid.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "explain --pid: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let pid = pid.to_string();
+    cpuplan_json(
+        &node.path("etc/cpuplan/hook.json"),
+        &["explain", "--json", "--pid", &pid],
+    )
 }
 
 /// The text `explain --pid PID` prints.
 fn explain_pid_text(node: &CriNode, pid: &Value) -> String {
-    let out = Command::new(common::runc::cpuplan_bin())
-        .arg("--config")
-        .arg(node.path("etc/cpuplan/hook.json"))
-        .args(["explain", "--pid", &pid.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let pid = pid.to_string();
+    cpuplan_ok(
+        &node.path("etc/cpuplan/hook.json"),
+        &["explain", "--pid", &pid],
+    )
 }
 
 fn kubelet_s_update_makes_the_hook_s_plan_stale_and_claims_and_explain_say_so(c: Containerd) {
@@ -582,18 +563,7 @@ fn kubelet_s_update_makes_the_hook_s_plan_stale_and_claims_and_explain_say_so(c:
 
 /// `cpuplan claims` (text) with the node's hook config.
 fn claims_text(node: &CriNode) -> String {
-    let out = Command::new(common::runc::cpuplan_bin())
-        .arg("--config")
-        .arg(node.path("etc/cpuplan/hook.json"))
-        .arg("claims")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    cpuplan_ok(&node.path("etc/cpuplan/hook.json"), &["claims"])
 }
 
 crate::on_both!(

@@ -378,9 +378,7 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
         node.container_config("gpu", &format!("{PROBE}; exec sleep 3600")),
         0,
     );
-    let id = node.create_container(&gpu, c.clone());
-    node.start_container(&id);
-    let log = node.wait_log(&gpu, &c, "--- end");
+    let (id, log) = node.start_until(&gpu, &c, "--- end");
     let env = section(&log, "planenv");
     assert_eq!(
         line_value(env, "CPUPLAN_DEVICES"),
@@ -433,9 +431,7 @@ fn a_rollout_keeps_plans_and_claims() {
         node.container_config("gpu", &format!("{PROBE}; exec sleep 3600")),
         0,
     );
-    let holder = node.create_container(&gpu, c.clone());
-    node.start_container(&holder);
-    node.wait_log(&gpu, &c, "--- end");
+    let (holder, _) = node.start_until(&gpu, &c, "--- end");
     assert_eq!(claims(&node)[0]["holder"]["container"], holder.as_str());
 
     // The new pod starts while the old one runs, and waits for it.
@@ -487,9 +483,7 @@ fn a_rollout_keeps_plans_and_claims() {
         host_path: vol.display().to_string(),
         ..Default::default()
     });
-    let overlapped = node.create_container(&during, dc.clone());
-    node.start_container(&overlapped);
-    let log = node.wait_log(&during, &dc, "--- end");
+    let (overlapped, log) = node.start_until(&during, &dc, "--- end");
     let env: Vec<&str> = section(&log, "env").lines().collect();
     assert!(
         env.contains(&"OMP_NUM_THREADS=1") && env.contains(&"CPUPLAN_DEVICES=0000:86:00.0"),

@@ -146,9 +146,7 @@ fn metrics_count_containers_and_readiness_follows_the_runtime(c: Containerd) {
     let sleeper = format!("{PROBE}; exec sleep 3600");
     let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
     let ca = node.with_gpu(node.container_config("a", &sleeper), 0);
-    let a = node.create_container(&pod_a, ca.clone());
-    node.start_container(&a);
-    node.wait_log(&pod_a, &ca, "--- end");
+    let (a, _) = node.start_until(&pod_a, &ca, "--- end");
     let pod_b = node.run_pod(node.pod_config("gpu-b"), "");
     let b = node.run_container(&pod_b, node.with_gpu(node.container_config("b", PROBE), 0));
     assert_eq!(b.exit_code, 0, "{}", b.log);

@@ -14,10 +14,9 @@ use common::nriplugin;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::hookbin::{cpuplan_bin, nri_bin};
+use common::hookbin::{cpuplan_ok, nri_bin};
 use common::procs::processes_running;
 use common::runc::line_value;
 use cri::{annotations, cri as api, quota, section, Containerd, CriNode, NodeOptions, Pod};
@@ -151,9 +150,7 @@ fn gpus_narrow_the_cpuset_and_the_plugin_s_claims_hold_until_removal(c: Containe
     // Pod A holds GPU 0 (local CPUs 0-1) while it exists.
     let pod_a = node.run_pod(node.pod_config("gpu-a"), "");
     let ca = node.with_gpu(node.container_config("a", &sleeper), 0);
-    let a = node.create_container(&pod_a, ca.clone());
-    node.start_container(&a);
-    let log = node.wait_log(&pod_a, &ca, "--- end");
+    let (a, log) = node.start_until(&pod_a, &ca, "--- end");
     let env = section(&log, "planenv");
     assert_eq!(
         line_value(env, "CPUPLAN_DEVICES"),
@@ -310,9 +307,7 @@ fn a_prelaunched_plugin_plans_with_the_config_the_runtime_gives_it(c: Containerd
         100000,
         100000,
     );
-    let id = node.create_container(&pod, c.clone());
-    node.start_container(&id);
-    let out = node.wait_log(&pod, &c, "--- end");
+    let (id, out) = node.start_until(&pod, &c, "--- end");
     let env: Vec<&str> = section(&out, "env").lines().collect();
     assert!(env.contains(&"OMP_NUM_THREADS=1"), "{env:?}\n{}", ctx());
     if node.containerd() == Containerd::V17 {
@@ -356,9 +351,7 @@ fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones(
         node.container_config("srv", &format!("{PROBE}; exec sleep 3600")),
         0,
     );
-    let id = node.create_container(&pod, c.clone());
-    node.start_container(&id);
-    node.wait_log(&pod, &c, "--- end");
+    let (id, _) = node.start_until(&pod, &c, "--- end");
 
     // What a container removed while the plugin was away leaves: its plan, its record and its
     // claim, held by this plugin (so alive).
@@ -569,19 +562,8 @@ fn install_nri_turns_nri_on_and_uninstall_nri_removes_exactly_it(c: Containerd) 
     drop(plugin);
 
     // The command line's uninstall, under the same root prefix.
-    let out = Command::new(cpuplan_bin())
-        .arg("--config")
-        .arg(&cfg)
-        .args(["uninstall", "--nri", "--root-prefix"])
-        .arg(node.root())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let root = node.root().to_str().unwrap().to_string();
+    let text = cpuplan_ok(&cfg, &["uninstall", "--nri", "--root-prefix", &root]);
     assert!(
         text.contains(&format!("removed {}", n.drop_in().display())),
         "{text}"

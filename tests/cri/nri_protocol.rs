@@ -339,18 +339,8 @@ impl Plugin {
     /// Sends `sig` and waits for the plugin to exit; fails after 5 s.
     fn stop_with(&mut self, sig: Signal) -> ExitStatus {
         kill(Pid::from_raw(self.child.id() as i32), sig).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the plugin did not exit on {sig}:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let status = common::procs::wait_at_most(&mut self.child, Duration::from_secs(5));
+        status.unwrap_or_else(|| panic!("the plugin did not exit on {sig}:\n{}", self.log()))
     }
 
     /// Whether the plugin process is still running.

@@ -9,7 +9,7 @@ use common::cri;
 use common::nriplugin;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use cri::{cri as api, quota, section, Containerd, CriNode};
@@ -271,6 +271,22 @@ echo '--- ls'; ls /run/cpuplan /dev/cpuplan 2>&1; echo '--- end'"#;
     node.remove_pod(&pod);
 }
 
+/// Runs the plugin with `config` against the node's socket, its stderr to `stderr`, for at most
+/// 10 s: how it exited (`None`: still running, then killed) and what it wrote.
+fn run_to_refusal(node: &CriNode, config: &Path, stderr: &Path) -> (Option<ExitStatus>, String) {
+    let mut child = Command::new(plugin_bin())
+        .arg("--config")
+        .arg(config)
+        .arg("--socket")
+        .arg(node.nri_socket())
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let status = common::procs::wait_at_most(&mut child, Duration::from_secs(10));
+    (status, std::fs::read_to_string(stderr).unwrap())
+}
+
 #[test]
 fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
     // The plugin refuses its config before it connects: no containerd runs, so one flavour.
@@ -280,28 +296,7 @@ fn overlapping_plugin_directories_are_refused_in_one_line_naming_both() {
     let bad = plugin_config(&node, json!({"nri_dir": d, "claims_dir": d.join("claims")}));
     let stderr = node.path("var/log/overlap.stderr");
     std::fs::create_dir_all(stderr.parent().unwrap()).unwrap();
-    let mut child = Command::new(plugin_bin())
-        .arg("--config")
-        .arg(&bad)
-        .arg("--socket")
-        .arg(node.nri_socket())
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break Some(st);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let err = std::fs::read_to_string(&stderr).unwrap();
+    let (status, err) = run_to_refusal(&node, &bad, &stderr);
     assert!(
         status.is_some_and(|st| !st.success()),
         "refused at once, not {status:?}: {err}"
@@ -337,28 +332,7 @@ fn a_planted_plugin_lock_is_refused_and_never_written() {
             "owned by uid 4242, not by uid 0"
         };
         let stderr = node.path("plugin.stderr");
-        let mut child = Command::new(plugin_bin())
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(node.nri_socket())
-            .stdin(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break Some(st);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let err = std::fs::read_to_string(&stderr).unwrap();
+        let (status, err) = run_to_refusal(&node, &cfg, &stderr);
         assert!(
             status.is_some_and(|st| !st.success()),
             "{plant}: refused at once, not {status:?}: {err}"

@@ -30,6 +30,17 @@ fn run_of(path: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("run {}: {e}", path.display()))
 }
 
+/// `cpuplan ARGS`' stdout, after checking it exited 0 (the message shows stderr).
+fn ok_text(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn ok_json(args: &[&str]) -> Value {
     hookbin::ok_json(&format!("{args:?}"), &run(args))
 }
@@ -79,7 +90,7 @@ fn plan_json_on_the_example_host() {
 #[test]
 fn plan_table_draws_nodes_and_cores() {
     let host = repo("examples/host");
-    let out = run(&[
+    let text = ok_text(&[
         "plan",
         "--setting",
         "3",
@@ -92,12 +103,6 @@ fn plan_table_draws_nodes_and_cores() {
         "--root",
         host.to_str().unwrap(),
     ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(text.contains("node 0: cpus 0-55,112-167"), "{text}");
     assert!(text.contains("node 1: cpus 56-111,168-223"), "{text}");
     assert!(text.contains("     c0 ooo0"), "worker 0 on core 3: {text}");
@@ -164,19 +169,13 @@ fn quota_of_fixture_and_live_processes() {
 
 #[test]
 fn explain_prints_the_example_plan() {
-    let out = run(&[
+    let text = ok_text(&[
         "explain",
         "--bundle",
         repo("examples/bundle").to_str().unwrap(),
         "--root",
         repo("examples/host").to_str().unwrap(),
     ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         text.contains("mask 0-55,112-167 (112 CPUs), usable 16, setting auto"),
         "{text}"
@@ -264,13 +263,7 @@ fn inventory_shows_the_kept_inventory_as_text_and_json() {
     assert!(std::fs::read(file)
         .unwrap()
         .starts_with(b"cpuplan-inventory 6\n"));
-    let out = run(&[&args[..3], &args[4..]].concat());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = ok_text(&[&args[..3], &args[4..]].concat());
     assert!(text.contains("online CPUs 0-223 (112 cores)"), "{text}");
     assert!(
         text.contains("PCI 0000:18:00.0 class 0x030200 vendor 0x10de"),
@@ -803,13 +796,10 @@ fn the_words_come_from_argv_and_one_that_is_not_utf8_is_named() {
     use std::os::unix::ffi::OsStrExt;
     // The words are main's argv (src/cli/mod.rs): a command that takes them works at all only
     // because they arrive; an option's value in them is used.
-    let out = run(&["gpus", "--root", repo("examples/host").to_str().unwrap()]);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ok_text(&["gpus", "--root", repo("examples/host").to_str().unwrap()])
+            .contains("0000:18:00.0")
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("0000:18:00.0"));
     // A word that is not UTF-8: one line naming its place and its bytes (escaped), status 2.
     let out = bin()
         .arg("plan")

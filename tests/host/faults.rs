@@ -532,17 +532,8 @@ fn a_log_that_is_a_fifo_does_not_block_the_hook() {
         .write_all(fx.state(None).as_bytes())
         .unwrap();
     // Bounded: a hook blocked on the FIFO is killed after 10 s, and the test fails.
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the hook blocked on a FIFO log file");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = common::procs::wait_at_most(&mut child, Duration::from_secs(10))
+        .expect("the hook blocked on a FIFO log file");
     let took = t.elapsed();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();

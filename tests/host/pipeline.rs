@@ -39,19 +39,8 @@ fn stages() -> Command {
 }
 
 fn explain(cfg: &Path, bundle: &Path) -> Value {
-    let out = bin()
-        .arg("--config")
-        .arg(cfg)
-        .args(["explain", "--json", "--bundle"])
-        .arg(bundle)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let bundle = bundle.to_str().unwrap();
+    common::hookbin::cpuplan_json(cfg, &["explain", "--json", "--bundle", bundle])
 }
 
 fn precreate(cfg: &Path, bundle: &Path) -> Value {

@@ -168,21 +168,11 @@ fn a_hook_config_with_a_typo_gives_the_container_the_off_plan_carrying_the_cause
 
 /// `status --json` with the config `cfg`, as the operator runs it on the node.
 fn status(cfg: &std::path::Path) -> (Value, String) {
-    let run = |json: bool| {
-        let mut cmd = std::process::Command::new(common::runc::cpuplan_bin());
-        cmd.arg("--config").arg(cfg).arg("status");
-        if json {
-            cmd.arg("--json");
-        }
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    (serde_json::from_str(&run(true)).unwrap(), run(false))
+    use common::hookbin::{cpuplan_json, cpuplan_ok};
+    (
+        cpuplan_json(cfg, &["status", "--json"]),
+        cpuplan_ok(cfg, &["status"]),
+    )
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::runc::{cpuplan_bin, fixtures, line_value, two_gpu_host, Bundle};
+use common::runc::{fixtures, line_value, two_gpu_host, Bundle};
 use serde_json::{json, Value};
 
 /// The operator's side shared by every container of a test: a hook config, its claims and log.
@@ -72,13 +72,7 @@ impl Node {
     }
 
     fn claims(&self) -> Value {
-        let out = Command::new(cpuplan_bin())
-            .arg("--config")
-            .arg(&self.config)
-            .args(["claims", "--json"])
-            .output()
-            .unwrap();
-        common::hookbin::ok_json("cpuplan claims", &out)
+        common::hookbin::cpuplan_json(&self.config, &["claims", "--json"])
     }
 }
 

@@ -80,3 +80,28 @@ pub fn ok_json(what: &str, out: &Output) -> serde_json::Value {
         )
     })
 }
+
+/// `cpuplan --config CONFIG ARGS…` run to the end: its stdout, after checking it exited 0 (the
+/// message names the arguments and shows stderr).
+pub fn cpuplan_ok(config: &Path, args: &[&str]) -> String {
+    let out = Command::new(cpuplan_bin())
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cpuplan {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "cpuplan {args:?}: exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`cpuplan_ok`]'s stdout parsed as JSON.
+pub fn cpuplan_json(config: &Path, args: &[&str]) -> serde_json::Value {
+    let text = cpuplan_ok(config, args);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("cpuplan {args:?}: stdout is not JSON ({e}): {text}"))
+}

@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use super::runc::{cpuplan_bin, which};
+use super::runc::which;
 
 /// The image every test container runs.
 pub const IMAGE: &str = "localhost/cpuplan-e2e:latest";
@@ -275,35 +275,13 @@ impl Drop for Podman {
 
 /// `cpuplan --config CONFIG explain --bundle BUNDLE --json`, parsed.
 pub fn explain_json(config: &Path, bundle: &Path) -> Value {
-    let out = Command::new(cpuplan_bin())
-        .arg("--config")
-        .arg(config)
-        .args(["explain", "--json", "--bundle"])
-        .arg(bundle)
-        .output()
-        .expect("cpuplan explain");
-    assert!(
-        out.status.success(),
-        "explain failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("explain --json prints JSON")
+    let bundle = bundle.to_str().unwrap();
+    crate::hookbin::cpuplan_json(config, &["explain", "--json", "--bundle", bundle])
 }
 
 /// `cpuplan --config CONFIG claims --json`, parsed.
 pub fn claims_json(config: &Path) -> Value {
-    let out = Command::new(cpuplan_bin())
-        .arg("--config")
-        .arg(config)
-        .args(["claims", "--json"])
-        .output()
-        .expect("cpuplan claims");
-    assert!(
-        out.status.success(),
-        "claims failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("claims --json prints JSON")
+    crate::hookbin::cpuplan_json(config, &["claims", "--json"])
 }
 
 /// The plan fields that do not depend on the pid, for comparing a container's plan with explain's.

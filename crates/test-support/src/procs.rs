@@ -3,24 +3,33 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// Waits at most `limit` for `child` to exit: its status, or `None` when it was still running
+/// (then it is killed and reaped).
+pub fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Stops `child` with SIGTERM, then SIGKILL if it has not exited within `grace`, and reaps it.
 pub fn stop_gently(mut child: Child, grace: Duration) {
     let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    wait_at_most(&mut child, grace);
 }
 
 /// The pids of the live (not zombie) processes running the binary at `path`.

@@ -297,23 +297,15 @@ impl Running {
     /// Waits (at most `limit`) for `runc run` to exit: its status code and stderr.
     pub fn wait(&mut self, limit: std::time::Duration) -> (i32, String) {
         let mut child = self.0.take().expect("waited once");
-        let start = std::time::Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                return (status.code().unwrap_or(-1), err);
-            }
-            if start.elapsed() > limit {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("runc run still running after {limit:?}");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let Some(status) = crate::procs::wait_at_most(&mut child, limit) else {
+            panic!("runc run still running after {limit:?}");
+        };
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut err);
         }
+        (status.code().unwrap_or(-1), err)
     }
 }
 

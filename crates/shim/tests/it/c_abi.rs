@@ -8,20 +8,49 @@ use std::process::Command;
 
 use common::{profile_dir, sample_plan, two_cpus, workspace_root, write_plan};
 
-fn compile(out: &Path, link: &[String]) {
+/// How a test's C program links the shim.
+pub(crate) enum Link<'a> {
+    /// To `libcpuplan_shim.so` in this directory, found there at run time through the rpath.
+    Dynamic(&'a Path),
+    /// To this `libcpuplan_shim.a`.
+    Static(&'a Path),
+}
+
+/// Compiles `crates/shim/tests/c/<source>` into `out` with `-Wall -Werror`, linked as `link`
+/// says, after checking that the library is there.
+pub(crate) fn compile(source: &str, out: &Path, link: Link) {
+    let args: Vec<String> = match link {
+        Link::Dynamic(dir) => {
+            let so = dir.join("libcpuplan_shim.so");
+            assert!(so.exists(), "no cdylib at {}", so.display());
+            vec![
+                format!("-L{}", dir.display()),
+                format!("-Wl,-rpath,{}", dir.display()),
+                "-lcpuplan_shim".into(),
+                "-lpthread".into(),
+            ]
+        }
+        Link::Static(lib) => {
+            assert!(lib.exists(), "no staticlib at {}", lib.display());
+            let libs = ["-lpthread", "-ldl", "-lm", "-lgcc_s"].map(String::from);
+            std::iter::once(lib.display().to_string())
+                .chain(libs)
+                .collect()
+        }
+    };
     let root = workspace_root();
     let status = Command::new("cc")
         .arg("-Wall")
         .arg("-Werror")
         .arg("-I")
         .arg(root.join("include"))
-        .arg(root.join("crates/shim/tests/c/abi_test.c"))
+        .arg(root.join("crates/shim/tests/c").join(source))
         .arg("-o")
         .arg(out)
-        .args(link)
+        .args(&args)
         .status()
         .expect("cc is needed for the C ABI test");
-    assert!(status.success(), "cc failed for {link:?}");
+    assert!(status.success(), "cc failed for {args:?}");
 }
 
 fn run(exe: &Path, plan: &Path) -> HashMap<String, String> {
@@ -95,22 +124,8 @@ fn check(got: &HashMap<String, String>) {
 fn c_program_linked_to_the_cdylib() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(dir.path(), &sample_plan());
-    let lib = profile_dir();
-    assert!(
-        lib.join("libcpuplan_shim.so").exists(),
-        "no cdylib in {}",
-        lib.display()
-    );
     let exe = dir.path().join("abi_dyn");
-    compile(
-        &exe,
-        &[
-            format!("-L{}", lib.display()),
-            format!("-Wl,-rpath,{}", lib.display()),
-            "-lcpuplan_shim".into(),
-            "-lpthread".into(),
-        ],
-    );
+    compile("abi_test.c", &exe, Link::Dynamic(&profile_dir()));
     check(&run(&exe, &plan));
 }
 
@@ -118,18 +133,8 @@ fn c_program_linked_to_the_cdylib() {
 fn c_program_linked_to_the_staticlib() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(dir.path(), &sample_plan());
-    let lib = profile_dir().join("libcpuplan_shim.a");
-    assert!(lib.exists(), "no staticlib at {}", lib.display());
     let exe = dir.path().join("abi_static");
-    compile(
-        &exe,
-        &[
-            lib.display().to_string(),
-            "-lpthread".into(),
-            "-ldl".into(),
-            "-lm".into(),
-            "-lgcc_s".into(),
-        ],
-    );
+    let lib = profile_dir().join("libcpuplan_shim.a");
+    compile("abi_test.c", &exe, Link::Static(&lib));
     check(&run(&exe, &plan));
 }

@@ -10,23 +10,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::{release_panic_test_dir, workspace_root};
-
-fn compile(out: &Path, link: &[String]) {
-    let root = workspace_root();
-    let status = Command::new("cc")
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-I")
-        .arg(root.join("include"))
-        .arg(root.join("crates/shim/tests/c/panic_test.c"))
-        .arg("-o")
-        .arg(out)
-        .args(link)
-        .status()
-        .expect("cc is needed for the C ABI test");
-    assert!(status.success(), "cc failed for {link:?}");
-}
+use super::c_abi::{compile, Link};
+use common::release_panic_test_dir;
 
 /// Runs the program and checks it survived the panic with -EIO and went on to exit 0.
 fn check(exe: &Path) {
@@ -66,17 +51,11 @@ fn check(exe: &Path) {
 #[test]
 fn a_panic_in_the_release_cdylib_returns_eio() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = release_panic_test_dir();
-    assert!(lib.join("libcpuplan_shim.so").exists(), "{}", lib.display());
     let exe = dir.path().join("panic_dyn");
     compile(
+        "panic_test.c",
         &exe,
-        &[
-            format!("-L{}", lib.display()),
-            format!("-Wl,-rpath,{}", lib.display()),
-            "-lcpuplan_shim".into(),
-            "-lpthread".into(),
-        ],
+        Link::Dynamic(&release_panic_test_dir()),
     );
     check(&exe);
 }
@@ -84,18 +63,8 @@ fn a_panic_in_the_release_cdylib_returns_eio() {
 #[test]
 fn a_panic_in_the_release_staticlib_returns_eio() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = release_panic_test_dir().join("libcpuplan_shim.a");
-    assert!(lib.exists(), "no staticlib at {}", lib.display());
     let exe = dir.path().join("panic_static");
-    compile(
-        &exe,
-        &[
-            lib.display().to_string(),
-            "-lpthread".into(),
-            "-ldl".into(),
-            "-lm".into(),
-            "-lgcc_s".into(),
-        ],
-    );
+    let lib = release_panic_test_dir().join("libcpuplan_shim.a");
+    compile("panic_test.c", &exe, Link::Static(&lib));
     check(&exe);
 }

@@ -363,6 +363,20 @@ impl CriNode {
         config
     }
 
+    /// Creates and starts a container in `pod` that keeps running, and waits (up to 30 s) until
+    /// its log holds `marker`: its id and that log.
+    pub fn start_until(
+        &self,
+        pod: &Pod,
+        config: &cri::ContainerConfig,
+        marker: &str,
+    ) -> (String, String) {
+        let id = self.create_container(pod, config.clone());
+        self.start_container(&id);
+        let log = self.wait_log(pod, config, marker);
+        (id, log)
+    }
+
     /// Waits up to 30 s until the running container's log holds `marker`; the log.
     pub fn wait_log(&self, pod: &Pod, config: &cri::ContainerConfig, marker: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
