@@ -30,6 +30,10 @@
 # (console tail printed to stderr). The console log is always kept as $VM_DIR/last-console.log.
 #
 # Environment: VM_DIR (default /tmp/cgroup2-vm; everything is created under it), VM_SHARE (default $PWD),
+#   VM_QEMU_EXTRA (more QEMU arguments, split on spaces; e.g. NUMA nodes, one without CPUs as on Grace Hopper:
+#   VM_CPUS=4 VM_MEM=1536 VM_QEMU_EXTRA="-object memory-backend-ram,id=m0,size=512M -object memory-backend-ram,id=m1,size=512M
+#   -object memory-backend-ram,id=m2,size=512M -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1
+#   -numa node,nodeid=2,memdev=m2 -numa dist,src=0,dst=1,val=20 -numa dist,src=0,dst=2,val=40 -numa dist,src=1,dst=2,val=80"),
 #   VM_SHARE_RO=1 (share read-only), VM_TIMEOUT (seconds for one run, default 600), VM_CPUS (2), VM_MEM (MiB,
 #   2048), VM_ACCEL (tcg | kvm; default tcg, see KVM below), VM_APPEND (more kernel cmdline), VM_DEBUG=1 (verbose
 #   console), VM_KEEP=1 (keep the per-run directory $VM_DIR/run.*). Build only: VM_EXTRA_PACKAGES (comma-separated
@@ -251,6 +255,8 @@ qemu_args() {
         -drive "file=$VM_DIR/rootfs.img,format=raw,if=virtio,snapshot=on,cache=unsafe"
         -device virtio-rng-pci
         -virtfs "local,path=$share,mount_tag=cgroup2vm_host,security_model=none,id=host${VM_SHARE_RO:+,readonly=on}")
+  # more QEMU arguments, word-split: e.g. an emulated NUMA topology (see VM_QEMU_EXTRA above)
+  if [ -n "${VM_QEMU_EXTRA:-}" ]; then read -r -a extra <<< "$VM_QEMU_EXTRA"; QEMU+=("${extra[@]}"); fi
 }
 
 cmd_run() {
