@@ -221,6 +221,11 @@ fn plan_says_its_pools_and_gives_the_seed_s_plan_on_request() {
         seed["workers"], hook["workers"],
         "the workers' cores are the hook's"
     );
+    let why = seed["why"].as_str().unwrap();
+    assert!(
+        why.ends_with("; the seed's form: the API server's result cpu 55 (the lowest of its core), pools not split"),
+        "{why}"
+    );
     // The table says which.
     let text = ok_text(&[
         "plan",

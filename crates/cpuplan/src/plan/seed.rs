@@ -10,13 +10,16 @@ impl CpuPlan {
     /// CPU; and the pools are not split among the workers' processes ([`PoolSplit::Off`]), so
     /// `preprocess_threads` is the seed's quarter of `left`, 1 to 4, however many workers
     /// there are (cpuplan's default, [`PoolSplit::PerProcess`], also caps it at `left` less
-    /// the workers, so that each worker process keeps a CPU).
+    /// the workers, so that each worker process keeps a CPU). `why` says so.
     pub fn seed_form(mut self) -> CpuPlan {
+        let mut result = String::new();
         if let Some(r) = self.result.as_mut() {
             if let Some(lowest) = r.cpus.first() {
                 r.cpus = std::iter::once(lowest).collect();
+                result = format!("the API server's result cpu {lowest} (the lowest of its core), ");
             }
         }
+        self.why = format!("{}; the seed's form: {result}pools not split", self.why);
         self.with_split(PoolSplit::Off)
     }
 }
@@ -45,8 +48,17 @@ mod tests {
         assert_eq!(seed.split, PoolSplit::Off);
         assert_eq!((seed.left(), seed.preprocess_threads()), (9, 2));
         assert_eq!(seed.workers, plan.workers);
+        assert_eq!(
+            seed.why,
+            "t; the seed's form: the API server's result cpu 55 (the lowest of its core), pools not split"
+        );
         // Nothing pinned: only the split changes.
         let off = CpuPlan::unpinned(Setting::Off, "0-7".parse().unwrap(), 8, vec![None; 2], "o");
-        assert_eq!(off.clone().seed_form(), off.with_split(PoolSplit::Off));
+        let seed = off.clone().seed_form();
+        assert_eq!(
+            (seed.split, seed.result, seed.workers),
+            (PoolSplit::Off, None, off.workers)
+        );
+        assert_eq!(seed.why, "o; the seed's form: pools not split");
     }
 }
