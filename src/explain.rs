@@ -8,6 +8,7 @@ use crate::config::HookConfig;
 use crate::decide::stale::{drifts, summary, Drift, Now, Planned};
 use crate::decide::{Ask, Course, Decision};
 use crate::edit::{SpecEdit, NRI_PLAN_DIR, PLAN_JSON};
+use crate::logging::escape;
 use crate::read::bundle::{load_bundle, BundleError};
 use crate::read::host::Host;
 use crate::read::running::{read_running, Running, RunningError};
@@ -82,20 +83,21 @@ impl Explained {
             &self.decision.notes,
             &self.gpus,
         );
-        s.push_str(&format!("inventory: {}\n", self.inventory));
+        s.push_str(&format!("inventory: {}\n", escape(&self.inventory)));
         s.push_str(&self.environment());
         Ok(s)
     }
 
-    /// The environment block: each variable the container gets, as `KEY=VALUE`.
+    /// The environment block: each variable the container gets, as `KEY=VALUE` (escaped: a
+    /// value such as `CPUPLAN_WHY` may quote what the container supplied).
     pub fn environment(&self) -> String {
         let mut s = format!(
             "environment: the container gets (set by the NRI plugin and podman's precreate where \
              the image and the user set none; the hook writes them to {}/plan.env):\n",
-            self.edit.dir.display()
+            escape(&self.edit.dir.display().to_string())
         );
         for (k, v) in &self.edit.env {
-            s.push_str(&format!("  {k}={v}\n"));
+            s.push_str(&format!("  {}={}\n", escape(k), escape(v)));
         }
         s
     }
@@ -149,12 +151,12 @@ impl RunningCheck {
         s.push_str(&format!(
             "running: pid {}, container {}, plan generation {}\n  cgroup now: cpuset {}, quota {}\n",
             self.running.pid,
-            crate::logging::escape(&plan.container),
+            escape(&plan.container),
             plan.generation,
             self.running.cpus,
             quota(self.running.quota),
         ));
-        s.push_str(&format!("  plan: {}", self.summary()));
+        s.push_str(&format!("  plan: {}", escape(&self.summary())));
         if !self.drifts.is_empty() {
             s.push_str(
                 " (the cgroup changed after the hook wrote the plan: kubelet's CPU manager or a \

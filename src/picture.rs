@@ -7,6 +7,7 @@ use std::fmt::Write;
 use cpuplan::CpuSet;
 use serde::Serialize;
 
+use crate::logging::escape;
 use crate::read::host::NodeCores;
 
 /// The node as `cpuplan status` shows it.
@@ -137,7 +138,9 @@ impl Picture {
         }
     }
 
-    /// The drawing.
+    /// The drawing. Every string read from a container's plan, a claim or a plan directory (an
+    /// id, a device, a problem) is printed through [`escape`]: a container's own `plan.json`
+    /// is the tenant's, and no control character of it reaches the operator's terminal.
     pub fn text(&self) -> String {
         let mut s = String::new();
         let cpus: usize = self.nodes.iter().map(|n| n.cpus.len()).sum();
@@ -182,14 +185,14 @@ impl Picture {
             let _ = writeln!(
                 s,
                 "container {} [{}] ({}{pid}): cpus {}, plan {}",
-                crate::logging::escape(&c.container),
+                escape(&c.container),
                 c.mark,
                 c.route,
                 c.cpuset,
-                c.plan
+                escape(&c.plan)
             );
             for (i, w) in c.workers.iter().enumerate() {
-                let dev = w.device.as_deref().unwrap_or("cpu worker");
+                let dev = w.device.as_deref().map_or("cpu worker".into(), escape);
                 match &w.cpus {
                     Some(cpus) => {
                         let _ = writeln!(s, "  worker {i} GPU {dev}: cpus {cpus}");
@@ -207,7 +210,7 @@ impl Picture {
             s.push_str("no planned containers (no live claim, plan record or NRI plan)\n");
         }
         for p in &self.problems {
-            let _ = writeln!(s, "problem: {p}");
+            let _ = writeln!(s, "problem: {}", escape(p));
         }
         s
     }
@@ -219,11 +222,11 @@ fn gpu_line(g: &Gpu) -> String {
         .node
         .map_or_else(|| "no node".into(), |n| format!("node {n}"));
     match &g.claim {
-        None => format!("  gpu {} ({node}): free\n", g.address),
+        None => format!("  gpu {} ({node}): free\n", escape(&g.address)),
         Some(c) => format!(
             "  gpu {} ({node}): claimed by container {}{} (pid {}, {})\n",
-            g.address,
-            crate::logging::escape(&c.container),
+            escape(&g.address),
+            escape(&c.container),
             c.mark.map_or_else(String::new, |m| format!(" [{m}]")),
             c.pid,
             if c.live { "live" } else { "stale" }

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use cpuplan::{CpuPlan, HostGpu};
 
+use crate::logging::escape;
 pub use crate::read::host::NodeCores;
 
 /// A GPU's memory node without CPUs, its worker's mark and where the GPU was placed.
@@ -19,17 +20,18 @@ fn memory_node(plan: &CpuPlan, g: &HostGpu) -> String {
         .unwrap_or_default();
     match (g.unplaced_why(), g.placement_node()) {
         (Some(why), _) => format!(
-            "GPU memory {memory} (no CPUs): gpu {}{mark} not placed: {why}",
-            g.address
+            "GPU memory {memory} (no CPUs): gpu {}{mark} not placed: {}",
+            escape(&g.address),
+            escape(why)
         ),
         (None, Some(on)) => format!(
             "GPU memory {memory} (no CPUs): gpu {}{mark}, placed on node {on}{}",
-            g.address,
+            escape(&g.address),
             g.placement_note()
-                .map(|n| format!(" ({n})"))
+                .map(|n| format!(" ({})", escape(n)))
                 .unwrap_or_default()
         ),
-        (None, None) => format!("GPU memory {memory}: gpu {}{mark}", g.address),
+        (None, None) => format!("GPU memory {memory}: gpu {}{mark}", escape(&g.address)),
     }
 }
 
@@ -48,7 +50,9 @@ legend: one cell per core
   .                    a core outside the mask: the container cannot run there
 ";
 
-/// The plan drawn over the host's nodes: one row per node, one cell per core.
+/// The plan drawn over the host's nodes: one row per node, one cell per core. Every string of
+/// the plan, the notes and the GPUs (a device, a `why`: a running container's `plan.json` is
+/// its own) is printed through [`escape`]: no control character reaches the terminal.
 pub fn render(plan: &CpuPlan, nodes: &[NodeCores], notes: &[String]) -> String {
     render_with(plan, nodes, notes, &[])
 }
@@ -120,7 +124,7 @@ pub fn render_with(
             .get(i)
             .cloned()
             .flatten()
-            .unwrap_or_else(|| "cpu worker".into());
+            .map_or_else(|| "cpu worker".into(), |d| escape(&d).into_owned());
         match w {
             Some(w) => {
                 let _ = writeln!(
@@ -129,7 +133,7 @@ pub fn render_with(
                     i,
                     worker_mark(i),
                     w.cpus,
-                    w.why
+                    escape(&w.why)
                 );
             }
             None => {
@@ -139,7 +143,7 @@ pub fn render_with(
     }
     match &plan.result {
         Some(r) => {
-            let _ = writeln!(s, "API server [R]: cpus {} ({})", r.cpus, r.why);
+            let _ = writeln!(s, "API server [R]: cpus {} ({})", r.cpus, escape(&r.why));
         }
         None => {
             let _ = writeln!(s, "API server: unpinned");
@@ -156,9 +160,9 @@ pub fn render_with(
     );
     s.push_str(&render_shares(plan));
     for n in notes {
-        let _ = writeln!(s, "note: {n}");
+        let _ = writeln!(s, "note: {}", escape(n));
     }
-    let _ = writeln!(s, "why: {}", plan.why);
+    let _ = writeln!(s, "why: {}", escape(&plan.why));
     s
 }
 

@@ -6,6 +6,7 @@ use super::inspect::{config_with_roots, print_json};
 use super::{Args, CliError, Command, Context, Exit};
 use crate::config::HookConfig;
 use crate::read::host::Host;
+use crate::read::running::RunningError;
 
 /// `explain`.
 pub const EXPLAIN: Command = Command {
@@ -28,7 +29,10 @@ hook takes them (read and written there when needed); the text says whether it w
 hook wrote in its plan directory (read inside the container's root, no link followed) against
 its cgroup's cpuset and quota now, `plan: current` or `plan: stale: cpuset 0-1 (plan 1)` (the
 cgroup changed after the plan was written: kubelet's CPU manager, an in-place resize). --json:
-{pid, stale, drifts: [{what, now, plan}], now: {cpuset, quota}, plan}. Exit 0 either way.
+{pid, stale, drifts: [{what, now, plan}], now: {cpuset, quota}, plan}. Exit 0 either way; a
+pid that does not run, is no container's init (it shares this command's mount namespace) or
+whose container has no readable plan.json: one line and exit 2; a cgroup that cannot be read:
+exit 1. What the plan file holds is the container's: its strings are printed escaped.
 ",
     valued: &["bundle", "pid", "root", "topology-root"],
     switches: &["json", "no-inventory"],
@@ -69,6 +73,11 @@ fn explain(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
     Ok(Exit::Ok)
 }
 
+/// `explain --pid PID` given a pid that is no running container with a plan.
+#[derive(Debug, thiserror::Error)]
+#[error("explain --pid: {0}")]
+struct PidError(#[source] RunningError);
+
 /// `explain --pid PID`: the running container's plan against its cgroup now.
 fn running(
     config: &HookConfig,
@@ -81,8 +90,12 @@ fn running(
         .ok()
         .filter(|p| *p > 0)
         .ok_or_else(|| CliError::Usage(format!("explain: --pid {pid:?} is not a pid")))?;
-    let check = crate::explain::check_running(config, pid)
-        .map_err(|e| CliError::Failed(format!("explain: {e}")))?;
+    let check = crate::explain::check_running(config, pid).map_err(|e| match e {
+        // The cgroup could not be read: the command failed, not its input.
+        RunningError::Cgroup { .. } => CliError::Failed(format!("explain: {e}")),
+        // No such pid, no container's init, no readable plan: a bad argument (exit 2).
+        _ => CliError::input(PidError(e)),
+    })?;
     if json {
         print_json(out, &check.json())?;
     } else {

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use cpuplan::{Claim, CpuSet, PlanFile, Process, Setting};
+use cpuplan::{Claim, CpuSet, PlanFile, PoolSplit, Process, Setting};
 
 use super::{Args, CliError, Command, Context, Exit, UsageError};
 use crate::config::HookConfig;
@@ -15,14 +15,23 @@ pub const PLAN: Command = Command {
     name: "plan",
     summary: "a plan for given devices, mask and usable CPUs",
     usage: "\
-usage: cpuplan plan --setting off|auto|CPU --devices LIST --mask CPUS --usable N [--root DIR] [--json]
+usage: cpuplan plan --setting off|auto|CPU --devices LIST --mask CPUS --usable N [--root DIR]
+                   [--pool-split per-process|off | --seed] [--json]
 
 LIST: the workers' PCI addresses, comma-separated, - for a CPU worker (e.g. 0000:18:00.0,-).
 Prints the plan drawn over the host's NUMA nodes, or its JSON with --json. --root: the host root
 (default /). The mask must be among the host's online CPUs, and usable at least 1.
+
+The plan is the hook's: the API server reserves its whole core, and by default the pools are
+split per process (pool_split per-process, the hook config's default): with two workers or
+more, preprocess_threads is also at most left less the workers, so each worker's process keeps
+a CPU (8 GPUs with little left: 1 where the seed gives 2). --pool-split off: one process drives
+every GPU, no cap. --seed: the seed's deployment_plan exactly (mstar.utils.cpus): the API
+server's result is one CPU (the lowest of its core), pinned and left count that one, and the
+pools are not split.
 ",
-    valued: &["setting", "devices", "mask", "usable", "root"],
-    switches: &["json"],
+    valued: &["setting", "devices", "mask", "usable", "root", "pool-split"],
+    switches: &["json", "seed"],
     run: plan,
 };
 
@@ -72,7 +81,8 @@ container's plan against its cgroup now (as explain --pid): `plan current`, or `
 cpuset 0-1 (plan 1)` when its cpuset or quota changed after the hook wrote the plan (kubelet's
 CPU manager, a resize). --json gives each as {address, holder: {container, scope, pid,
 start_time, pid_ns}, live, plan} with plan {stale, drifts, generation}, or {error}, or absent
-(a claim not the hook's, or not live).
+(a claim not the hook's, or not live). A claims directory this user cannot read is an error
+naming it (exit 2): run it as root.
 ",
     valued: &[],
     switches: &["json"],
@@ -106,13 +116,34 @@ pub(super) fn config_with_roots(
     Ok(config)
 }
 
+/// `value` as pretty JSON, then a newline. serde escapes the C0 controls in a string; DEL and
+/// the C1 controls (U+007F to U+009F: a terminal may take U+009B as CSI) it leaves raw, so they
+/// are written as `\u00XX` here: no control character of a container's strings reaches the
+/// terminal, and the JSON means the same. (Outside strings serde writes only ASCII.)
 pub(super) fn print_json(
     out: &mut dyn Write,
     value: &impl serde::Serialize,
 ) -> Result<(), CliError> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::from)?;
+    out.write_all(json_controls_escaped(&text).as_bytes())?;
     out.write_all(b"\n")?;
     Ok(())
+}
+
+/// `json` with every raw control character but the newlines and indents between tokens (only
+/// DEL and C1 are left raw by serde, and only inside strings) as `\u00XX`.
+fn json_controls_escaped(json: &str) -> std::borrow::Cow<'_, str> {
+    let raw = |c: char| c.is_control() && c != '\n';
+    if !json.chars().any(raw) {
+        return json.into();
+    }
+    json.chars()
+        .map(|c| match raw(c) {
+            true => format!("\\u{:04x}", c as u32),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
 }
 
 fn plan(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
@@ -149,7 +180,22 @@ fn plan(_: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
             mask.difference(&online)
         )));
     }
-    let plan = cpuplan::deployment_plan(setting, &devices, &mask, usable, &root)?;
+    let split: PoolSplit =
+        match (a.value("pool-split"), a.switch("seed")) {
+            (Some(_), true) => return Err(CliError::Usage(
+                "plan: --seed and --pool-split: give one of them (--seed does not split the pools)"
+                    .into(),
+            )),
+            (Some(v), false) => v
+                .parse()
+                .map_err(|e| UsageError(format!("plan: --pool-split: {e}")))?,
+            (None, _) => PoolSplit::default(),
+        };
+    let plan = cpuplan::deployment_plan(setting, &devices, &mask, usable, &root)?.with_split(split);
+    let plan = match a.switch("seed") {
+        true => plan.seed_form(),
+        false => plan,
+    };
     if a.switch("json") {
         print_json(out, &PlanFile::new(&plan))?;
     } else {
@@ -292,6 +338,8 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
         Err(e @ crate::config::ConfigError::Read { .. }) => return Err(e.into()),
         Err(e) => (HookConfig::of_unusable(ctx.config), Some(e)),
     };
+    // Listing takes an unreadable directory for an empty one: it is checked first.
+    super::status::readable("the claims directory", &config.claims_dir).map_err(CliError::input)?;
     let list = cpuplan::list_claims(&config.claims_dir, &config.root)?;
     let mine = cpuplan::own_pid_ns();
     // One check per container: a container of several GPUs holds several claims.
@@ -327,7 +375,7 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
                 "{}  container {}  {}  pid {}{ns}  {}{plan}",
                 c.address,
                 crate::logging::escape(&c.holder.container),
-                crate::apply::claim::describe_scope(&c.holder.scope),
+                crate::logging::escape(&crate::apply::claim::describe_scope(&c.holder.scope)),
                 c.holder.pid,
                 if c.live { "live" } else { "stale" }
             )?;

@@ -28,7 +28,9 @@ GPUs under their node with the claim on each, then each container: its route, pi
 workers and API server, and its plan against its cgroup (current, or stale after a resize).
 The containers are those the hook planned that hold a GPU claim or a plan record (claims_dir,
 and hostplans/ beside it) and run, and those the NRI plugin planned (nri_dir/<id>/plan.json).
---json gives {nodes, gpus, containers, problems}. Reads only; run it as root.
+--json gives {nodes, gpus, containers, problems}. Reads only; run it as root: a user who
+cannot read the claims, the plan records or the NRI plan directories gets one line naming the
+directory and the error, and exit status 2 (never an empty node).
 ",
     valued: &["root", "topology-root"],
     switches: &["json"],
@@ -49,8 +51,40 @@ fn status(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
     Ok(Exit::Ok)
 }
 
+/// A directory `status` or `claims` reads that is there but cannot be listed (a user other
+/// than root).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {what} {}: {source} (the hook and the NRI plugin keep it for root: run this as root)", .path.display())]
+pub(super) struct Unreadable {
+    /// Which directory (`the claims directory`…).
+    what: &'static str,
+    /// Its path.
+    path: std::path::PathBuf,
+    /// The OS error.
+    #[source]
+    source: std::io::Error,
+}
+
+/// `dir` listed once, to learn that it can be: absent is fine (nothing planned there), any
+/// other error is [`Unreadable`].
+pub(super) fn readable(what: &'static str, dir: &std::path::Path) -> Result<(), Unreadable> {
+    match std::fs::read_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Unreadable {
+            what,
+            path: dir.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// What `status` draws, read now.
 fn gather(config: &HookConfig) -> Result<Picture, CliError> {
+    // Every listing below takes an unreadable directory for an empty one: it is checked first.
+    readable("the claims directory", &config.claims_dir).map_err(CliError::input)?;
+    let records = crate::apply::hostplan::records_dir(&config.claims_dir);
+    readable("the plan records' directory", &records).map_err(CliError::input)?;
+    readable("the NRI plugin's plan directory", &config.nri_dir).map_err(CliError::input)?;
     let host = Host::of(config);
     let nodes: Vec<Node> = host.nodes()?.into_iter().map(Node::from).collect();
     let mut problems = Vec::new();

@@ -19,7 +19,7 @@ use crate::read::Inputs;
 pub use plandoc::PlanDoc;
 
 /// The annotation that carries the plan's JSON.
-pub const PLAN_ANNOTATION: &str = "cpuplan.plan";
+pub const PLAN_ANNOTATION: &str = crate::read::spec::PLAN_ANNOTATION;
 /// The plan's JSON file in the plan directory.
 pub const PLAN_JSON: &str = "plan.json";
 /// The plan's env file in the plan directory.

@@ -39,11 +39,7 @@ pub(crate) fn own(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
-/// The annotation that sets `step_thread_core` for one container.
-pub const SETTING_ANNOTATION: &str = "cpuplan.step-thread-core";
-
-/// The annotation that sets `pool_split` for one container (`off`: one process drives every GPU).
-pub const POOL_SPLIT_ANNOTATION: &str = "cpuplan.pool-split";
+pub use spec::{POOL_SPLIT_ANNOTATION, SETTING_ANNOTATION};
 
 /// Which container: its id, its init's host pid (once it has one) and its bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +191,13 @@ pub fn read(
 ) -> Inputs {
     let mut inputs = Inputs::start(container, spec);
     inputs.split = config.pool_split;
+    // A `cpuplan.*` annotation cpuplan does not know (misspelt): one note, the plan unchanged.
+    let annotations = inputs
+        .spec
+        .annotations
+        .keys()
+        .chain(live.annotations.keys());
+    inputs.notes.extend(spec::unknown_annotations(annotations));
     if let Err(p) = read_into(&mut inputs, host, config, live) {
         if inputs.mask.is_empty() {
             inputs.mask = inputs

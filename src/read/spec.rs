@@ -9,6 +9,66 @@ use cpuplan::CpuSet;
 /// The annotation prefix cpuplan reads (and, for `cpuplan.plan`, writes).
 pub const ANNOTATION_PREFIX: &str = "cpuplan.";
 
+/// The annotation that sets `step_thread_core` for one container.
+pub const SETTING_ANNOTATION: &str = "cpuplan.step-thread-core";
+
+/// The annotation that sets `pool_split` for one container (`off`: one process drives every GPU).
+pub const POOL_SPLIT_ANNOTATION: &str = "cpuplan.pool-split";
+
+/// The annotation cpuplan writes with the plan (podman's `precreate`, the NRI plugin).
+pub const PLAN_ANNOTATION: &str = "cpuplan.plan";
+
+/// Every `cpuplan.*` annotation cpuplan knows, with what it is: the one table. Any other key
+/// with [`ANNOTATION_PREFIX`] is ignored, and said once per container ([`unknown_annotations`]).
+pub const ANNOTATIONS: [(&str, &str); 3] = [
+    (SETTING_ANNOTATION, "the container's step_thread_core"),
+    (POOL_SPLIT_ANNOTATION, "the container's pool_split"),
+    (PLAN_ANNOTATION, "the plan, written by cpuplan"),
+];
+
+/// The most unknown annotations a note names (the rest are counted): the keys are the
+/// tenant's, and the note is one log line.
+const MAX_NAMED: usize = 4;
+/// The most characters of each unknown annotation a note names.
+const MAX_KEY: usize = 80;
+
+/// The note for the `cpuplan.*` annotations of `keys` that are not in [`ANNOTATIONS`] (a
+/// misspelt `cpuplan.step-thread-cores`): one line naming them (escaped, at most
+/// [`MAX_NAMED`], each cut at [`MAX_KEY`] characters) and the known ones; `None` where every
+/// one is known. The plan is not changed by them.
+pub fn unknown_annotations<'a>(keys: impl IntoIterator<Item = &'a String>) -> Option<String> {
+    let mut unknown: Vec<&str> = keys
+        .into_iter()
+        .map(String::as_str)
+        .filter(|k| k.starts_with(ANNOTATION_PREFIX))
+        .filter(|k| !ANNOTATIONS.iter().any(|(known, _)| known == k))
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    let (first, rest) = unknown.split_at(unknown.len().min(MAX_NAMED));
+    if first.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = first
+        .iter()
+        .map(|k| {
+            let cut: String = k.chars().take(MAX_KEY).collect();
+            let more = if cut.len() < k.len() { "..." } else { "" };
+            format!("{}{more}", crate::logging::escape(&cut))
+        })
+        .collect();
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let known: Vec<&str> = ANNOTATIONS.iter().map(|(k, _)| *k).collect();
+    Some(format!(
+        "annotation {}{more} is not one cpuplan knows, ignored (it knows {})",
+        named.join(", "),
+        known.join(", ")
+    ))
+}
+
 /// Environment variables the planner reads from the container, besides the plan's own.
 pub const READ_ENV: [&str; 2] = ["NVIDIA_VISIBLE_DEVICES", cpuplan::planenv::STEP_THREAD_CORE];
 
@@ -243,6 +303,44 @@ mod tests {
             (s.quota, s.cpus.unwrap().to_string()),
             (Some(2.0), "0-3".into())
         );
+    }
+
+    #[test]
+    fn an_unknown_cpuplan_annotation_is_one_note_naming_it_and_the_known_ones() {
+        let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<String>>();
+        let known = keys(&[
+            SETTING_ANNOTATION,
+            POOL_SPLIT_ANNOTATION,
+            PLAN_ANNOTATION,
+            "other.x",
+        ]);
+        assert_eq!(unknown_annotations(&known), None);
+        let note =
+            unknown_annotations(&keys(&["cpuplan.step-thread-cores", SETTING_ANNOTATION])).unwrap();
+        assert_eq!(
+            note,
+            "annotation cpuplan.step-thread-cores is not one cpuplan knows, ignored (it knows \
+             cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.plan)"
+        );
+        // The tenant's keys: escaped, cut, at most four named.
+        let long = format!("cpuplan.b{}", "x".repeat(200));
+        let many = keys(&[
+            "cpuplan.a\x1b]0;t\x07",
+            &long,
+            "cpuplan.c",
+            "cpuplan.d",
+            "cpuplan.e",
+            "cpuplan.f",
+        ]);
+        let note = unknown_annotations(&many).unwrap();
+        assert!(!note.chars().any(char::is_control), "{note}");
+        assert!(note.contains("cpuplan.a\\u{1b}]0;t\\u{7}"), "{note}");
+        assert!(
+            note.contains(&format!("cpuplan.b{}...,", "x".repeat(71))),
+            "{note}"
+        );
+        assert!(note.contains(" and 2 more is not one"), "{note}");
+        assert!(note.len() < 400, "{note}");
     }
 
     #[test]

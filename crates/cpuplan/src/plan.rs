@@ -9,6 +9,7 @@ use crate::topology::{SysfsTopology, Topology};
 
 mod auto;
 mod cores;
+mod seed;
 mod shares;
 mod snapshot;
 

@@ -522,3 +522,29 @@ fn a_snapshot_reads_only_what_the_setting_consults() {
     assert!(none.gpus.is_empty());
     assert_eq!(none.siblings[3], set("3,115"));
 }
+
+#[test]
+fn the_seed_s_form_gives_the_seed_s_pools_on_eight_gpus_with_little_left() {
+    // 8 GPUs, 26 usable: the workers' 8 cores (16 CPUs) and the API server's core pinned.
+    let all = gpus(&["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]);
+    let plan = auto(&all, "0-223", 26, &host224());
+    let pools = |p: &CpuPlan| {
+        (
+            p.left(),
+            p.preprocess_threads(),
+            p.png_threads(),
+            p.encode_workers(),
+            p.copy_workers(),
+        )
+    };
+    // cpuplan's own: the whole core reserved, preprocess_threads capped at left less 8 workers.
+    assert_eq!(plan.result.as_ref().unwrap().cpus, set("55,167"));
+    assert_eq!(pools(&plan), (8, 1, 2, 4, 2));
+    // The seed's: its result one CPU (pinned 17, left 9), a quarter of left for
+    // preprocess_threads (2), png_threads 2, encode_workers 9 / 2 = 4, copy_workers 9 / 4 = 2.
+    let seed = plan.clone().seed_form();
+    assert_eq!(seed.result.as_ref().unwrap().cpus, set("55"));
+    assert_eq!(seed.pinned().len(), 17);
+    assert_eq!(pools(&seed), (9, 2, 2, 4, 2));
+    assert_eq!(seed.workers, plan.workers);
+}

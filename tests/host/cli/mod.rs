@@ -9,21 +9,26 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod escape;
+mod explain;
+mod inspect;
+mod status;
+
 /// `cpuplan`, the operator's command, which most tests here run.
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     Command::new(hookbin::cpuplan_bin())
 }
 
-fn repo(p: &str) -> PathBuf {
+pub(crate) fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
 }
 
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run cpuplan")
 }
 
 /// `path ARGS`, its output.
-fn run_of(path: &Path, args: &[&str]) -> Output {
+pub(crate) fn run_of(path: &Path, args: &[&str]) -> Output {
     Command::new(path)
         .args(args)
         .output()
@@ -31,7 +36,7 @@ fn run_of(path: &Path, args: &[&str]) -> Output {
 }
 
 /// `cpuplan ARGS`' stdout, after checking it exited 0 (the message shows stderr).
-fn ok_text(args: &[&str]) -> String {
+pub(crate) fn ok_text(args: &[&str]) -> String {
     let out = run(args);
     assert!(
         out.status.success(),
@@ -41,188 +46,23 @@ fn ok_text(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn ok_json(args: &[&str]) -> Value {
+pub(crate) fn ok_json(args: &[&str]) -> Value {
     hookbin::ok_json(&format!("{args:?}"), &run(args))
 }
 
 /// Exit 2 and exactly one line on stderr that contains `needle`.
-fn bad(args: &[&str], needle: &str) {
+pub(crate) fn bad(args: &[&str], needle: &str) {
     bad_of(&hookbin::cpuplan_bin(), args, needle)
 }
 
 /// [`bad`] of the binary at `path`.
-fn bad_of(path: &Path, args: &[&str], needle: &str) {
+pub(crate) fn bad_of(path: &Path, args: &[&str], needle: &str) {
     let out = run_of(path, args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains(needle), "{args:?}: {err}");
     assert!(out.stdout.is_empty());
-}
-
-#[test]
-fn plan_json_on_the_example_host() {
-    let host = repo("examples/host");
-    let v = ok_json(&[
-        "plan",
-        "--setting",
-        "auto",
-        "--devices",
-        "0000:18:00.0,0000:2a:00.0,-",
-        "--mask",
-        "0-55,112-167",
-        "--usable",
-        "16",
-        "--root",
-        host.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(v["workers"][0]["cpus"], "0,112");
-    assert_eq!(v["workers"][0]["device"], "0000:18:00.0");
-    assert_eq!(v["workers"][1]["cpus"], "1,113");
-    assert!(v["workers"][2].is_null(), "a CPU worker stays unpinned");
-    assert_eq!(v["result"]["cpus"], "55,167");
-    assert_eq!(v["pinned"], "0-1,55,112-113,167");
-    assert_eq!(v["left"], 10);
-    assert_eq!(v["pools"]["encode_workers"], 5);
-}
-
-#[test]
-fn plan_table_draws_nodes_and_cores() {
-    let host = repo("examples/host");
-    let text = ok_text(&[
-        "plan",
-        "--setting",
-        "3",
-        "--devices",
-        "0000:9a:00.0",
-        "--mask",
-        "0-223",
-        "--usable",
-        "8",
-        "--root",
-        host.to_str().unwrap(),
-    ]);
-    assert!(text.contains("node 0: cpus 0-55,112-167"), "{text}");
-    assert!(text.contains("node 1: cpus 56-111,168-223"), "{text}");
-    assert!(text.contains("     c0 ooo0"), "worker 0 on core 3: {text}");
-    assert!(
-        text.contains("    c56 ") && text.trim_end().lines().any(|l| l.ends_with('R')),
-        "{text}"
-    );
-    assert!(
-        text.contains("worker 0 [0] GPU 0000:9a:00.0: cpus 3,115"),
-        "{text}"
-    );
-}
-
-#[test]
-fn gpus_lists_the_hosts_gpus_like_one() {
-    let host = repo("examples/host");
-    let v = ok_json(&[
-        "gpus",
-        "--like",
-        "0000:ab:00.0",
-        "--root",
-        host.to_str().unwrap(),
-        "--json",
-    ]);
-    let list = v.as_array().unwrap();
-    assert_eq!(list.len(), 8);
-    assert_eq!(list[0]["address"], "0000:18:00.0");
-    assert_eq!(list[0]["node"], 0);
-    assert_eq!(list[0]["local"], "0-55,112-167");
-    assert_eq!(list[7]["node"], 1);
-    let kvm = repo("crates/../tests/fixtures/topologies/ghw-kvm-xeon-e5-2695v4-tesla-p100");
-    let v = ok_json(&[
-        "gpus",
-        "--like",
-        "0000:06:00.0",
-        "--root",
-        kvm.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(
-        v,
-        serde_json::json!([{"address": "0000:06:00.0", "node": null, "local": "0-7"}])
-    );
-}
-
-#[test]
-fn quota_of_fixture_and_live_processes() {
-    let v2 = repo("tests/fixtures/cgroup/v2");
-    let v = ok_json(&[
-        "quota",
-        "--root",
-        v2.to_str().unwrap(),
-        "--pid",
-        "4242",
-        "--json",
-    ]);
-    assert_eq!(v["quota"], 2.5);
-    assert_eq!(v["usable"], 2);
-    let live = ok_json(&["quota", "--json"]);
-    let mask: cpuplan::CpuSet = live["mask"].as_str().unwrap().parse().unwrap();
-    assert!(!mask.is_empty());
-    assert!(live["usable"].as_u64().unwrap() >= 1);
-}
-
-#[test]
-fn explain_prints_the_example_plan() {
-    let text = ok_text(&[
-        "explain",
-        "--bundle",
-        repo("examples/bundle").to_str().unwrap(),
-        "--root",
-        repo("examples/host").to_str().unwrap(),
-    ]);
-    assert!(
-        text.contains("mask 0-55,112-167 (112 CPUs), usable 16, setting auto"),
-        "{text}"
-    );
-    assert!(
-        text.contains("     c0 01oooooooooooooooooooooooooooooooooooooooooooooooooooooR"),
-        "{text}"
-    );
-    assert!(
-        text.contains("note: no pid: GPU claims were not checked"),
-        "{text}"
-    );
-    // The plain legend, and the environment the container gets.
-    assert!(
-        text.contains("  R                    the API server's core"),
-        "{text}"
-    );
-    assert!(
-        text.contains("  .                    a core outside the mask"),
-        "{text}"
-    );
-    let env = text
-        .split_once("environment: the container gets")
-        .expect("the environment block")
-        .1;
-    assert!(env.contains("\n  OMP_NUM_THREADS="), "{env}");
-    assert!(env.contains("\n  CPUPLAN_USABLE=16\n"), "{env}");
-    assert!(env.contains("\n  CPUPLAN_MASK=0-55,112-167\n"), "{env}");
-    let t = tempfile::tempdir().unwrap();
-    let cfg = t.path().join("hook.json");
-    std::fs::write(&cfg, "{}").unwrap();
-    let v = ok_json(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "explain",
-        "--json",
-        "--bundle",
-        repo("examples/bundle").to_str().unwrap(),
-        "--root",
-        repo("examples/host").to_str().unwrap(),
-    ]);
-    assert_eq!(v["inputs"]["cpuset"], "0-55,112-167");
-    assert_eq!(
-        v["inputs"]["gpus"],
-        serde_json::json!(["0000:18:00.0", "0000:2a:00.0"])
-    );
-    assert_eq!(v["left"], 10);
 }
 
 #[test]
@@ -269,46 +109,6 @@ fn inventory_shows_the_kept_inventory_as_text_and_json() {
         text.contains("PCI 0000:18:00.0 class 0x030200 vendor 0x10de"),
         "{text}"
     );
-}
-
-#[test]
-fn explain_pid_takes_one_running_pid_and_says_in_one_line_what_it_cannot_read() {
-    let b = repo("examples/bundle");
-    bad(
-        &["explain", "--pid", "1", "--bundle", b.to_str().unwrap()],
-        "--bundle and --pid: give one of them",
-    );
-    bad(&["explain", "--pid", "x"], "--pid \"x\" is not a pid");
-    bad(&["explain", "--pid", "0"], "is not a pid");
-    bad(&["explain"], "--bundle DIR or --pid PID is required");
-    // A pid that does not run: exit 1, one line naming it.
-    let out = run(&["explain", "--pid", "4194304"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("pid 4194304"), "{err}");
-    // This command's own process is no container: refused, its files never read as a plan.
-    let me = std::process::id().to_string();
-    let out = run(&["explain", "--pid", &me]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("own mount namespace"), "{err}");
-}
-
-#[test]
-fn claims_lists_nothing_in_an_empty_dir() {
-    let t = tempfile::tempdir().unwrap();
-    let cfg = t.path().join("hook.json");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"{{"claims_dir": "{}"}}"#,
-            t.path().join("claims").display()
-        ),
-    )
-    .unwrap();
-    let v = ok_json(&["claims", "--config", cfg.to_str().unwrap(), "--json"]);
-    assert_eq!(v, serde_json::json!([]));
 }
 
 #[test]
@@ -543,57 +343,6 @@ fn each_binary_runs_only_its_own_commands() {
 }
 
 #[test]
-fn gpus_without_like_lists_the_hosts_nvidia_gpus() {
-    let host = repo("examples/host");
-    let v = ok_json(&["gpus", "--root", host.to_str().unwrap(), "--json"]);
-    let addrs: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["address"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        addrs,
-        [
-            "0000:18:00.0",
-            "0000:2a:00.0",
-            "0000:3a:00.0",
-            "0000:5d:00.0",
-            "0000:9a:00.0",
-            "0000:ab:00.0",
-            "0000:ba:00.0",
-            "0000:db:00.0"
-        ]
-    );
-    // nvidia-smi's 8-hex-digit domain names the same GPU.
-    let like = ok_json(&[
-        "gpus",
-        "--like",
-        "00000000:18:00.0",
-        "--root",
-        host.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(like, v);
-    let plan = ok_json(&[
-        "plan",
-        "--setting",
-        "auto",
-        "--devices",
-        "00000000:2A:00.0",
-        "--mask",
-        "0-55,112-167",
-        "--usable",
-        "8",
-        "--root",
-        host.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(plan["devices"][0], "0000:2a:00.0");
-    assert_eq!(plan["workers"][0]["cpus"], "1,113");
-}
-
-#[test]
 fn version_on_every_subcommand() {
     let v = env!("CARGO_PKG_VERSION");
     for (path, name, args) in [
@@ -811,109 +560,4 @@ fn the_words_come_from_argv_and_one_that_is_not_utf8_is_named() {
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains("argument 2 is not UTF-8: --root=/x"), "{err}");
     assert!(out.stdout.is_empty());
-}
-
-#[test]
-fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
-    let t = tempfile::tempdir().unwrap();
-    let (claims, nri) = (t.path().join("claims"), t.path().join("nri"));
-    let cfg = t.path().join("hook.json");
-    std::fs::write(
-        &cfg,
-        serde_json::json!({ "claims_dir": claims, "nri_dir": nri }).to_string(),
-    )
-    .unwrap();
-    let host = repo("examples/host");
-    let (c, h) = (cfg.to_str().unwrap(), host.to_str().unwrap());
-    let text = |args: &[&str]| {
-        let out = run(args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let status = ["--config", c, "status", "--topology-root", h];
-    // Nothing planned: the nodes, every GPU free.
-    let empty = text(&status);
-    assert!(empty.starts_with("node: 2 NUMA node(s), 224 CPUs, 112 cores; 0 planned container(s); 0 of 8 GPU(s) claimed\n"), "{empty}");
-    assert!(empty.contains("node 0: cpus 0-55,112-167\n"), "{empty}");
-    assert!(
-        empty.contains("  gpu 0000:18:00.0 (node 0): free\n"),
-        "{empty}"
-    );
-    assert!(empty.contains("no planned containers"), "{empty}");
-    // A container the NRI plugin planned: its plan directory, and its claim (taken by this
-    // test's process, as the plugin takes its claims).
-    let plan = ok_json(&[
-        "explain",
-        "--json",
-        "--bundle",
-        repo("examples/bundle").to_str().unwrap(),
-        "--root",
-        h,
-    ]);
-    std::fs::create_dir_all(nri.join("c1")).unwrap();
-    std::fs::write(nri.join("c1/plan.json"), plan.to_string()).unwrap();
-    let me = std::process::id();
-    let holder = cpuplan::Holder::of_pid(Path::new("/"), "c1", "nri:cpuplan", me)
-        .unwrap()
-        .unwrap();
-    let gpus = ["0000:18:00.0".to_string(), "0000:2a:00.0".to_string()];
-    let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(&claims, Path::new("/"), &holder, &gpus, wait).unwrap();
-    let shown = text(&status);
-    assert!(
-        shown.contains("1 planned container(s); 2 of 8 GPU(s) claimed"),
-        "{shown}"
-    );
-    // Node 0's first cores: the two workers' cores pinned (A), the rest of the mask (a).
-    let row = format!("     c0 AA{}A\n", "a".repeat(53));
-    assert!(shown.contains(&row), "{shown}");
-    assert!(
-        shown.contains("node 1: cpus 56-111,168-223\n    c56 ........"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains(&format!(
-            "  gpu 0000:18:00.0 (node 0): claimed by container c1 [A] (pid {me}, live)\n"
-        )),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("  gpu 0000:9a:00.0 (node 1): free\n"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("container c1 [A] (nri): cpus 0-55,112-167, plan generation"),
-        "{shown}"
-    );
-    assert!(shown.contains("  worker 0 GPU 0000:18:00.0: cpus 0,112\n  worker 1 GPU 0000:2a:00.0: cpus 1,113\n  API server: cpus 55,167\n"), "{shown}");
-    let mut json_args = status.to_vec();
-    json_args.push("--json");
-    let v = ok_json(&json_args);
-    let c1 = &v["containers"][0];
-    assert_eq!(c1["container"], "c1");
-    assert_eq!(c1["route"], "nri");
-    assert_eq!(c1["workers"][1]["cpus"], "1,113");
-    assert_eq!(c1["gpus"], serde_json::json!(gpus));
-    let claimed: Vec<&Value> = v["gpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|g| !g["claim"].is_null())
-        .collect();
-    assert_eq!(claimed.len(), 2, "{v}");
-    assert_eq!(claimed[0]["claim"]["mark"], "A");
-    assert_eq!(v["nodes"][1]["cpus"], "56-111,168-223");
-    // A plan that does not parse is a problem line; the rest is still drawn.
-    std::fs::create_dir_all(nri.join("c2")).unwrap();
-    std::fs::write(nri.join("c2/plan.json"), "{").unwrap();
-    let broken = text(&status);
-    assert!(
-        broken.contains("problem: ") && broken.contains("c2/plan.json"),
-        "{broken}"
-    );
-    assert!(broken.contains("container c1 [A]"), "{broken}");
 }
