@@ -14,7 +14,8 @@
 //! is also mounted at its own path) and `topology_root` to the node's fake GPU host (mounted at
 //! its own path; a real node's GPUs are in the /sys the privileged container sees).
 //! Everything else is the manifest's: the socket `/var/run/nri/nri.sock`, the claims in
-//! `/run/cpuplan/claims`, the log `/var/log/cpuplan-hook.log`, the config `/etc/cpuplan/hook.json`.
+//! `/run/cpuplan/claims`, the config `/etc/cpuplan/hook.json`, the log on stderr only (read from
+//! each plugin container's CRI log, as kubelet keeps it).
 
 use common::cri;
 use common::helm;
@@ -46,6 +47,8 @@ fn image() -> &'static PathBuf {
             .current_dir(workspace_root())
             .env("CARGO_TARGET_DIR", target_dir())
             .env("CARGO", cargo)
+            .env_remove("IMAGE_SOURCE")
+            .env_remove("IMAGE_NAME")
             .output()
             .expect("run scripts/image.sh");
         assert!(
@@ -130,7 +133,6 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
         spec["hostNetwork"], true,
         "no CNI here: the pod runs on the host network"
     );
-    assert_eq!(spec["hostPID"], true);
     let name = ds["metadata"]["name"].as_str().unwrap();
     let mut pc = node.pod_config(&format!("{name}-{n}"));
     let meta = pc.metadata.as_mut().unwrap();
@@ -148,7 +150,9 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
         .security_context
         .as_mut()
         .unwrap();
-    sc.namespace_options.as_mut().unwrap().pid = api::NamespaceMode::Node as i32;
+    if spec["hostPID"] == true {
+        sc.namespace_options.as_mut().unwrap().pid = api::NamespaceMode::Node as i32;
+    }
     sc.privileged = true;
     let pod = node.run_pod(pc, "");
 
@@ -256,7 +260,7 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
         );
     }
     let cs = spec["containers"].as_array().unwrap();
-    assert_eq!(cs.len(), 1, "the plugin container");
+    assert_eq!(cs.len(), 1, "the plugin or keep-alive container");
     let id = node.create_container(&pod, container(&cs[0]));
     node.start_container(&id);
     PluginPod { pod, container: id }
@@ -273,16 +277,36 @@ fn node_config(node: &CriNode, text: &str) -> String {
 /// The config as the host sees the paths of the plugin's container.
 fn host_side(node: &CriNode, text: &str) -> String {
     let mut cfg: Value = serde_json::from_str(text).unwrap();
-    for key in ["claims_dir", "log"] {
-        let p = cfg[key].as_str().unwrap().to_string();
-        cfg[key] = json!(on_node(node, &p));
-    }
+    let p = cfg["claims_dir"].as_str().unwrap().to_string();
+    cfg["claims_dir"] = json!(on_node(node, &p));
+    assert_eq!(
+        cfg["log"], "stderr",
+        "the chart's plugin logs to stderr only"
+    );
     cfg.to_string()
 }
 
-/// The plugin's log on the node (the manifest's hostPath).
+/// The plugins' log: what every plugin container of the node wrote to stderr, from the CRI
+/// logs kubelet would keep (`<pod log dir>/plugin.log`, CRI's timestamp and stream stripped),
+/// the pods in the order they ran.
 fn plugin_log(node: &CriNode) -> String {
-    std::fs::read_to_string(on_node(node, "/var/log/cpuplan-hook.log")).unwrap_or_default()
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(node.path("var/log/pods"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    let mut out = String::new();
+    for d in dirs {
+        let text = std::fs::read_to_string(d.join("plugin.log")).unwrap_or_default();
+        for line in text.lines() {
+            let mut f = line.splitn(4, ' ');
+            let (_ts, _stream, tag, msg) = (f.next(), f.next(), f.next(), f.next());
+            out.push_str(msg.unwrap_or(""));
+            if tag != Some("P") {
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 fn context(node: &CriNode) -> String {
@@ -399,10 +423,11 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
 }
 
 /// The pid of the process that wrote the first line of `log` holding `what`
-/// (`… cpuplan-hook[PID]: …`).
+/// (`TIME LEVEL PROGRAM[PID]: …`).
 fn pid_of(log: &str, what: &str) -> Option<u32> {
     let line = log.lines().find(|l| l.contains(what))?;
-    let (_, rest) = line.split_once("cpuplan-hook[")?;
+    let program = line.split(' ').nth(2)?;
+    let (_, rest) = program.split_once('[')?;
     rest.split_once(']')?.0.parse().ok()
 }
 
@@ -569,6 +594,52 @@ fn a_rollout_keeps_plans_and_claims() {
     node.remove_pod(&new.pod);
 }
 
+/// Removal from the nodes as the chart does it (`removeFromNodes: true`, a `helm upgrade`): the
+/// plugin's pod is replaced by one whose init container runs the image's `cpuplan uninstall
+/// --nri` with the install's mounts, which takes containerd's NRI drop-in and its import out
+/// again (the config as it was before the install, byte for byte), and whose keep-alive
+/// container (the node's own sandbox image, nothing pulled) then holds the pod.
+#[test]
+fn remove_from_nodes_takes_the_nri_drop_in_out_again() {
+    let node = node();
+    let r = rendered();
+    let before = std::fs::read_to_string(node.config_path()).unwrap();
+    let plugin = up(&node, &r);
+    let drop_in = node.path("etc/containerd/conf.d/cpuplan-nri.toml");
+    assert!(drop_in.exists());
+    assert_ne!(std::fs::read_to_string(node.config_path()).unwrap(), before);
+
+    let mut values = helm::values_file("containerd-1.7");
+    values["removeFromNodes"] = json!(true);
+    values["hook"] = json!({"keepAliveImage": cri::PAUSE_IMAGE});
+    let docs = helm::render(&values);
+    let removal = Rendered {
+        ds: helm::one(&docs, "DaemonSet").clone(),
+        config_maps: Vec::new(),
+    };
+    assert_eq!(removal.ds["metadata"]["name"], r.ds["metadata"]["name"]);
+    // The rollout: the plugin's pod goes, the removal's pod comes.
+    node.stop_container(&plugin.container, 10);
+    node.remove_container(&plugin.container);
+    node.remove_pod(&plugin.pod);
+    let cleanup = run_daemonset_pod(&node, &removal, 1);
+    assert!(!drop_in.exists(), "{}", context(&node));
+    assert_eq!(
+        std::fs::read_to_string(node.config_path()).unwrap(),
+        before,
+        "the import is gone"
+    );
+    let status = node.container_status(&cleanup.container);
+    assert_eq!(
+        status.state,
+        api::ContainerState::ContainerRunning as i32,
+        "the keep-alive container holds the pod: {status:?}"
+    );
+    node.stop_container(&cleanup.container, 10);
+    node.remove_container(&cleanup.container);
+    node.remove_pod(&cleanup.pod);
+}
+
 /// The archive itself: `podman load` and `skopeo` read it (no registry), and it holds only the
 /// two static binaries, the labels and the entrypoint the manifests run.
 #[test]
@@ -600,15 +671,20 @@ fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
     let config = &inspect[0]["Config"];
     assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-nri"]));
     let labels = &config["Labels"];
+    assert_eq!(labels["org.opencontainers.image.title"], "cpuplan");
     assert_eq!(
         labels["org.opencontainers.image.version"],
         env!("CARGO_PKG_VERSION")
     );
     assert_eq!(labels["org.opencontainers.image.licenses"], "Apache-2.0");
-    assert!(
-        labels["org.opencontainers.image.source"].is_string(),
+    // No IMAGE_SOURCE: no source label, never the build machine's checkout or its remote.
+    assert_eq!(
+        labels.get("org.opencontainers.image.source"),
+        None,
         "{labels}"
     );
+    let root = workspace_root().display().to_string();
+    assert!(!inspect.to_string().contains(&root), "{inspect}");
     let _ = std::fs::remove_dir_all(t.path().join("root")); // vfs layers, root-owned
     let out = std::process::Command::new("skopeo")
         .args(["inspect", "--raw"])
