@@ -94,7 +94,7 @@ fn metric_names(expr: &str) -> Vec<String> {
                 if labels_list && paren_depth == list_at {
                     labels_list = false;
                 }
-                paren_depth -= 1;
+                paren_depth = paren_depth.saturating_sub(1);
                 i += 1;
             }
             '$' => {
