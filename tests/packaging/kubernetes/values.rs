@@ -174,6 +174,8 @@ fn remove_from_nodes_runs_uninstall_with_the_install_s_options_and_mounts() {
             );
             continue;
         }
+        let report = helm::lint(&values);
+        assert_eq!(report["errors"], json!([]), "{route}: {report}");
         let installing = render_route(route);
         let install_ds = one(&installing, "DaemonSet");
         let removing = render(&values);
