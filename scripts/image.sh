@@ -8,15 +8,16 @@
 #   /opt/cpuplan/cpuplan-hook   the OCI hook the installer copies to the node, static
 #   /opt/cpuplan/cpuplan-exec   static
 # (under /opt so that a node's /usr/local mounted over the image's hides nothing), entrypoint
-# /opt/cpuplan/cpuplan-nri, with the OCI labels version, source, licenses, title, created and
-# revision. It is archived as OUT_DIR/cpuplan-VERSION.oci.tar (default OUT_DIR:
+# /opt/cpuplan/cpuplan-nri, with the OCI labels title, version, licenses, revision, created
+# and (IMAGE_SOURCE) source. It is archived as OUT_DIR/cpuplan-VERSION.oci.tar (default OUT_DIR:
 # $CARGO_TARGET_DIR/image) and the path printed. The archive names the image
-# localhost/cpuplan-hook:VERSION (IMAGE_NAME overrides the name before the colon), so it loads as
+# localhost/cpuplan:VERSION (IMAGE_NAME overrides the name before the colon), so it loads as
 #   podman load -i target/image/cpuplan-VERSION.oci.tar
 #   ctr -n k8s.io images import target/image/cpuplan-VERSION.oci.tar      (a Kubernetes node)
-#   skopeo copy oci-archive:target/image/cpuplan-VERSION.oci.tar docker://REGISTRY/cpuplan-hook:VERSION
+#   skopeo copy oci-archive:target/image/cpuplan-VERSION.oci.tar docker://REGISTRY/cpuplan:VERSION
 # The same binaries give the same archive (sorted names, owner 0, mtime of the last commit or
-# SOURCE_DATE_EPOCH). IMAGE_SOURCE sets the source label (default: git's origin URL).
+# SOURCE_DATE_EPOCH). IMAGE_SOURCE (an http(s) URL) sets the source label; without it the image
+# has none (never the build machine's checkout path or remote).
 # Release builds unless --debug (the tests use --debug). Needs tar, gzip, sha256sum, readelf.
 # Honours CARGO_TARGET_DIR and CARGO.
 set -euo pipefail
@@ -27,9 +28,14 @@ target=${CARGO_TARGET_DIR:-target}
 out=${1:-$target/image}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 license=$(sed -n 's/^license = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
-name=${IMAGE_NAME:-localhost/cpuplan-hook}
+name=${IMAGE_NAME:-localhost/cpuplan}
 reference=$name:$version
-source=${IMAGE_SOURCE:-$(git remote get-url origin 2>/dev/null || echo https://example.invalid/cpuplan)}
+source=${IMAGE_SOURCE:-}
+case $source in
+  *[\"\\[:space:]]*) echo "image.sh: IMAGE_SOURCE holds a quote, a backslash or a space: ${source@Q}" >&2; exit 2 ;;
+  ''|http://*|https://*) ;;
+  *) echo "image.sh: IMAGE_SOURCE must be an http(s) URL, not ${source@Q}" >&2; exit 2 ;;
+esac
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 mtime=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$mtime" +%Y-%m-%dT%H:%M:%SZ)
@@ -60,7 +66,9 @@ diff_id=sha256:$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
 gzip -n -9 "$work/layer.tar"
 read -r layer layer_size < <(blob "$work/layer.tar.gz")
 
-labels="\"org.opencontainers.image.title\":\"cpuplan-hook\",\"org.opencontainers.image.version\":\"$version\",\"org.opencontainers.image.source\":\"$source\",\"org.opencontainers.image.licenses\":\"$license\",\"org.opencontainers.image.revision\":\"$revision\",\"org.opencontainers.image.created\":\"$created\""
+source_label=
+[ -z "$source" ] || source_label="\"org.opencontainers.image.source\":\"$source\","
+labels="\"org.opencontainers.image.title\":\"cpuplan\",\"org.opencontainers.image.version\":\"$version\",$source_label\"org.opencontainers.image.licenses\":\"$license\",\"org.opencontainers.image.revision\":\"$revision\",\"org.opencontainers.image.created\":\"$created\""
 printf '{"architecture":"amd64","os":"linux","created":"%s","config":{"Entrypoint":["/opt/cpuplan/cpuplan-nri"],"Env":["PATH=/opt/cpuplan"],"Labels":{%s}},"rootfs":{"type":"layers","diff_ids":["%s"]},"history":[{"created":"%s","created_by":"scripts/image.sh: the static cpuplan-nri, cpuplan, cpuplan-hook and cpuplan-exec"}]}' \
   "$created" "$labels" "$diff_id" "$created" > "$work/config.json"
 read -r config config_size < <(blob "$work/config.json")

@@ -6,6 +6,7 @@
 #      - Debian packages: runc and busybox-static (end-to-end containers); podman (engine tests);
 #        containerd 1.7 from Debian trixie under a low apt pin, runc staying bookworm's (CRI and
 #        NRI tests); skopeo (the image test); protobuf-compiler (the CRI client's build); jq;
+#        promtool from trixie (Prometheus's checker: the chart's alerts and dashboard queries);
 #        python3 and python3-venv (the shim's ctypes test, the wheel test, Helm's venv);
 #        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
 #        qemu-system-x86 and mmdebstrap (tests/vm/cgroup2-vm.sh deps: the cgroup v2 + systemd
@@ -39,7 +40,7 @@ if ! command -v cargo >/dev/null; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils)
+packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils promtool)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -14,12 +14,13 @@
 //! is also mounted at its own path) and `topology_root` to the node's fake GPU host (mounted at
 //! its own path; a real node's GPUs are in the /sys the privileged container sees).
 //! Everything else is the manifest's: the socket `/var/run/nri/nri.sock`, the claims in
-//! `/run/cpuplan/claims`, the log `/var/log/cpuplan-hook.log`, the config `/etc/cpuplan/hook.json`.
+//! `/run/cpuplan/claims`, the config `/etc/cpuplan/hook.json`, the log on stderr only (read from
+//! each plugin container's CRI log, as kubelet keeps it).
 
 use common::cri;
 use common::helm;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,10 @@ use common::runc::line_value;
 use common::statics::{target_dir, workspace_root};
 use cri::{cri as api, gpu_host, quota, section, CriNode, NodeOptions, Pod};
 use serde_json::{json, Value};
+
+mod archive;
+mod removal;
+mod rollout;
 
 /// What the workload containers print: their environment, CPUs and plan files.
 const PROBE: &str = r#"echo '--- env'; env | sort
@@ -46,6 +51,8 @@ fn image() -> &'static PathBuf {
             .current_dir(workspace_root())
             .env("CARGO_TARGET_DIR", target_dir())
             .env("CARGO", cargo)
+            .env_remove("IMAGE_SOURCE")
+            .env_remove("IMAGE_NAME")
             .output()
             .expect("run scripts/image.sh");
         assert!(
@@ -130,7 +137,6 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
         spec["hostNetwork"], true,
         "no CNI here: the pod runs on the host network"
     );
-    assert_eq!(spec["hostPID"], true);
     let name = ds["metadata"]["name"].as_str().unwrap();
     let mut pc = node.pod_config(&format!("{name}-{n}"));
     let meta = pc.metadata.as_mut().unwrap();
@@ -148,7 +154,9 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
         .security_context
         .as_mut()
         .unwrap();
-    sc.namespace_options.as_mut().unwrap().pid = api::NamespaceMode::Node as i32;
+    if spec["hostPID"] == true {
+        sc.namespace_options.as_mut().unwrap().pid = api::NamespaceMode::Node as i32;
+    }
     sc.privileged = true;
     let pod = node.run_pod(pc, "");
 
@@ -256,7 +264,7 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
         );
     }
     let cs = spec["containers"].as_array().unwrap();
-    assert_eq!(cs.len(), 1, "the plugin container");
+    assert_eq!(cs.len(), 1, "the plugin or keep-alive container");
     let id = node.create_container(&pod, container(&cs[0]));
     node.start_container(&id);
     PluginPod { pod, container: id }
@@ -273,16 +281,36 @@ fn node_config(node: &CriNode, text: &str) -> String {
 /// The config as the host sees the paths of the plugin's container.
 fn host_side(node: &CriNode, text: &str) -> String {
     let mut cfg: Value = serde_json::from_str(text).unwrap();
-    for key in ["claims_dir", "log"] {
-        let p = cfg[key].as_str().unwrap().to_string();
-        cfg[key] = json!(on_node(node, &p));
-    }
+    let p = cfg["claims_dir"].as_str().unwrap().to_string();
+    cfg["claims_dir"] = json!(on_node(node, &p));
+    assert_eq!(
+        cfg["log"], "stderr",
+        "the chart's plugin logs to stderr only"
+    );
     cfg.to_string()
 }
 
-/// The plugin's log on the node (the manifest's hostPath).
+/// The plugins' log: what every plugin container of the node wrote to stderr, from the CRI
+/// logs kubelet would keep (`<pod log dir>/plugin.log`, CRI's timestamp and stream stripped),
+/// the pods in the order they ran.
 fn plugin_log(node: &CriNode) -> String {
-    std::fs::read_to_string(on_node(node, "/var/log/cpuplan-hook.log")).unwrap_or_default()
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(node.path("var/log/pods"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    let mut out = String::new();
+    for d in dirs {
+        let text = std::fs::read_to_string(d.join("plugin.log")).unwrap_or_default();
+        for line in text.lines() {
+            let mut f = line.splitn(4, ' ');
+            let (_ts, _stream, tag, msg) = (f.next(), f.next(), f.next(), f.next());
+            out.push_str(msg.unwrap_or(""));
+            if tag != Some("P") {
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 fn context(node: &CriNode) -> String {
@@ -396,292 +424,4 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
         claims(&node) == json!([])
     });
     node.remove_pod(&gpu);
-}
-
-/// The pid of the process that wrote the first line of `log` holding `what`
-/// (`… cpuplan-hook[PID]: …`).
-fn pid_of(log: &str, what: &str) -> Option<u32> {
-    let line = log.lines().find(|l| l.contains(what))?;
-    let (_, rest) = line.split_once("cpuplan-hook[")?;
-    rest.split_once(']')?.0.parse().ok()
-}
-
-/// How many lines of `log` contain `what`.
-fn lines_with(log: &str, what: &str) -> usize {
-    log.lines().filter(|l| l.contains(what)).count()
-}
-
-/// A rollout as the DaemonSet's strategy makes it (maxSurge 1, maxUnavailable 0): a second
-/// plugin pod starts while the first runs, then the first stops. The second waits for the
-/// first to exit before it connects (one plugin per `nri_dir`), so a pod created during the
-/// overlap is planned once, by the first, and starts (two registered instances both adjusting
-/// it made containerd refuse it: "plugins \"10-cpuplan\" and \"10-cpuplan\" both tried to set
-/// annotation cpuplan.plan"). A GPU pod planned before and one planned during the overlap keep
-/// their claims, taken over by the new plugin at its Synchronize (a second GPU pod on the same
-/// GPU gets none), pods planned after get their plans from the new plugin, the new plugin pod
-/// is not planned by the old plugin, and the claims are released at the end.
-#[test]
-fn a_rollout_keeps_plans_and_claims() {
-    let node = node();
-    let r = rendered();
-    let old = up(&node, &r);
-    let old_pid = pid_of(&plugin_log(&node), "nri: registered as").unwrap();
-    let gpu = node.run_pod(node.pod_config("gpu"), "");
-    let c = node.with_gpu(
-        node.container_config("gpu", &format!("{PROBE}; exec sleep 3600")),
-        0,
-    );
-    let (holder, _) = node.start_until(&gpu, &c, "--- end");
-    assert_eq!(claims(&node)[0]["holder"]["container"], holder.as_str());
-
-    // The new pod starts while the old one runs, and waits for it.
-    let new = run_daemonset_pod(&node, &r, 1);
-    let waiting = "waiting for it to exit before connecting";
-    wait_until("the new plugin to wait for the old one", &node, || {
-        plugin_log(&node).contains(waiting)
-    });
-    let new_pid = pid_of(&plugin_log(&node), waiting).unwrap();
-    assert_ne!(new_pid, old_pid);
-    assert!(
-        plugin_log(&node).contains(&format!("another cpuplan plugin (pid {old_pid}) serves")),
-        "{}",
-        context(&node)
-    );
-    let spec = node.oci_spec(&new.container);
-    assert!(
-        spec["annotations"].get("cpuplan.plan").is_none(),
-        "the old plugin planned the new plugin's own pod: {}",
-        spec["annotations"]
-    );
-    let plan_mount = spec["mounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["destination"] == "/run/cpuplan")
-        .expect("the DaemonSet's /run/cpuplan");
-    assert_eq!(
-        plan_mount["source"],
-        on_node(&node, "/run/cpuplan").display().to_string(),
-        "the new plugin's hostPath /run/cpuplan is its own, not a plan mount over it"
-    );
-
-    // During the overlap: a GPU pod (the other GPU) with a volume under the plan directory, so
-    // planned env-only, which no second instance would have left alone.
-    let during = node.run_pod(node.pod_config("during"), "");
-    let vol = node.path("during-volume");
-    std::fs::create_dir_all(&vol).unwrap();
-    let mut dc = node.with_gpu(
-        quota(
-            node.container_config("app", &format!("{PROBE}; exec sleep 3600")),
-            100000,
-            100000,
-        ),
-        1,
-    );
-    dc.mounts.push(api::Mount {
-        container_path: "/dev/cpuplan/data".into(),
-        host_path: vol.display().to_string(),
-        ..Default::default()
-    });
-    let (overlapped, log) = node.start_until(&during, &dc, "--- end");
-    let env: Vec<&str> = section(&log, "env").lines().collect();
-    assert!(
-        env.contains(&"OMP_NUM_THREADS=1") && env.contains(&"CPUPLAN_DEVICES=0000:86:00.0"),
-        "{env:?}\n{}",
-        context(&node)
-    );
-    let plog = plugin_log(&node);
-    assert_eq!(
-        lines_with(&plog, "nri: create during/app"),
-        1,
-        "planned once: {plog}"
-    );
-    assert_eq!(
-        pid_of(&plog, "nri: create during/app"),
-        Some(old_pid),
-        "{plog}"
-    );
-    assert!(
-        !node.log().contains("both tried to set"),
-        "{}",
-        context(&node)
-    );
-    assert_eq!(synchronized(&node), 1, "the new one has not connected");
-
-    // The old one stops; the new one connects and takes the claims over.
-    node.stop_container(&old.container, 10);
-    node.remove_container(&old.container);
-    node.remove_pod(&old.pod);
-    wait_until("the new plugin to synchronize", &node, || {
-        synchronized(&node) >= 2
-    });
-    let exited = format!("the plugin before this one (pid {old_pid}) has exited: connecting");
-    assert_eq!(pid_of(&plugin_log(&node), &exited), Some(new_pid));
-
-    // Planned before and during: each still holds its GPU, now under the new plugin, live.
-    let held = claims(&node);
-    let ctx = || format!("{held}\n{}", context(&node));
-    assert_eq!(held.as_array().map(Vec::len), Some(2), "{}", ctx());
-    for (claim, (address, container)) in held
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip([("0000:3b:00.0", &holder), ("0000:86:00.0", &overlapped)])
-    {
-        assert_eq!(claim["address"], address, "{}", ctx());
-        assert_eq!(
-            claim["holder"]["container"],
-            container.as_str(),
-            "{}",
-            ctx()
-        );
-        assert_eq!(claim["holder"]["pid"], new_pid, "taken over: {}", ctx());
-        assert_eq!(claim["live"], true, "{}", ctx());
-    }
-    let other = node.run_pod(node.pod_config("gpu-other"), "");
-    let ran = node.run_container(&other, node.with_gpu(node.container_config("b", PROBE), 0));
-    assert_eq!(ran.exit_code, 0, "{}", ran.log);
-    let why = line_value(section(&ran.log, "planenv"), "CPUPLAN_WHY").unwrap_or_default();
-    assert!(
-        why.contains("pins nothing") && why.contains("held by"),
-        "{why}\n{}",
-        context(&node)
-    );
-    node.remove_container(&ran.id);
-    node.remove_pod(&other);
-    // Planned after: by the new plugin.
-    let (pod, ran) = quota_pod(&node, "after");
-    assert_eq!(
-        pid_of(&plugin_log(&node), "nri: create after/app"),
-        Some(new_pid)
-    );
-    node.remove_container(&ran.id);
-    node.remove_pod(&pod);
-    // The holders' removal releases their claims, through the new plugin.
-    node.remove_container(&holder);
-    node.remove_container(&overlapped);
-    wait_until("the GPU claims' release", &node, || {
-        claims(&node) == json!([])
-    });
-    node.remove_pod(&gpu);
-    node.remove_pod(&during);
-    node.remove_container(&new.container);
-    node.remove_pod(&new.pod);
-}
-
-/// The archive itself: `podman load` and `skopeo` read it (no registry), and it holds only the
-/// two static binaries, the labels and the entrypoint the manifests run.
-#[test]
-fn the_image_loads_with_podman_and_skopeo_and_holds_only_the_static_binaries() {
-    common::runc::require("image", &[("podman", "podman"), ("skopeo", "skopeo")]);
-    let archive = image();
-    let t = tempfile::tempdir().unwrap();
-    let podman = |args: &[&str]| {
-        let out = std::process::Command::new("podman")
-            .arg("--root")
-            .arg(t.path().join("root"))
-            .arg("--runroot")
-            .arg(t.path().join("run"))
-            .args(["--storage-driver", "vfs"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "podman {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let loaded = podman(&["load", "-i", archive.to_str().unwrap()]);
-    assert!(loaded.contains(&helm::image_reference()), "{loaded}");
-    let inspect: Value =
-        serde_json::from_str(&podman(&["image", "inspect", &helm::image_reference()])).unwrap();
-    let config = &inspect[0]["Config"];
-    assert_eq!(config["Entrypoint"], json!(["/opt/cpuplan/cpuplan-nri"]));
-    let labels = &config["Labels"];
-    assert_eq!(
-        labels["org.opencontainers.image.version"],
-        env!("CARGO_PKG_VERSION")
-    );
-    assert_eq!(labels["org.opencontainers.image.licenses"], "Apache-2.0");
-    assert!(
-        labels["org.opencontainers.image.source"].is_string(),
-        "{labels}"
-    );
-    let _ = std::fs::remove_dir_all(t.path().join("root")); // vfs layers, root-owned
-    let out = std::process::Command::new("skopeo")
-        .args(["inspect", "--raw"])
-        .arg(format!("oci-archive:{}", archive.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let layers = manifest["layers"].as_array().unwrap();
-    assert_eq!(layers.len(), 1, "{manifest}");
-
-    // The layer: the two binaries, static, and the directories above them.
-    let outer = std::fs::File::open(archive).unwrap();
-    let digest = layers[0]["digest"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("sha256:");
-    let mut blob = None;
-    for e in tar::Archive::new(outer).entries().unwrap() {
-        let mut e = e.unwrap();
-        if e.path().unwrap() == Path::new("blobs/sha256").join(digest) {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut e, &mut b).unwrap();
-            blob = Some(b);
-        }
-    }
-    let gz = t.path().join("layer.tar.gz");
-    std::fs::write(&gz, blob.expect("the layer blob")).unwrap();
-    let layer = t.path().join("layer");
-    std::fs::create_dir_all(&layer).unwrap();
-    let st = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(&gz)
-        .arg("-C")
-        .arg(&layer)
-        .status()
-        .unwrap();
-    assert!(st.success(), "the layer is a gzip tar");
-    let mut files = Vec::new();
-    for e in walk(&layer) {
-        files.push(e.strip_prefix(&layer).unwrap().display().to_string());
-    }
-    files.sort();
-    assert_eq!(
-        files,
-        [
-            "opt/cpuplan/cpuplan",
-            "opt/cpuplan/cpuplan-exec",
-            "opt/cpuplan/cpuplan-hook",
-            "opt/cpuplan/cpuplan-nri"
-        ]
-    );
-    for f in &files {
-        assert_eq!(
-            cpuplan_hook::elf::interpreter(&layer.join(f)).unwrap(),
-            None,
-            "{f} is static"
-        );
-    }
-}
-
-fn walk(d: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(d).unwrap().flatten() {
-        if e.file_type().unwrap().is_dir() {
-            out.extend(walk(&e.path()));
-        } else {
-            out.push(e.path());
-        }
-    }
-    out
 }

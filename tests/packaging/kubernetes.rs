@@ -2,8 +2,14 @@
 //! which scripts/test.sh installs): every documented values file renders and lints; one
 //! DaemonSet per route (one per pool), the image set once, the plugin run with its own flags and
 //! defaults, every path install or the plugin writes on a hostPath mounted at its own path and no
-//! wider, GPU nodes only unless the operator says otherwise, the values checked by the schema.
+//! wider, GPU nodes only unless the operator says otherwise. `values`: the values and the
+//! plugin's config checked by the schema, pools, removal from the nodes; `monitoring`: the
+//! metrics listener, the monitors, the alerts and the dashboard; `image`: the Containerfile.
 //! (`tests/cri/daemonset.rs` runs the rendered NRI DaemonSet from the built image on a CRI node.)
+
+mod image;
+mod monitoring;
+mod values;
 
 use common::helm;
 
@@ -14,16 +20,8 @@ use cpuplan_hook::install::containerd::{self, Containerd};
 use cpuplan_hook::install::nri::Nri;
 use cpuplan_hook::install::{Layout, Options, DEFAULT_HOOKS_DIR, DEFAULT_PREFIX, HOOK_FILE};
 use helm::{argv, image_reference, one, render, render_route, CLI_BIN, NRI_BIN, ROUTES};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-/// The binaries the image holds, in the Containerfile's order.
-const IMAGE_BINS: [&str; 4] = [
-    NRI_BIN,
-    CLI_BIN,
-    "/opt/cpuplan/cpuplan-hook",
-    "/opt/cpuplan/cpuplan-exec",
-];
 /// The labels GPU nodes carry: Node Feature Discovery's NVIDIA PCI device, GPU Feature Discovery's.
 const GPU_LABELS: [&str; 2] = [
     "feature.node.kubernetes.io/pci-10de.present",
@@ -277,8 +275,9 @@ fn the_defaults_select_gpu_nodes_only() {
 }
 
 /// The plugin as both NRI routes run it: `cpuplan-nri --socket <NRI's default>`, the config at
-/// its default path from the ConfigMap (the default config), and every path the plugin writes
-/// on a hostPath mounted at its own path.
+/// its default path from the ConfigMap (the default config, logging to stderr only: kubelet
+/// keeps and rotates the container's log), and every path the plugin writes on a hostPath
+/// mounted at its own path: no log file on the node.
 #[test]
 fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
     let defaults = HookConfig::default();
@@ -314,7 +313,6 @@ fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
                 .to_path_buf(),
             defaults.nri_dir.clone(),
             defaults.claims_dir.clone(),
-            defaults.log.clone().unwrap(),
         ];
         assert_host_paths(ds, c, &writable);
         assert_no_wider(ds, c, &writable);
@@ -328,15 +326,23 @@ fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
             .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == cm_name)
             .unwrap_or_else(|| panic!("{o}: no ConfigMap {cm_name}"));
         let text = cm["data"]["hook.json"].as_str().expect("hook.json");
-        let shipped: Value =
+        let mut shipped: Value =
             serde_json::from_str(cpuplan_hook::install::DEFAULT_CONFIG_TEXT).unwrap();
+        shipped["log"] = json!("stderr");
         assert_eq!(
             serde_json::from_str::<Value>(text).unwrap(),
             shipped,
-            "{o}: the chart's config is hooks/hook.json"
+            "{o}: the chart's config is hooks/hook.json, logging to stderr"
         );
         let cfg = HookConfig::parse(Path::new("hook.json"), text.as_bytes()).unwrap();
-        assert_eq!(cfg, defaults);
+        assert_eq!(cfg.log, None, "{o}: stderr only");
+        assert_eq!(
+            cfg,
+            HookConfig {
+                log: None,
+                ..defaults.clone()
+            }
+        );
         // A changed config rolls the plugin out: the pod template carries its hash.
         let hash = &ds["spec"]["template"]["metadata"]["annotations"]["cpuplan.io/config-hash"];
         let changed = render(&json!({"config": {"cpuset": "keep"}}));
@@ -364,8 +370,8 @@ fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
             );
         }
     }
-    // A log that is not a file (stderr): no log volume.
-    let docs = render(&json!({"config": {"log": "stderr"}}));
+    // Whatever the values say of the log, the plugin's is stderr: no log volume, no file.
+    let docs = render(&json!({"config": {"log": null}}));
     let ds = one(&docs, "DaemonSet");
     let names: Vec<&Value> = pod_spec(ds)["volumes"]
         .as_array()
@@ -374,6 +380,9 @@ fn the_nri_routes_run_the_plugin_with_its_flags_and_defaults() {
         .map(|v| &v["name"])
         .collect();
     assert!(!names.contains(&&json!("log")), "{names:?}");
+    let cm = one(&docs, "ConfigMap");
+    let config: Value = serde_json::from_str(cm["data"]["hook.json"].as_str().unwrap()).unwrap();
+    assert_eq!(config["log"], "stderr", "{config}");
     // Another index: passed as the plugin's flag.
     let docs = render(&json!({"nri": {"index": "90"}}));
     let c = named(one(&docs, "DaemonSet"), "containers", "plugin");
@@ -522,52 +531,6 @@ fn the_hook_routes_install_on_the_node_s_own_paths_and_no_wider() {
     }
 }
 
-/// Metrics on: the port, the config's listener on it, a ServiceMonitor over a Service that
-/// selects the plugin pods, a PodMonitor over the pods.
-#[test]
-fn metrics_serve_the_probes_and_the_monitors_find_the_pods() {
-    let docs = render(&helm::values_file("metrics"));
-    let ds = one(&docs, "DaemonSet");
-    let c = named(ds, "containers", "plugin");
-    let port = c["ports"][0]["containerPort"]
-        .as_i64()
-        .expect("a metrics port");
-    assert_eq!(c["ports"][0]["name"], "metrics");
-    let cm = one(&docs, "ConfigMap");
-    let config: Value = serde_json::from_str(cm["data"]["hook.json"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        config["metrics"],
-        json!({"address": format!("0.0.0.0:{port}")}),
-        "{config}"
-    );
-    let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];
-    let matches = |sel: &Value, labels: &Value| {
-        sel.as_object()
-            .unwrap()
-            .iter()
-            .all(|(k, v)| &labels[k] == v)
-    };
-    let svc = one(&docs, "Service");
-    assert!(matches(&svc["spec"]["selector"], pod_labels), "{svc}");
-    assert_eq!(svc["spec"]["ports"][0]["port"].as_i64(), Some(port));
-    let sm = one(&docs, "ServiceMonitor");
-    assert!(matches(
-        &sm["spec"]["selector"]["matchLabels"],
-        &svc["metadata"]["labels"]
-    ));
-    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
-    let pm = one(&docs, "PodMonitor");
-    assert!(matches(&pm["spec"]["selector"]["matchLabels"], pod_labels));
-    assert_eq!(pm["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
-    // Metrics on the hook route: nothing (the hook route has no daemon).
-    let hook = render(
-        &json!({"route": "hook", "metrics": {"enabled": true, "podMonitor": {"enabled": true}}}),
-    );
-    assert!(!hook
-        .iter()
-        .any(|d| d["kind"] == "PodMonitor" || d["kind"] == "Service"));
-}
-
 /// Several node pools: one DaemonSet and ConfigMap each, each selecting its own pods and nodes
 /// with its config merged over the release's; every config one the plugin loads.
 #[test]
@@ -611,221 +574,4 @@ fn pools_get_a_daemonset_and_a_config_each() {
         pools.len(),
         "each DaemonSet selects its own pods"
     );
-}
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")
-}
-
-/// The plain YAML files of `deploy/kubernetes/examples/`, with their file names.
-fn examples() -> Vec<(String, Value)> {
-    let mut docs = Vec::new();
-    for e in std::fs::read_dir(dir().join("examples")).unwrap().flatten() {
-        let p = e.path();
-        let text = std::fs::read_to_string(&p).unwrap();
-        for d in serde_yaml_ng::Deserializer::from_str(&text) {
-            let v = Value::deserialize(d)
-                .unwrap_or_else(|e| panic!("{}: not valid YAML: {e}", p.display()));
-            docs.push((p.file_name().unwrap().to_string_lossy().into_owned(), v));
-        }
-    }
-    docs
-}
-
-/// One instruction of a Containerfile: its keyword (upper case) and the rest of its line.
-fn instructions(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            assert!(!l.ends_with('\\'), "no continued lines here: {l}");
-            let (k, rest) = l.split_once(' ').unwrap_or((l, ""));
-            (k.to_ascii_uppercase(), rest.trim().to_string())
-        })
-        .collect()
-}
-
-/// Whether `.containerignore`'s `patterns` (plain paths and `**/NAME`, the only forms the file
-/// uses) exclude the context path `rel`.
-fn ignored(patterns: &[String], rel: &str) -> bool {
-    patterns.iter().any(|p| match p.strip_prefix("**/") {
-        Some(name) => rel.split('/').any(|c| c == name),
-        None => rel == p || rel.starts_with(&format!("{p}/")),
-    })
-}
-
-/// No engine or registry here: the image cannot be built in the tests. What can be checked is
-/// checked: the instructions parse, the build stage builds with scripts/build-static.sh from a
-/// context that holds what that build needs, the final stage copies the static binaries from
-/// where the script leaves them to where the DaemonSets run them, and .dockerignore is
-/// .containerignore.
-#[test]
-fn the_containerfile_builds_the_static_binaries_in_a_build_stage() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(dir().join("Containerfile")).unwrap();
-    let ins = instructions(&text);
-    for (k, _) in &ins {
-        assert!(
-            ["FROM", "WORKDIR", "COPY", "RUN", "LABEL", "ENTRYPOINT"].contains(&k.as_str()),
-            "unexpected instruction {k}"
-        );
-    }
-    let froms: Vec<&String> = ins
-        .iter()
-        .filter(|(k, _)| k == "FROM")
-        .map(|(_, r)| r)
-        .collect();
-    assert_eq!(froms.len(), 2, "a build stage and a final stage: {froms:?}");
-    let (image, stage) = froms[0].split_once(" AS ").expect("FROM IMAGE AS build");
-    assert!(image.starts_with("docker.io/library/rust:"), "{image}");
-    assert_eq!(stage, "build");
-    assert_eq!(
-        froms[1], "scratch",
-        "the final stage holds the static binaries only"
-    );
-    let final_at = ins.iter().rposition(|(k, _)| k == "FROM").unwrap();
-    let (build, last) = ins.split_at(final_at);
-
-    // The build stage: the whole context in WORKDIR, then the static build.
-    let workdir = build
-        .iter()
-        .find(|(k, _)| k == "WORKDIR")
-        .map(|(_, r)| r.clone())
-        .expect("a WORKDIR");
-    assert!(build.contains(&("COPY".into(), ". .".into())), "{build:?}");
-    // The musl target's standard library, then the static build.
-    let runs: Vec<&str> = build
-        .iter()
-        .filter(|(k, _)| k == "RUN")
-        .map(|(_, r)| r.as_str())
-        .collect();
-    assert_eq!(
-        runs,
-        [
-            "rustup target add x86_64-unknown-linux-musl",
-            "scripts/build-static.sh"
-        ],
-        "{build:?}"
-    );
-    let patterns: Vec<String> = std::fs::read_to_string(root.join(".containerignore"))
-        .unwrap()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect();
-    for p in &patterns {
-        assert!(
-            !p.contains(['*', '?', '[', '!'])
-                || (p.starts_with("**/") && !p[3..].contains(['*', '?', '[', '!', '/'])),
-            "a pattern form the test does not read: {p}"
-        );
-    }
-    assert_eq!(
-        std::fs::read_link(root.join(".dockerignore")).unwrap(),
-        Path::new(".containerignore")
-    );
-    for out in [
-        "target",
-        "target/debug/cpuplan-hook",
-        "crates/cpuplan/target",
-        ".git",
-        "tests/fixtures/e2e-host",
-    ] {
-        assert!(ignored(&patterns, out), "{out} is sent to the engine");
-    }
-    // What the static build reads: the workspace, the alias, the script, the included files.
-    for needed in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".cargo/config.toml",
-        "scripts/build-static.sh",
-        "src/bin/cpuplan-hook.rs",
-        "src/bin/cpuplan-nri.rs",
-        "src/bin/cpuplan.rs",
-        "hooks/hook.json",
-        "README.md",
-        "crates/cpuplan/Cargo.toml",
-        "crates/shim/Cargo.toml",
-        "crates/shim/src/bin/cpuplan-exec.rs",
-        "crates/shim-capi/Cargo.toml",
-        "crates/python/Cargo.toml",
-        "examples/oversubscription/main.rs",
-        "examples/oversubscription/handoff.rs",
-    ] {
-        assert!(root.join(needed).exists(), "{needed} is gone");
-        assert!(
-            !ignored(&patterns, needed),
-            "{needed} is left out of the context"
-        );
-    }
-    let script = std::fs::read_to_string(root.join("scripts/build-static.sh")).unwrap();
-    assert!(script.contains("triple=x86_64-unknown-linux-musl\n"));
-    assert!(script.contains("out=${CARGO_TARGET_DIR:-target}/$triple/$profile"));
-
-    // The final stage: the release binaries, from the build stage, to /opt/cpuplan.
-    let copies: Vec<&String> = last
-        .iter()
-        .filter(|(k, _)| k == "COPY")
-        .map(|(_, r)| r)
-        .collect();
-    let mut dests = Vec::new();
-    for c in &copies {
-        let words: Vec<&str> = c.split_whitespace().collect();
-        assert_eq!(words.len(), 3, "COPY --from=build SRC DEST: {c}");
-        assert_eq!(words[0], "--from=build");
-        let bin = Path::new(words[2]).file_name().unwrap().to_str().unwrap();
-        assert_eq!(
-            words[1],
-            format!("{workdir}/target/x86_64-unknown-linux-musl/release/{bin}"),
-            "where scripts/build-static.sh leaves it"
-        );
-        assert!(
-            IMAGE_BINS.iter().any(|b| b.ends_with(&format!("/{bin}"))),
-            "{bin}"
-        );
-        dests.push(words[2]);
-    }
-    assert_eq!(dests, IMAGE_BINS);
-    let entry = last
-        .iter()
-        .find(|(k, _)| k == "ENTRYPOINT")
-        .map(|(_, r)| r.clone())
-        .expect("an ENTRYPOINT");
-    let entry: Vec<String> = serde_json::from_str(&entry).expect("ENTRYPOINT in JSON form");
-    // The entrypoint is the plugin the NRI DaemonSets run; the labels carry the version.
-    assert_eq!(entry, [NRI_BIN]);
-    let labels = last
-        .iter()
-        .find(|(k, _)| k == "LABEL")
-        .expect("a LABEL")
-        .1
-        .clone();
-    assert!(
-        labels.contains(&format!(
-            "org.opencontainers.image.version=\"{}\"",
-            env!("CARGO_PKG_VERSION")
-        )),
-        "{labels}"
-    );
-}
-
-#[test]
-fn the_pod_requests_gpus_and_sets_a_setting_the_hook_accepts() {
-    let (_, pod) = examples()
-        .into_iter()
-        .find(|(f, v)| f == "gpu-pod.yaml" && v["kind"] == "Pod")
-        .expect("gpu-pod.yaml holds a Pod");
-    let setting = pod["metadata"]["annotations"]["cpuplan.step-thread-core"]
-        .as_str()
-        .expect("the cpuplan.step-thread-core annotation, a string");
-    let cfg = serde_json::json!({ "step_thread_core": setting }).to_string();
-    HookConfig::parse(Path::new("gpu-pod.yaml"), cfg.as_bytes())
-        .unwrap_or_else(|e| panic!("the hook rejects {setting:?}: {e}"));
-    let limits = &pod["spec"]["containers"][0]["resources"]["limits"];
-    assert!(
-        limits["nvidia.com/gpu"].as_u64().unwrap_or(0) >= 1,
-        "{limits}"
-    );
-    assert!(limits["cpu"].is_string(), "{limits}");
 }

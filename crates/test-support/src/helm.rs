@@ -163,12 +163,9 @@ pub fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     found[0]
 }
 
-/// The image reference `scripts/image.sh` names: `localhost/cpuplan-hook:VERSION`.
+/// The image reference `scripts/image.sh` names: `localhost/cpuplan:VERSION`.
 pub fn image_reference() -> String {
-    format!(
-        "localhost/cpuplan-hook:{}",
-        crate::statics::package_version()
-    )
+    format!("localhost/cpuplan:{}", crate::statics::package_version())
 }
 
 /// A container's whole command line (command, then args).

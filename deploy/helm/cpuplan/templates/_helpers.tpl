@@ -25,38 +25,66 @@ app.kubernetes.io/part-of: cpuplan
 {{- end }}
 
 {{- define "cpuplan.component" -}}
-{{- if eq .Values.route "nri" }}nri-plugin{{ else }}hook-installer{{ end }}
+{{- if .Values.removeFromNodes }}node-cleanup{{ else if eq .Values.route "nri" }}nri-plugin{{ else }}hook-installer{{ end }}
+{{- end }}
+
+{{/* The one container of a pod whose work is its init container's: it only holds the pod. */}}
+{{- define "cpuplan.keepAlive" -}}
+- name: keep-alive
+  image: {{ .Values.hook.keepAliveImage }}
+  imagePullPolicy: IfNotPresent
+  resources:
+    requests:
+      cpu: 1m
+      memory: 4Mi
+    limits:
+      memory: 16Mi
 {{- end }}
 
 {{/*
 The instances: one per pool, or one for the whole release. Each is a dict with name (the
-DaemonSet's and ConfigMap's), pool ("" for the release's), config (merged), nodeSelector,
-affinity and tolerations. Printed as JSON for fromJson.
+DaemonSet's and ConfigMap's), pool ("" for the release's), config (merged; its log always
+stderr: kubelet keeps the container's log), nodeSelector, affinity and tolerations. Printed as
+JSON for fromJson. Two pools of one name would be two DaemonSets of one name: refused.
 */}}
-{{/* A config with the metrics listener on all addresses at metrics.port where metrics.enabled (the
-config key "metrics" the plugin reads), printed as JSON. */}}
-{{- define "cpuplan.withMetrics" -}}
-{{- $config := .config }}
-{{- if .Values.metrics.enabled }}
-{{- $_ := set $config "metrics" (dict "address" (printf "0.0.0.0:%v" .Values.metrics.port)) }}
-{{- end }}
-{{- toJson $config }}
-{{- end }}
-
 {{- define "cpuplan.instances" -}}
 {{- $out := list }}
 {{- $base := include "cpuplan.fullname" . }}
 {{- if .Values.pools }}
+{{- $seen := dict }}
 {{- range .Values.pools }}
+{{- if hasKey $seen .name }}
+{{- fail (printf "pools: the name %q is given twice: each pool is its own DaemonSet and ConfigMap %s-%s, so each needs its own name" .name $base .name) }}
+{{- end }}
+{{- $_ := set $seen .name true }}
 {{- $config := mergeOverwrite (deepCopy $.Values.config) (deepCopy (.config | default dict)) }}
-{{- $config = include "cpuplan.withMetrics" (dict "config" $config "Values" $.Values) | fromJson }}
+{{- $_ := set $config "log" "stderr" }}
 {{- $out = append $out (dict "name" (printf "%s-%s" $base .name) "pool" .name "config" $config "nodeSelector" (.nodeSelector | default $.Values.nodeSelector) "affinity" (.affinity | default $.Values.affinity) "tolerations" (.tolerations | default $.Values.tolerations)) }}
 {{- end }}
 {{- else }}
-{{- $config := include "cpuplan.withMetrics" (dict "config" (deepCopy .Values.config) "Values" .Values) | fromJson }}
+{{- $config := deepCopy .Values.config }}
+{{- $_ := set $config "log" "stderr" }}
 {{- $out = append $out (dict "name" $base "pool" "" "config" $config "nodeSelector" .Values.nodeSelector "affinity" .Values.affinity "tolerations" .Values.tolerations) }}
 {{- end }}
 {{- toJson (dict "items" $out) }}
+{{- end }}
+
+{{/* Whether the release runs the NRI plugin (the nri route, not removing): "true" or "". */}}
+{{- define "cpuplan.plugin" -}}
+{{- if and (eq .Values.route "nri") (not .Values.removeFromNodes) }}true{{ end }}
+{{- end }}
+
+{{/*
+The checks no schema can say: one monitor at most; removeFromNodes only where install wrote
+something on the nodes.
+*/}}
+{{- define "cpuplan.checks" -}}
+{{- if and .Values.metrics.serviceMonitor.enabled .Values.metrics.podMonitor.enabled }}
+{{- fail "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled: choose one; both would scrape every series twice" }}
+{{- end }}
+{{- if and .Values.removeFromNodes (eq .Values.route "nri") (not .Values.nri.enableInContainerd) }}
+{{- fail "removeFromNodes: the nri route without nri.enableInContainerd writes nothing on the nodes that outlives its pods; helm uninstall removes it all" }}
+{{- end }}
 {{- end }}
 
 {{/* The node affinity: the operator's, else (gpuNodesOnly) nodes labelled as having an NVIDIA GPU. */}}
