@@ -399,10 +399,10 @@ fn the_nri_daemonset_runs_from_the_image_and_plans_a_quota_pod_and_a_gpu_pod() {
 }
 
 /// The pid of the process that wrote the first line of `log` holding `what`
-/// (`… cpuplan-hook[PID]: …`).
+/// (`… cpuplan-nri[PID]: …`).
 fn pid_of(log: &str, what: &str) -> Option<u32> {
     let line = log.lines().find(|l| l.contains(what))?;
-    let (_, rest) = line.split_once("cpuplan-hook[")?;
+    let (_, rest) = line.split_once("cpuplan-nri[")?;
     rest.split_once(']')?.0.parse().ok()
 }
 
