@@ -476,6 +476,71 @@ mod tests {
     }
 
     #[test]
+    fn rejections_are_told_at_once_then_summed_at_most_once_per_interval() {
+        let t0 = Instant::now();
+        let mut r = Rejections::default();
+        assert_eq!(r.due(t0), None, "nothing to tell");
+        r.add(65534);
+        let first = r.due(t0).unwrap();
+        assert!(
+            first.starts_with(
+                "nri: rejected 1 connection from uid 65534 to the plugin's private listener"
+            ),
+            "{first}"
+        );
+        for i in 0..100_000u32 {
+            r.add(1000 + i % 20);
+            assert!(r.uids.len() <= UIDS_NAMED);
+        }
+        assert_eq!(
+            r.due(t0 + REJECTIONS_EVERY - Duration::from_millis(1)),
+            None
+        );
+        let next = r.due(t0 + REJECTIONS_EVERY).unwrap();
+        assert!(
+            next.starts_with("nri: rejected 100000 connections from uids 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007 and others in the last 10 s "),
+            "{next}"
+        );
+        assert_eq!(r.due(t0 + 3 * REJECTIONS_EVERY), None, "nothing since");
+    }
+
+    #[test]
+    fn ttrpc_s_own_warning_for_a_rejection_is_the_echo_a_logger_drops() {
+        let is_echo = |target: &str, level: log::Level, args: std::fmt::Arguments<'_>| {
+            is_rejection_echo(
+                &log::Record::builder()
+                    .target(target)
+                    .level(level)
+                    .args(args)
+                    .build(),
+            )
+        };
+        let warn = log::Level::Warn;
+        let e = HookError::Rejected("peer pid 7".into());
+        let target = "ttrpc::sync::server";
+        assert!(is_echo(
+            target,
+            warn,
+            format_args!("accept hook failed: {e:?}")
+        ));
+        assert!(!is_echo(
+            target,
+            warn,
+            format_args!("listener accept got {e:?}")
+        ));
+        assert!(!is_echo(
+            target,
+            log::Level::Error,
+            format_args!("accept hook failed: {e:?}")
+        ));
+        assert!(!is_echo(
+            "nri_plugin",
+            warn,
+            format_args!("accept hook failed: {e:?}")
+        ));
+    }
+
+    #[test]
     fn a_runtime_that_hangs_up_fails_the_registration_at_once() {
         let (plugin_trunk, runtime_trunk) = UnixStream::pair().unwrap();
         let server = plugin_server();
