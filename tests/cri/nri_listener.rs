@@ -156,8 +156,8 @@ fn thousands_of_idle_half_requests_cost_no_threads_and_the_probes_answer() {
         "{IDLE} idle connections: threads {threads} -> {t}, fds {fds} -> {f}, rss {rss} -> {m} KiB"
     );
     assert!(t <= threads + 2, "threads {threads} -> {t}");
-    let cap = cpuplan_hook::nri::http::MAX_CONNECTIONS;
-    assert!(f <= fds + cap + 2, "descriptors {fds} -> {f}");
+    // The listener keeps 256 connections at most (docs/kubernetes.md): not one per client.
+    assert!(f <= fds + 256 + 2, "descriptors {fds} -> {f}");
     assert!(m <= rss + MEMORY_SLACK_KIB, "memory {rss} -> {m} KiB");
     drop(held);
 }
