@@ -14,7 +14,7 @@ mod attempts;
 mod error;
 mod from_edit;
 pub(crate) mod health;
-pub mod http;
+mod http;
 mod ids;
 pub mod instance;
 pub mod metrics;
