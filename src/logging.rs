@@ -1,7 +1,8 @@
 //! The hook's log: one line per event, to the configured file (appended, created 0640) and to stderr.
 //!
 //! A line is `2026-11-30T10:00:00.123Z INFO cpuplan-hook[PID]: MESSAGE`: an RFC 3339 UTC time
-//! with milliseconds, the level, the process. Control characters in the message (a newline in a
+//! with milliseconds, the level, the program (`cpuplan-hook`, or `cpuplan-nri` for the NRI
+//! plugin: [`set_ident`]) and its pid. Control characters in the message (a newline in a
 //! container-supplied string) are escaped, so one event stays one line.
 
 use std::fs::File;
@@ -15,6 +16,21 @@ use log::{Level, LevelFilter, Log, Metadata, Record};
 mod format;
 
 pub use format::{format_line, rfc3339, LogLevel};
+
+/// The program's name in each line unless [`set_ident`] says otherwise.
+pub const DEFAULT_IDENT: &str = "cpuplan-hook";
+
+static IDENT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names the program in every line from now on (`cpuplan-nri` for the plugin); the first
+/// call wins.
+pub fn set_ident(ident: &'static str) {
+    let _ = IDENT.set(ident);
+}
+
+fn ident() -> &'static str {
+    IDENT.get().copied().unwrap_or(DEFAULT_IDENT)
+}
 
 struct HookLogger {
     file: Mutex<Option<File>>,
@@ -34,11 +50,12 @@ impl Log for HookLogger {
     }
 
     fn log(&self, r: &Record<'_>) {
-        if !self.enabled(r.metadata()) {
+        if !self.enabled(r.metadata()) || nri_plugin::transport::is_rejection_echo(r) {
             return;
         }
         // One event, one line: format_line escapes a container-supplied newline.
-        let line = format_line(SystemTime::now(), r.level(), pid(), &r.args().to_string());
+        let message = r.args().to_string();
+        let line = format_line(ident(), SystemTime::now(), r.level(), pid(), &message);
         if let Ok(mut f) = self.file.lock() {
             if let Some(f) = f.as_mut() {
                 let _ = f.write_all(line.as_bytes());

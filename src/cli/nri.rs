@@ -12,7 +12,15 @@ pub const NRI: Command = Command {
     name: "nri",
     summary: "run as an NRI plugin of containerd or CRI-O (long-running)",
     usage: crate::nri::HELP,
-    valued: &["socket", "name", "index", "log", "state", "probe"],
+    valued: &[
+        "socket",
+        "name",
+        "index",
+        "log",
+        "state",
+        "probe",
+        "metrics-address",
+    ],
     switches: &[],
     run: nri,
 };
@@ -37,6 +45,7 @@ fn nri(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
         index: a.value("index").map(String::from),
         log: a.value("log").map(PathBuf::from),
         state: a.value("state").map(PathBuf::from),
+        metrics_address: a.value("metrics-address").map(String::from),
     };
     let opts = NriOptions::new(args, ctx.config.to_path_buf(), |k| std::env::var(k).ok())
         .map_err(CliError::input)?;

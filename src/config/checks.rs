@@ -189,10 +189,22 @@ pub(super) fn metrics_address(
     let text = address
         .as_str()
         .ok_or_else(|| format!("address {} is not a string \"IP:PORT\"", shown(address)))?;
-    text.parse().map(Some).map_err(|_| {
+    listen_address(text).map(Some).ok_or_else(|| {
         format!(
             "address {} is not an IP address and port (e.g. \"127.0.0.1:9464\")",
             shown(address)
         )
     })
+}
+
+/// A listener's address: `IP:PORT`, or `:PORT` for every address (`[::]:PORT`, IPv4 and IPv6,
+/// as Go and Prometheus's exporters read it).
+pub fn listen_address(text: &str) -> Option<std::net::SocketAddr> {
+    match text.strip_prefix(':') {
+        Some(port) if !port.starts_with(':') => port
+            .parse::<u16>()
+            .ok()
+            .map(|p| std::net::SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, p))),
+        _ => text.parse().ok(),
+    }
 }

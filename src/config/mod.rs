@@ -9,6 +9,7 @@ use serde::Deserialize;
 pub use crate::logging::LogLevel;
 
 mod checks;
+pub use checks::listen_address;
 
 pub(crate) use checks::paths_overlap;
 use checks::{check_container_dir, check_dir_name, check_operator_dir, kind_of, shown, typed};

@@ -43,9 +43,10 @@ impl LogLevel {
 /// [`cpuplan::QUOTE_MAX`] bytes, and this bounds whatever else reaches a line.
 pub const MAX_MESSAGE: usize = 16 << 10;
 
-/// One log line (with its newline): the time `at` in RFC 3339 UTC, `level`, `pid` and `message`
-/// with its control characters escaped, cut at [`MAX_MESSAGE`] bytes with its full length.
-pub fn format_line(at: SystemTime, level: Level, pid: u32, message: &str) -> String {
+/// One log line (with its newline): the time `at` in RFC 3339 UTC, `level`, the program
+/// `ident` and its `pid`, and `message` with its control characters escaped, cut at
+/// [`MAX_MESSAGE`] bytes with its full length.
+pub fn format_line(ident: &str, at: SystemTime, level: Level, pid: u32, message: &str) -> String {
     let text = escape(message);
     let text = if text.len() > MAX_MESSAGE {
         let mut cut = MAX_MESSAGE;
@@ -56,7 +57,7 @@ pub fn format_line(at: SystemTime, level: Level, pid: u32, message: &str) -> Str
     } else {
         text
     };
-    format!("{} {level} cpuplan-hook[{pid}]: {text}\n", rfc3339(at))
+    format!("{} {level} {ident}[{pid}]: {text}\n", rfc3339(at))
 }
 
 /// `at` as an RFC 3339 UTC time with milliseconds, e.g. `2026-11-30T10:00:00.123Z` (times
@@ -114,14 +115,24 @@ mod tests {
     fn a_line_has_time_level_pid_and_the_escaped_message() {
         let at = UNIX_EPOCH + Duration::from_millis(1_796_032_800_123);
         assert_eq!(
-            format_line(at, Level::Warn, 42, "container a\nb: x\ty"),
+            format_line("cpuplan-hook", at, Level::Warn, 42, "container a\nb: x\ty"),
             "2026-11-30T10:00:00.123Z WARN cpuplan-hook[42]: container a\\nb: x\\ty\n"
+        );
+        assert_eq!(
+            format_line("cpuplan-nri", at, Level::Info, 7, "registered"),
+            "2026-11-30T10:00:00.123Z INFO cpuplan-nri[7]: registered\n"
         );
     }
 
     #[test]
     fn a_long_message_is_cut_with_its_length() {
-        let line = format_line(UNIX_EPOCH, Level::Info, 1, &"é".repeat(MAX_MESSAGE));
+        let line = format_line(
+            "cpuplan-hook",
+            UNIX_EPOCH,
+            Level::Info,
+            1,
+            &"é".repeat(MAX_MESSAGE),
+        );
         assert!(line.len() < MAX_MESSAGE + 100, "{}", line.len());
         assert!(line.ends_with(&format!("… (cut, {} bytes)\n", 2 * MAX_MESSAGE)));
     }

@@ -1,6 +1,14 @@
 //! The plugin's Prometheus metrics (`prometheus-client`), served by [`super::http`] at
-//! `/metrics` in the OpenMetrics text format. Every label takes a value from a fixed list
-//! (an outcome, a cause, a request): no container id, pod or GPU is ever a label.
+//! `/metrics` in the Prometheus text format or, asked for, OpenMetrics ([`format`]), with the
+//! `process_*` metrics of Prometheus's client libraries ([`process`]). Every label takes a
+//! value from a fixed list (an outcome, a cause, a request): no container id, pod or GPU is
+//! ever a label, and every family is served from the start, each of its label values at 0.
+
+mod format;
+mod process;
+
+pub use format::{convert, Format};
+pub use process::PROCESS;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -151,6 +159,42 @@ const HELP: [(&str, &str); 9] = [
     ("nri_inventory_rebuilds", "Times the plugin read the host inventory afresh (at start, and after each Synchronize)"),
 ];
 
+/// Every value of `cpuplan_nri_problems_total`'s `cause` ([`crate::decide::Problem::cause`]).
+pub const PROBLEM_CAUSES: [&str; 15] = [
+    "config",
+    "read",
+    "devices",
+    "setting",
+    "empty_mask",
+    "plan",
+    "spec",
+    "id",
+    "rootfs",
+    "identity",
+    "plan_dir_held",
+    "claim",
+    "cpuset",
+    "files",
+    "internal",
+];
+
+/// Every outcome, in order.
+const OUTCOMES: [Outcome; 5] = [
+    Outcome::Pinned,
+    Outcome::Sized,
+    Outcome::Off,
+    Outcome::Problem,
+    Outcome::Ignored,
+];
+
+/// Every fallback, in order.
+const FALLBACKS: [Fallback; 4] = [
+    Fallback::CpusetKept,
+    Fallback::ClaimHeld,
+    Fallback::ClaimFailed,
+    Fallback::EnvOnly,
+];
+
 /// The handling-time buckets, in seconds: from half a millisecond to the runtime's 2 s timeout.
 pub const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0,
@@ -178,9 +222,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Every metric at zero, registered under the prefix `cpuplan`.
+    /// Every metric at zero, each label value of each family too, registered under the prefix
+    /// `cpuplan`; and the process's metrics.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("cpuplan");
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::ProcessCollector));
+        let registry = root.sub_registry_with_prefix("cpuplan");
         let m = Metrics {
             registry: Registry::default(),
             containers: Family::default(),
@@ -206,7 +253,29 @@ impl Metrics {
         registry.register(registrations.0, registrations.1, m.registrations.clone());
         registry.register(claims.0, claims.1, m.claims_held.clone());
         registry.register(rebuilds.0, rebuilds.1, m.inventory_rebuilds.clone());
-        Metrics { registry, ..m }
+        for request in [Request::Create, Request::Update] {
+            for outcome in OUTCOMES {
+                let _ = m.containers.get_or_create(&OutcomeLabels {
+                    request: request.as_str(),
+                    outcome: outcome.as_str(),
+                });
+            }
+            let _ = m.duration.get_or_create(&RequestLabels {
+                request: request.as_str(),
+            });
+        }
+        for cause in PROBLEM_CAUSES {
+            let _ = m.problems.get_or_create(&CauseLabels { cause });
+        }
+        for f in FALLBACKS {
+            let _ = m
+                .fallbacks
+                .get_or_create(&CauseLabels { cause: f.as_str() });
+        }
+        Metrics {
+            registry: root,
+            ..m
+        }
     }
 
     /// A container handled by `request` ended with `outcome`.
@@ -255,7 +324,7 @@ impl Metrics {
         Arc::clone(&self.inventory_reads)
     }
 
-    /// The metrics in the OpenMetrics text format, with `claims_held` as the gauge's value now.
+    /// Text in the OpenMetrics format ([`convert`] gives the Prometheus format), with `claims_held` as the gauge's value now.
     pub fn encode(&self, claims_held: Option<usize>) -> String {
         if let Some(n) = claims_held {
             self.claims_held.set(n as i64);
@@ -272,9 +341,6 @@ impl Metrics {
         text
     }
 }
-
-/// What `/metrics` answers with.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
@@ -344,13 +410,8 @@ mod tests {
     }
 
     #[test]
-    fn every_metric_is_served_and_in_the_kubernetes_docs_table() {
-        let m = Metrics::new();
-        m.outcome(Request::Create, Outcome::Pinned);
-        m.problem("spec");
-        m.fallback(Fallback::ClaimHeld);
-        m.took(Request::Create, Duration::from_millis(3));
-        let text = m.encode(Some(0));
+    fn every_metric_is_served_from_the_start_and_in_the_kubernetes_docs_table() {
+        let text = Metrics::new().encode(None);
         let docs = include_str!("../../docs/kubernetes.md");
         for (name, help) in HELP {
             let served = text.lines().any(|l| {
@@ -363,6 +424,48 @@ mod tests {
                 "docs/kubernetes.md has no row for cpuplan_{name}"
             );
         }
+        for (name, help) in PROCESS {
+            let family = name.strip_suffix("_total").unwrap_or(name);
+            assert!(
+                text.contains(&format!("# HELP {family} {help}\n")),
+                "{name}: {text}"
+            );
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{name} "))),
+                "{name}: {text}"
+            );
+            assert!(
+                docs.contains(&format!("| `{name}`")),
+                "docs/kubernetes.md has no row for {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_label_value_of_every_family_is_at_zero_from_the_start() {
+        let text = Metrics::new().encode(None);
+        let at = |s: &str| sample(&text, s);
+        for request in ["CreateContainer", "UpdateContainer"] {
+            for outcome in OUTCOMES.map(Outcome::as_str) {
+                let s = format!(
+                    r#"cpuplan_nri_containers_total{{request="{request}",outcome="{outcome}"}} "#
+                );
+                assert_eq!(at(&s), Some(0.0), "{s}\n{text}");
+            }
+            let count =
+                format!(r#"cpuplan_nri_request_duration_seconds_count{{request="{request}"}} "#);
+            assert_eq!(at(&count), Some(0.0), "{text}");
+        }
+        for cause in PROBLEM_CAUSES {
+            let s = format!(r#"cpuplan_nri_problems_total{{cause="{cause}"}} "#);
+            assert_eq!(at(&s), Some(0.0), "{text}");
+        }
+        for f in FALLBACKS.map(Fallback::as_str) {
+            let s = format!(r#"cpuplan_nri_fallbacks_total{{cause="{f}"}} "#);
+            assert_eq!(at(&s), Some(0.0), "{text}");
+        }
+        assert_eq!(at("cpuplan_nri_registrations_total "), Some(0.0));
+        assert_eq!(at("cpuplan_nri_inventory_rebuilds_total "), Some(0.0));
     }
 
     #[test]

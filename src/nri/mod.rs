@@ -45,10 +45,11 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
         (None, false) => config.log.as_deref(),
         (None, true) => None,
     };
+    crate::logging::set_ident("cpuplan-nri");
     crate::logging::init(early);
     crate::logging::set_level(config.log_level);
     let nri_dir = config.nri_dir.clone();
-    let listen = config.metrics;
+    let listen = opts.metrics_address.or(config.metrics);
     let handler = Arc::new(PlanHandler::new(
         config,
         &opts.stub.full_name(),

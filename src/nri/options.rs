@@ -1,6 +1,7 @@
 //! The options of `cpuplan-nri`, from its command line and, when the runtime launched the
 //! plugin from its plugin directory, from the environment NRI gives it (read by the stub crate).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use nri_plugin::options::DEFAULT_SOCKET;
@@ -17,7 +18,7 @@ pub const HELP: &str = "\
 cpuplan-nri: run as an NRI plugin of containerd or CRI-O
 
 usage: cpuplan-nri [--config FILE] [--socket PATH] [--name NAME] [--index NN] [--log FILE]
-                   [--state FILE]
+                   [--state FILE] [--metrics-address IP:PORT|:PORT]
        cpuplan-nri --probe ready|live [--state FILE]
 
   --socket PATH    the runtime's NRI socket (default /var/run/nri/nri.sock); the plugin
@@ -27,10 +28,14 @@ usage: cpuplan-nri [--config FILE] [--socket PATH] [--name NAME] [--index NN] [-
   --log FILE       also append the log to FILE (it always goes to stderr)
   --state FILE     the probes' state file, rewritten every second (default
                    /run/cpuplan-nri/state)
+  --metrics-address ADDR
+                   serve /metrics, /readyz and /healthz at ADDR (IP:PORT, or :PORT for
+                   every address), whatever the config's \"metrics\" says
   --probe WHICH    print whether the plugin writing --state is ready (registered with the
                    runtime) or live (not wedged), and exit 0 if so, 1 if not
 
-The config's \"metrics\": {\"address\": \"IP:PORT\"} serves /metrics, /readyz and /healthz there.
+Without --metrics-address, the config's \"metrics\": {\"address\": \"IP:PORT\"} (or \":PORT\")
+serves /metrics, /readyz and /healthz there.
 
 Launched by the runtime from its plugin directory (as e.g. 10-cpuplan, no arguments), it uses
 the socket NRI_PLUGIN_SOCKET names and exits when the runtime closes it. Its configuration is
@@ -51,6 +56,8 @@ pub struct NriOptions {
     pub log: Option<PathBuf>,
     /// The probes' state file ([`super::health`]).
     pub state: PathBuf,
+    /// `--metrics-address`: where the listener serves, over the config's `metrics.address`.
+    pub metrics_address: Option<SocketAddr>,
 }
 
 /// The `nri` command line's options, as given (before defaults and the environment).
@@ -66,6 +73,8 @@ pub struct NriArgs {
     pub log: Option<PathBuf>,
     /// `--state`.
     pub state: Option<PathBuf>,
+    /// `--metrics-address`, as given.
+    pub metrics_address: Option<String>,
 }
 
 impl NriOptions {
@@ -88,6 +97,15 @@ impl NriOptions {
             nri_plugin::Error::Identity(m) => NriError::Usage(m),
             other => NriError::Stub(other),
         })?;
+        let metrics_address = match args.metrics_address.as_deref() {
+            None => None,
+            Some(text) => Some(crate::config::listen_address(text).ok_or_else(|| {
+                NriError::Usage(format!(
+                    "--metrics-address {:?} is not an IP address and port (e.g. \"10.0.0.5:8893\") or :PORT",
+                    crate::logging::escape(text)
+                ))
+            })?),
+        };
         Ok(NriOptions {
             stub,
             config,
@@ -95,6 +113,7 @@ impl NriOptions {
             state: args
                 .state
                 .unwrap_or_else(|| PathBuf::from(super::health::DEFAULT_STATE)),
+            metrics_address,
         })
     }
 }
@@ -143,5 +162,59 @@ mod tests {
         assert!(matches!(parse(index, &[]), Err(NriError::Usage(_))));
         let bad_fd = parse(NriArgs::default(), &[("NRI_PLUGIN_SOCKET", "x")]);
         assert!(matches!(bad_fd, Err(NriError::Stub(_))));
+    }
+
+    fn metrics_address(text: &str) -> Result<Option<SocketAddr>, String> {
+        let args = NriArgs {
+            metrics_address: Some(text.into()),
+            ..NriArgs::default()
+        };
+        parse(args, &[])
+            .map(|o| o.metrics_address)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_metrics_address_is_ip_and_port_or_a_port_for_every_address() {
+        assert_eq!(
+            parse(NriArgs::default(), &[]).unwrap().metrics_address,
+            None
+        );
+        let every = |p: u16| Some(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, p)));
+        assert_eq!(metrics_address(":9464"), Ok(every(9464)));
+        assert_eq!(metrics_address(":0"), Ok(every(0)));
+        assert_eq!(
+            metrics_address("10.0.0.5:8893"),
+            Ok(Some("10.0.0.5:8893".parse().unwrap()))
+        );
+        assert_eq!(
+            metrics_address("[fd00::5]:8893"),
+            Ok(Some("[fd00::5]:8893".parse().unwrap()))
+        );
+        for bad in [
+            ":",
+            "::9464",
+            ":70000",
+            ":x",
+            "9464",
+            "node:8893",
+            "10.0.0.5",
+            "",
+        ] {
+            let e = metrics_address(bad).unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "--metrics-address {bad:?} is not an IP address and port"
+                )),
+                "{bad}: {e}"
+            );
+        }
+        // The config's `metrics.address` reads `:PORT` the same way.
+        let c = crate::config::HookConfig::parse(
+            std::path::Path::new("/c.json"),
+            br#"{"metrics": {"address": ":9464"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.metrics, every(9464));
     }
 }

@@ -18,6 +18,7 @@ mod cri_gpu;
 mod cri_node;
 mod daemonset;
 mod nri_gpu;
+mod nri_listener;
 mod nri_metrics;
 mod nri_node;
 mod nri_order;

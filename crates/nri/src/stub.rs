@@ -140,6 +140,7 @@ fn serve(
         let deadline = Instant::now() + backoff;
         loop {
             plugin.lifecycle(Lifecycle::Heartbeat);
+            crate::transport::report_rejections();
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left.min(HEARTBEAT)) {
                 Ok(Wake::Stop(what)) => return stopped(what),
@@ -160,6 +161,7 @@ fn serve(
 fn wait_closed(rx: &mpsc::Receiver<Wake>, n: u64, plugin: &dyn Plugin) -> Option<&'static str> {
     loop {
         plugin.lifecycle(Lifecycle::Heartbeat);
+        crate::transport::report_rejections();
         match rx.recv_timeout(HEARTBEAT) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(Wake::Stop(what)) => return Some(what),

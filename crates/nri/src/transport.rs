@@ -5,17 +5,20 @@
 //! accepts from a listener, so connection 1 (runtime calls plugin) goes through a private
 //! listener: an abstract unix socket (no file, so nothing is left in the file system however
 //! the process ends) that serves only connections from this process (`SO_PEERCRED`: any other
-//! peer is closed at once), which the mux of each session connects to. One server serves the
+//! peer is closed at once, and counted: [`report_rejections`] logs them at most once per
+//! [`REJECTIONS_EVERY`], with the count and the peers' uids; ttrpc's own warning for each is
+//! one a logger drops with [`is_rejection_echo`]), which the mux of each session connects to. One server serves the
 //! plugin's whole life: a server per session would leak a pipe fd each time (the crate never
 //! closes its listener's wake-up pipe).
 
+use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use prost::Message;
 use ttrpc::security_extension::{AcceptHook, HookError, HookOutput};
@@ -69,11 +72,92 @@ fn bind_private() -> Result<(UnixListener, Vec<u8>), Error> {
     }
 }
 
-/// The pid of the process at the other end of the connected unix socket `fd` (`SO_PEERCRED`:
-/// the process that connected, as it was at `connect`).
-fn peer_pid(fd: BorrowedFd) -> io::Result<i32> {
+/// The pid and uid of the process at the other end of the connected unix socket `fd`
+/// (`SO_PEERCRED`: the process that connected, as it was at `connect`).
+fn peer(fd: BorrowedFd) -> io::Result<(i32, u32)> {
     let cred = nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials)?;
-    Ok(cred.pid())
+    Ok((cred.pid(), cred.uid()))
+}
+
+/// The shortest time between two log lines about rejected connections.
+pub const REJECTIONS_EVERY: Duration = Duration::from_secs(10);
+/// The most distinct uids a line names (the rest are counted).
+const UIDS_NAMED: usize = 8;
+
+/// Connections to the private listener refused since the last line about them.
+#[derive(Debug, Default)]
+struct Rejections {
+    count: u64,
+    uids: BTreeSet<u32>,
+    more_uids: bool,
+    /// When the last line was written (none yet: the first rejection is told at once).
+    logged: Option<Instant>,
+}
+
+impl Rejections {
+    fn add(&mut self, uid: u32) {
+        self.count += 1;
+        if self.uids.len() < UIDS_NAMED || self.uids.contains(&uid) {
+            self.uids.insert(uid);
+        } else {
+            self.more_uids = true;
+        }
+    }
+
+    /// The line to log now, if one is due at `now`: something counted and the last line
+    /// [`REJECTIONS_EVERY`] ago or more.
+    fn due(&mut self, now: Instant) -> Option<String> {
+        if self.count == 0 || self.logged.is_some_and(|t| now - t < REJECTIONS_EVERY) {
+            return None;
+        }
+        let since = self.logged.map_or("".to_string(), |t| {
+            format!(" in the last {} s", (now - t).as_secs())
+        });
+        let uids: Vec<String> = self.uids.iter().map(u32::to_string).collect();
+        let s = if uids.len() == 1 { "" } else { "s" };
+        let more = if self.more_uids { " and others" } else { "" };
+        let n = self.count;
+        let conns = if n == 1 { "connection" } else { "connections" };
+        let line = format!(
+            "nri: rejected {n} {conns} from uid{s} {}{more}{since} to the plugin's private listener (not this process; closed)",
+            uids.join(", ")
+        );
+        *self = Rejections {
+            logged: Some(now),
+            ..Rejections::default()
+        };
+        Some(line)
+    }
+}
+
+static REJECTED: Mutex<Rejections> = Mutex::new(Rejections {
+    count: 0,
+    uids: BTreeSet::new(),
+    more_uids: false,
+    logged: None,
+});
+
+/// Logs the connections to the private listener refused since the last such line, if any and
+/// if that line is [`REJECTIONS_EVERY`] old (the stub calls it every second; each rejection
+/// calls it too).
+pub fn report_rejections() {
+    let line = REJECTED.lock().ok().and_then(|mut r| r.due(Instant::now()));
+    if let Some(line) = line {
+        log::warn!("{line}");
+    }
+}
+
+/// Whether `record` is the `ttrpc` crate's own warning for a connection the private listener
+/// refused (`accept hook failed: Rejected(..)`): this crate counts those and reports them
+/// summed ([`report_rejections`]), so a logger drops this one, and a flood of foreign
+/// connections writes a line per [`REJECTIONS_EVERY`], not one per connection.
+pub fn is_rejection_echo(record: &log::Record<'_>) -> bool {
+    record.target().starts_with("ttrpc")
+        && record.level() == log::Level::Warn
+        && record
+            .args()
+            .to_string()
+            .starts_with("accept hook failed: Rejected(")
 }
 
 /// Serves only connections this process made: an abstract socket has no file permissions, so
@@ -86,9 +170,12 @@ impl AcceptHook for OwnProcessOnly {
         // SAFETY: ttrpc passes the descriptor of the connection it just accepted, which stays
         // open for the whole of this call.
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let pid = peer_pid(fd).map_err(HookError::Io)?;
+        let (pid, uid) = peer(fd).map_err(HookError::Io)?;
         if pid != std::process::id() as i32 {
-            log::warn!("nri: a connection to the plugin's private listener from pid {pid}, not the plugin's own: closed");
+            if let Ok(mut r) = REJECTED.lock() {
+                r.add(uid);
+            }
+            report_rejections();
             return Err(HookError::Rejected(format!("peer pid {pid}")));
         }
         Ok(HookOutput {
@@ -386,6 +473,71 @@ mod tests {
             .recv_timeout(Duration::from_secs(5))
             .unwrap();
         link.close();
+    }
+
+    #[test]
+    fn rejections_are_told_at_once_then_summed_at_most_once_per_interval() {
+        let t0 = Instant::now();
+        let mut r = Rejections::default();
+        assert_eq!(r.due(t0), None, "nothing to tell");
+        r.add(65534);
+        let first = r.due(t0).unwrap();
+        assert!(
+            first.starts_with(
+                "nri: rejected 1 connection from uid 65534 to the plugin's private listener"
+            ),
+            "{first}"
+        );
+        for i in 0..100_000u32 {
+            r.add(1000 + i % 20);
+            assert!(r.uids.len() <= UIDS_NAMED);
+        }
+        assert_eq!(
+            r.due(t0 + REJECTIONS_EVERY - Duration::from_millis(1)),
+            None
+        );
+        let next = r.due(t0 + REJECTIONS_EVERY).unwrap();
+        assert!(
+            next.starts_with("nri: rejected 100000 connections from uids 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007 and others in the last 10 s "),
+            "{next}"
+        );
+        assert_eq!(r.due(t0 + 3 * REJECTIONS_EVERY), None, "nothing since");
+    }
+
+    #[test]
+    fn ttrpc_s_own_warning_for_a_rejection_is_the_echo_a_logger_drops() {
+        let is_echo = |target: &str, level: log::Level, args: std::fmt::Arguments<'_>| {
+            is_rejection_echo(
+                &log::Record::builder()
+                    .target(target)
+                    .level(level)
+                    .args(args)
+                    .build(),
+            )
+        };
+        let warn = log::Level::Warn;
+        let e = HookError::Rejected("peer pid 7".into());
+        let target = "ttrpc::sync::server";
+        assert!(is_echo(
+            target,
+            warn,
+            format_args!("accept hook failed: {e:?}")
+        ));
+        assert!(!is_echo(
+            target,
+            warn,
+            format_args!("listener accept got {e:?}")
+        ));
+        assert!(!is_echo(
+            target,
+            log::Level::Error,
+            format_args!("accept hook failed: {e:?}")
+        ));
+        assert!(!is_echo(
+            "nri_plugin",
+            warn,
+            format_args!("accept hook failed: {e:?}")
+        ));
     }
 
     #[test]
