@@ -40,9 +40,8 @@ pub(super) fn untrusted(claims_dir: &Path) -> Option<String> {
         }
     })?;
     Some(format!(
-        "{} is refused: {fault}; the claims directory, the host-plan records directory \
-         ({RECORDS_DIR}/ beside it) and every directory above them must be root's and writable \
-         by root alone, or another user could plant claims and records there",
+        "{} is refused: {fault}: the claims directory, {RECORDS_DIR}/ beside it and every \
+         directory above them must be root's and writable by root alone",
         cpuplan::quoted(&claims_dir.display().to_string())
     ))
 }

@@ -16,10 +16,7 @@ struct Node {
 
 impl Node {
     fn new(topology_root: &Path) -> Node {
-        let dir = tempfile::Builder::new()
-            .prefix("cpuplan-trust-")
-            .tempdir()
-            .unwrap();
+        let dir = common::operator_dir::tempdir();
         let config = dir.path().join("hook.json");
         let cfg = json!({
             "topology_root": topology_root,
