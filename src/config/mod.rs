@@ -256,8 +256,9 @@ pub enum ConfigError {
 
 /// The keys a config that fails to load still gives a run, each where it is valid on its own:
 /// what a planning problem does, where it is logged, where the `off` plan goes, the host
-/// roots the container is read under, and where the claims are (what `claims` lists).
-pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 7] = [
+/// roots the container is read under and where the host inventory is kept, and where the
+/// claims are (what `claims` lists, and what poststop releases).
+pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 8] = [
     "on_error",
     "log",
     "log_level",
@@ -265,6 +266,7 @@ pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 7] = [
     "root",
     "topology_root",
     "claims_dir",
+    "inventory_dir",
 ];
 
 /// The most bytes of a hook config read (1 MiB).

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::fakehost::{FakeHost, PID};
+use common::hookbin;
 use common::statics::{bin, workspace_root};
 use serde_json::json;
 
@@ -48,9 +49,15 @@ fn status_explain_and_claims_run_on_a_broken_config_after_one_warning_line() {
         for args in [
             &["status", "--root", host][..],
             &["status", "--json", "--root", host],
-            &["explain", "--bundle", example, "--root", host, "--no-inventory"],
+            &[
+                "explain",
+                "--bundle",
+                example,
+                "--root",
+                host,
+                "--no-inventory",
+            ],
             &["explain", "--bundle", bundle, "--no-inventory"],
-            &["explain", "--pid", &PID.to_string(), "--root", &h.root().display().to_string()],
             &["claims"],
             &["claims", "--json"],
         ] {
@@ -62,11 +69,6 @@ fn status_explain_and_claims_run_on_a_broken_config_after_one_warning_line() {
             let said: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
             assert_eq!(said.len(), 1, "{args:?}: {err}");
             assert!(said[0].starts_with(&warning), "{args:?}: {err}");
-            if args[0] == "explain" && args[1] == "--pid" {
-                // Its own job fails here (no such container on this host): its own error.
-                assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}{err}");
-                continue;
-            }
             assert!(out.status.success(), "{args:?}: {stdout}{err}");
             assert!(!stdout.is_empty(), "{args:?}");
         }
@@ -76,24 +78,44 @@ fn status_explain_and_claims_run_on_a_broken_config_after_one_warning_line() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// Runs the hook binary's `stage` on `h`'s container (pid [`PID`]) with its config file as it is.
+fn hook(h: &FakeHost, stage: &str, status: &str) -> Output {
+    let state = json!({"ociVersion": "1.0.2", "id": h.id, "status": status,
+        "bundle": h.bundle(), "pid": PID});
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cpuplan-hook"));
+    cmd.arg("--config")
+        .arg(h.hook_path())
+        .args(["hook", stage])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    hookbin::run_fed(&mut cmd, state.to_string().as_bytes())
+}
+
 #[test]
 fn a_config_with_a_trailing_comma_logs_where_its_log_says_once_per_container() {
     let h = FakeHost::new();
     h.write();
     let log = h.scratch("operator.log");
-    let text = format!(
-        "{{\n  \"log\": \"{}\",\n  \"on_error\": \"allow\",\n}}\n",
-        log.display()
-    );
+    // The kept keys before the fault: where to log, the planted host's root, and the test's
+    // own claims and inventory directories (never the host's).
+    let mut text = format!("{{\n  \"log\": \"{}\",\n", log.display());
+    for key in ["root", "topology_root", "claims_dir", "inventory_dir"] {
+        text.push_str(&format!("  \"{key}\": {},\n", h.hook[key]));
+    }
+    text.push_str("}\n");
     std::fs::write(h.hook_path(), text).unwrap();
-    let run = |stage: &str, status: &str| {
-        let state = json!({"ociVersion": "1.0.2", "id": h.id, "status": status,
-            "bundle": h.bundle(), "pid": PID});
-        cpuplan_hook::hook::run_hook(Some(stage), state.to_string().as_bytes(), &h.hook_path())
-    };
-    let r = run("createRuntime", "created").unwrap().unwrap();
-    assert_eq!(r.cause, Some("read"), "{r:?}");
-    run("poststop", "stopped").unwrap();
+    let out = hook(&h, "createRuntime", "created");
+    assert!(out.status.success(), "{out:?}");
+    let plan = h.plan_file("plan.env").unwrap();
+    assert!(
+        plan.contains("trailing comma"),
+        "the off plan says why: {plan}"
+    );
+    // The container is gone: its poststop releases and collects with the kept keys.
+    std::fs::remove_dir_all(h.file(&format!("proc/{PID}"))).unwrap();
+    let out = hook(&h, "poststop", "stopped");
+    assert!(out.status.success(), "{out:?}");
     let written = std::fs::read_to_string(&log).unwrap();
     let warned: Vec<&str> = written
         .lines()
@@ -112,6 +134,11 @@ fn a_config_with_a_trailing_comma_logs_where_its_log_says_once_per_container() {
         written.contains(&format!("container {}: stopped, released", h.id)),
         "poststop ran with the kept keys: {written}"
     );
+    assert_eq!(
+        h.plan_file("plan.env"),
+        None,
+        "poststop removed the plan files"
+    );
 }
 
 #[test]
@@ -124,27 +151,44 @@ fn a_claim_planted_in_a_claims_dir_below_tmp_is_never_read_and_nothing_is_claime
         .unwrap()
         .unwrap();
     let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(&claims, Path::new("/"), &squatter, &["0000:3b:00.0".into()], wait)
-        .unwrap();
+    cpuplan::claim_gpus(
+        &claims,
+        Path::new("/"),
+        &squatter,
+        &["0000:3b:00.0".into()],
+        wait,
+    )
+    .unwrap();
     let listed = || cpuplan::list_claims(&claims, Path::new("/")).unwrap();
     let before = listed();
     let mut h = FakeHost::new();
     h.gpu(0);
     h.hook["claims_dir"] = json!(claims);
-    // allow: the container starts, its plan says why it is off, and nothing is claimed.
-    let r = h.allow(Some(PID));
-    let problem = r.problem.unwrap();
+    // deny: the container is refused, in one line naming the key.
+    let e = h.deny(Some(PID));
     assert!(
-        problem.contains(&format!(
+        e.contains(r#"key "claims_dir""#) && !e.contains('\n'),
+        "{e}"
+    );
+    assert_eq!(listed(), before);
+    // allow: the container starts, its plan says why it is off, and nothing is claimed.
+    h.hook["on_error"] = json!("allow");
+    h.write();
+    let out = hook(&h, "createRuntime", "created");
+    assert!(out.status.success(), "{out:?}");
+    let plan = h.plan_file("plan.env").unwrap();
+    assert!(
+        plan.contains(&format!(
             "key \"claims_dir\": \"{}\" is refused: /tmp (owner uid 0, mode 1777)",
             claims.display()
         )),
-        "{problem}"
+        "{plan}"
     );
-    assert!(h.plan_file("plan.env").is_some());
     assert_eq!(listed(), before, "the planted claim is as it was");
-    // deny: the container is refused, in one line naming the key.
-    let e = h.deny(Some(PID));
-    assert!(e.contains(r#"key "claims_dir""#) && !e.contains('\n'), "{e}");
+    // Its poststop takes the record the refused config's default directory got (the plan
+    // files are in a host directory), as for any config that fails to load.
+    std::fs::remove_dir_all(h.file(&format!("proc/{PID}"))).unwrap();
+    assert!(hook(&h, "poststop", "stopped").status.success());
+    assert_eq!(h.plan_file("plan.env"), None);
     assert_eq!(listed(), before);
 }

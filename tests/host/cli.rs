@@ -461,16 +461,7 @@ fn bad_arguments_and_files_exit_2_with_one_line() {
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("hook.json");
     std::fs::write(&cfg, r#"{"cpuset": "sometimes"}"#).unwrap();
-    bad(
-        &[
-            "explain",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--bundle",
-            "x",
-        ],
-        "hook.json",
-    );
+    bad(&["check-config", cfg.to_str().unwrap()], "hook.json");
     bad(&["frobnicate"], "unknown subcommand \"frobnicate\"");
 }
 
@@ -702,13 +693,33 @@ fn a_bad_config_names_the_key_and_the_value_in_one_line() {
         bad_of(&hookbin::nri_bin(), &["--config", c], &line);
         // The commands that diagnose go on, after that line as a warning.
         for args in [
-            &["--config", c, "explain", "--bundle", b, "--root", h, "--no-inventory"][..],
-            &["explain", "--json", "--no-inventory", "--bundle", b, "--config", c],
+            &[
+                "--config",
+                c,
+                "explain",
+                "--bundle",
+                b,
+                "--root",
+                h,
+                "--no-inventory",
+            ][..],
+            &[
+                "explain",
+                "--json",
+                "--no-inventory",
+                "--bundle",
+                b,
+                "--config",
+                c,
+            ],
         ] {
             let out = run(args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success(), "{args:?}: {err}");
-            assert!(err.starts_with(&format!("cpuplan: warning: {line}")), "{err}");
+            assert!(
+                err.starts_with(&format!("cpuplan: warning: {line}")),
+                "{err}"
+            );
         }
     }
 }
