@@ -279,7 +279,8 @@ impl HookConfig {
     }
 
     /// The configuration at `path`, read bounded and without blocking; when it does not exist,
-    /// the defaults, unless `must_exist` (a path the user named).
+    /// the defaults, unless `must_exist` (a path the user named). Parsed, then held to the
+    /// host's rule for its claims directory ([`HookConfig::on_host`]).
     pub(crate) fn load_from(path: &Path, must_exist: bool) -> Result<Self, ConfigError> {
         match cpuplan::read_file(path, MAX_HOOK_CONFIG) {
             Ok(bytes) => Self::parse(path, &bytes)?.on_host(path),
