@@ -94,9 +94,11 @@ pub enum HostPlanError {
     },
 }
 
-/// The records' directory: `hostplans` beside the claims directory `claims_dir`.
+/// The records' directory: `hostplans` beside the claims directory `claims_dir` (the config
+/// refuses a `claims_dir` where this directory, or one above it, is not root's alone:
+/// [`crate::config::HookConfig::on_host`]).
 pub fn records_dir(claims_dir: &Path) -> PathBuf {
-    claims_dir.parent().unwrap_or(claims_dir).join("hostplans")
+    crate::config::records_dir(claims_dir)
 }
 
 /// The container record's path for container `id` of `scope`, claims directory `claims_dir`.

@@ -100,12 +100,38 @@ pub(super) fn root_dir(a: &Args, name: &str) -> Result<Option<PathBuf>, CliError
     }
 }
 
-/// The hook config `ctx` names, with `--root` (both roots) and `--topology-root` applied.
+/// The hook config `ctx` names, for a command that looks at the host (`explain`, `status`,
+/// `claims`, `inventory`): one that fails to load is one warning line on stderr naming the file
+/// and the error, and the command goes on with what an unusable config keeps (the defaults, and
+/// each key of `KEPT_WHEN_UNUSABLE` that is valid on its own), exiting as its own work goes: a
+/// broken config is when these commands are needed. Only a `--config` that does not exist is
+/// the command's error.
+pub(super) fn diagnostic_config(ctx: &super::Context) -> Result<HookConfig, CliError> {
+    match HookConfig::load_from(ctx.config, ctx.config_given) {
+        Ok(c) => Ok(c),
+        Err(crate::config::ConfigError::Read { path, source })
+            if ctx.config_given && source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Err(crate::config::ConfigError::Read { path, source }.into())
+        }
+        Err(e) => {
+            eprintln!(
+                "cpuplan: warning: {}; going on with the defaults (and the keys still valid on \
+                 their own): the hook plans no container until the file is fixed",
+                crate::logging::escape(&e.to_string())
+            );
+            Ok(HookConfig::of_unusable(ctx.config))
+        }
+    }
+}
+
+/// The hook config `ctx` names ([`diagnostic_config`]), with `--root` (both roots) and
+/// `--topology-root` applied.
 pub(super) fn config_with_roots(
     ctx: &super::Context,
     a: &Args,
 ) -> Result<crate::config::HookConfig, CliError> {
-    let mut config = crate::config::HookConfig::load_from(ctx.config, ctx.config_given)?;
+    let mut config = diagnostic_config(ctx)?;
     if let Some(r) = root_dir(a, "root")? {
         config.root = r.clone();
         config.topology_root = r;
@@ -330,14 +356,9 @@ fn plan_state(config: &HookConfig, c: &Claim, mine: u64) -> Option<PlanState> {
 }
 
 fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError> {
-    // A config that reads but fails to load still names where the claims are (its claims_dir
-    // where valid on its own, else the default): they are listed, and the problem is the
-    // command's error (exit 2) after them.
-    let (config, problem) = match HookConfig::load_from(ctx.config, ctx.config_given) {
-        Ok(c) => (c, None),
-        Err(e @ crate::config::ConfigError::Read { .. }) => return Err(e.into()),
-        Err(e) => (HookConfig::of_unusable(ctx.config), Some(e)),
-    };
+    // A config that fails to load still names where the claims are (its claims_dir where
+    // valid on its own, else the default): one warning line, and they are listed.
+    let config = diagnostic_config(ctx)?;
     // Listing takes an unreadable directory for an empty one: it is checked first.
     super::status::readable("the claims directory", &config.claims_dir).map_err(CliError::input)?;
     let list = cpuplan::list_claims(&config.claims_dir, &config.root)?;
@@ -381,8 +402,5 @@ fn claims(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliError
             )?;
         }
     }
-    match problem {
-        Some(e) => Err(e.into()),
-        None => Ok(Exit::Ok),
-    }
+    Ok(Exit::Ok)
 }

@@ -10,9 +10,12 @@ pub use crate::logging::LogLevel;
 
 mod checks;
 pub use checks::listen_address;
+mod hostdirs;
+mod lenient;
 
 pub(crate) use checks::paths_overlap;
 use checks::{check_container_dir, check_dir_name, check_operator_dir, kind_of, shown, typed};
+pub(crate) use hostdirs::records_dir;
 
 /// What names a GPU as the container's: the operator's spec, the runtime's device nodes, the
 /// device plugin's volume-mounts, or the container's own environment.
@@ -254,8 +257,9 @@ pub enum ConfigError {
 
 /// The keys a config that fails to load still gives a run, each where it is valid on its own:
 /// what a planning problem does, where it is logged, where the `off` plan goes, the host
-/// roots the container is read under, and where the claims are (what `claims` lists).
-pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 7] = [
+/// roots the container is read under and where the host inventory is kept, and where the
+/// claims are (what `claims` lists, and what poststop releases).
+pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 8] = [
     "on_error",
     "log",
     "log_level",
@@ -263,6 +267,7 @@ pub(crate) const KEPT_WHEN_UNUSABLE: [&str; 7] = [
     "root",
     "topology_root",
     "claims_dir",
+    "inventory_dir",
 ];
 
 /// The most bytes of a hook config read (1 MiB).
@@ -275,12 +280,13 @@ impl HookConfig {
     }
 
     /// The configuration at `path`, read bounded and without blocking; when it does not exist,
-    /// the defaults, unless `must_exist` (a path the user named).
+    /// the defaults, unless `must_exist` (a path the user named). Parsed, then held to the
+    /// host's rule for its claims directory ([`HookConfig::on_host`]).
     pub(crate) fn load_from(path: &Path, must_exist: bool) -> Result<Self, ConfigError> {
         match cpuplan::read_file(path, MAX_HOOK_CONFIG) {
-            Ok(bytes) => Self::parse(path, &bytes),
+            Ok(bytes) => Self::parse(path, &bytes)?.on_host(path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
-                Ok(Self::default())
+                Self::default().on_host(path)
             }
             Err(source) => Err(ConfigError::Read {
                 path: path.to_path_buf(),
@@ -296,13 +302,14 @@ impl HookConfig {
     }
 
     /// The config a run uses when the file at `path` failed to load: the defaults, except the
-    /// keys of [`KEPT_WHEN_UNUSABLE`] where the file is JSON and each of them is valid on its own
-    /// (so `deny` holds, the problem is logged where the operator looks, and the `off` plan
-    /// carrying it lands where the containers look for their plan, whatever else is wrong).
+    /// keys of [`KEPT_WHEN_UNUSABLE`] where each of them is valid on its own (so `deny` holds,
+    /// the problem is logged where the operator looks, and the `off` plan carrying it lands
+    /// where the containers look for their plan, whatever else is wrong). A file that is not
+    /// JSON (a trailing comma, a missing quote) still gives the keys read before the fault
+    /// ([`lenient::leading_keys`]).
     pub(crate) fn of_unusable(path: &Path) -> HookConfig {
         let v = cpuplan::read_file(path, MAX_HOOK_CONFIG)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .map(|b| lenient::leading_keys(&b))
             .unwrap_or_default();
         let only = |pairs: &serde_json::Map<String, serde_json::Value>| {
             let bytes = serde_json::to_vec(pairs).unwrap_or_default();
@@ -312,7 +319,12 @@ impl HookConfig {
         for key in KEPT_WHEN_UNUSABLE {
             if let Some(value) = v.get(key) {
                 let one = serde_json::Map::from_iter([(key.to_string(), value.clone())]);
-                if only(&one).is_ok() {
+                // A claims directory is kept only where it is the operator's alone, too.
+                let valid = match only(&one) {
+                    Ok(c) if key == "claims_dir" => c.on_host(path).is_ok(),
+                    got => got.is_ok(),
+                };
+                if valid {
                     kept.insert(key.to_string(), value.clone());
                 }
             }
@@ -320,7 +332,24 @@ impl HookConfig {
         only(&kept).unwrap_or_default()
     }
 
-    /// The configuration in `bytes`, read from `path` (named in errors).
+    /// This configuration where its host directories may be used: refused (naming
+    /// `claims_dir`, the directory at fault, its owner and mode) where the claims directory or
+    /// the host-plan records directory beside it, or a directory above them, is not the
+    /// operator's alone ([`hostdirs`]). The one check of a config that looks at the host; `path`
+    /// is named in the error.
+    pub fn on_host(self, path: &Path) -> Result<Self, ConfigError> {
+        match hostdirs::untrusted(&self.claims_dir) {
+            None => Ok(self),
+            Some(message) => Err(ConfigError::Value {
+                path: path.to_path_buf(),
+                key: "claims_dir",
+                message,
+            }),
+        }
+    }
+
+    /// The configuration in `bytes`, read from `path` (named in errors); looks at nothing on
+    /// the host (see [`HookConfig::on_host`]).
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, ConfigError> {
         let parse_err = |message: String| ConfigError::Parse {
             path: path.to_path_buf(),

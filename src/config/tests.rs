@@ -358,3 +358,59 @@ fn a_bad_metrics_value_is_one_line_naming_the_key_and_the_value() {
         assert!(!e.contains('\n'), "{text}: one line: {e}");
     }
 }
+
+#[test]
+fn a_claims_dir_below_a_directory_others_may_write_is_refused_at_load_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("hook.json");
+    for (dir, at) in [
+        ("/tmp/cpuplan/claims", "/tmp (owner uid 0, mode 1777)"),
+        (
+            "/dev/shm/cpuplan/claims",
+            "/dev/shm (owner uid 0, mode 1777)",
+        ),
+        (
+            "/var/tmp/cpuplan/claims",
+            "/var/tmp (owner uid 0, mode 1777)",
+        ),
+    ] {
+        let text = format!(r#"{{"claims_dir": "{dir}", "on_error": "deny"}}"#);
+        // The parse looks at nothing on the host: the value is a valid path.
+        assert!(parse(&text).is_ok(), "{dir}");
+        std::fs::write(&path, &text).unwrap();
+        let e = HookConfig::load(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "hook config {}: key \"claims_dir\": \"{dir}\" is refused: {at} is writable",
+                path.display()
+            )) && !e.contains('\n'),
+            "{e}"
+        );
+        // A config that fails to load keeps no such claims directory, and its other keys.
+        let kept = HookConfig::of_unusable(&path);
+        assert_eq!(kept.claims_dir, HookConfig::default().claims_dir, "{dir}");
+        assert_eq!(kept.on_error, OnError::Deny);
+    }
+    // The defaults are the operator's here: /run is root's 0755.
+    assert!(HookConfig::load(&d.path().join("none.json")).is_ok());
+}
+
+#[test]
+fn a_config_that_is_not_json_still_gives_the_kept_keys_read_before_the_fault() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("hook.json");
+    std::fs::write(
+        &path,
+        "{\n  \"log\": \"/var/log/cpuplan/hook.log\",\n  \"on_error\": \"deny\",\n  \"cpuset\": \"keep\",\n}\n",
+    )
+    .unwrap();
+    let e = HookConfig::load(&path).unwrap_err().to_string();
+    assert!(e.contains("trailing comma"), "{e}");
+    let c = HookConfig::of_unusable(&path);
+    assert_eq!(c.log, Some(PathBuf::from("/var/log/cpuplan/hook.log")));
+    assert_eq!(c.on_error, OnError::Deny);
+    assert_eq!(c.cpuset, CpusetRule::Numa, "only the kept keys");
+    // A key after the fault is not read; one of the kept keys that is bad alone falls back.
+    std::fs::write(&path, r#"{"log": "relative.log" "on_error": "deny"}"#).unwrap();
+    assert_eq!(HookConfig::of_unusable(&path), HookConfig::default());
+}

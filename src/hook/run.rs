@@ -133,7 +133,10 @@ pub fn run_hook(
         if stage == Stage::CreateRuntime {
             return create_runtime(&config, &state, started, Some(ReadError::Config(e)));
         }
-        return refuse(&config, &state, &e.into()).map(|()| None);
+        // Said once per container, by its createRuntime: the other stages go on with what the
+        // config keeps (poststop releases what the container holds in its claims_dir, where
+        // that key is valid on its own; refusing a poststop would refuse nothing).
+        log::debug!("container {}: {}: {e}", state.id(), stage.name());
     }
     match stage {
         Stage::Other => {

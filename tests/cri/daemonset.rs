@@ -8,10 +8,11 @@
 //!
 //! The node is relocated under its root `T` (no kubelet here, and the host's own paths stay
 //! untouched), so the test does what kubelet does with two changes it names: a hostPath `P`
-//! is `T/P` on the host (mounted at the manifest's own `P` in the container), and the
+//! is `T/P` on the host (`O/run/cpuplan` for `/run/cpuplan`) (mounted at the manifest's own `P` in the container), and the
 //! ConfigMap's hook.json, written where the volume's files go, sets `nri_dir` to
-//! `T/run/cpuplan/nri` (the path the plugin hands the runtime must be the host's, so `T/run/cpuplan`
-//! is also mounted at its own path) and `topology_root` to the node's fake GPU host (mounted at
+//! `O/run/cpuplan/nri` (the path the plugin hands the runtime must be the host's, so `O/run/cpuplan`
+//! is also mounted at its own path; `O` is the node's directory of the operator's, as the claims
+//! directory there must be root's all the way up, which no directory under `/tmp` is) and `topology_root` to the node's fake GPU host (mounted at
 //! its own path; a real node's GPUs are in the /sys the privileged container sees).
 //! Everything else is the manifest's: the socket `/var/run/nri/nri.sock`, the claims in
 //! `/run/cpuplan/claims`, the config `/etc/cpuplan/hook.json`, the log on stderr only (read from
@@ -66,12 +67,24 @@ fn image() -> &'static PathBuf {
     })
 }
 
-/// `p` (a node path) under the node root: `/var/run` is `/run`, as on every node.
+/// `p` (a node path) under the node root: `/var/run` is `/run`, as on every node; the node's
+/// `/run/cpuplan` (the claims directory's parent) is [`run_cpuplan`].
 fn on_node(node: &CriNode, p: &str) -> PathBuf {
     let p = p
         .strip_prefix("/var/run/")
         .map_or(p.to_string(), |r| format!("/run/{r}"));
-    node.path(p.trim_start_matches('/'))
+    match p.strip_prefix("/run/cpuplan") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            run_cpuplan(node).join(rest.trim_start_matches('/'))
+        }
+        _ => node.path(p.trim_start_matches('/')),
+    }
+}
+
+/// The node's `/run/cpuplan`: in the node's directory of the operator's, as the claims
+/// directory below it must be (none under `/tmp` is).
+fn run_cpuplan(node: &CriNode) -> PathBuf {
+    node.operator.path().join("run/cpuplan")
 }
 
 /// The node with the image imported and containerd 1.7's NRI off, as it ships.
@@ -224,12 +237,12 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
             })
             .collect();
         // The relocation's two mounts (see the module's doc).
-        for own in [node.path("run/cpuplan"), gpu_host(node.root())] {
+        for own in [run_cpuplan(node), gpu_host(node.root())] {
             std::fs::create_dir_all(&own).unwrap();
             mounts.push(api::Mount {
                 container_path: own.display().to_string(),
                 host_path: own.display().to_string(),
-                readonly: own != node.path("run/cpuplan"),
+                readonly: own != run_cpuplan(node),
                 ..Default::default()
             });
         }
@@ -273,7 +286,7 @@ fn run_daemonset_pod(node: &CriNode, r: &Rendered, n: usize) -> PluginPod {
 /// The ConfigMap's hook.json with the node's `nri_dir` and GPU host (see the module's doc).
 fn node_config(node: &CriNode, text: &str) -> String {
     let mut cfg: Value = serde_json::from_str(text).expect("the ConfigMap's hook.json");
-    cfg["nri_dir"] = json!(node.path("run/cpuplan/nri"));
+    cfg["nri_dir"] = json!(run_cpuplan(node).join("nri"));
     cfg["topology_root"] = json!(gpu_host(node.root()));
     serde_json::to_string_pretty(&cfg).unwrap()
 }

@@ -368,7 +368,7 @@ fn after_a_containerd_restart_the_plugin_keeps_live_claims_and_drops_stale_ones(
         .unwrap()
         .unwrap();
     let claimed = cpuplan::claim_gpus(
-        &node.path("var/lib/cpuplan/claims"),
+        &node.claims_dir(),
         Path::new("/"),
         &holder,
         &["0000:86:00.0".to_string()],

@@ -72,6 +72,8 @@ fn wait_for(what: &str, ctx: impl Fn() -> String, cond: impl Fn() -> bool) {
 /// A private containerd with CRI and NRI on.
 struct Node {
     dir: tempfile::TempDir,
+    /// The prelaunched plugin's claims directory's (a directory of the operator's).
+    _operator: tempfile::TempDir,
     child: Option<Child>,
 }
 
@@ -174,15 +176,25 @@ impl Node {
             config = config.replacen(&from, &to, 1);
         }
         std::fs::write(t.join("config.toml"), config).unwrap();
+        let operator = common::operator_dir::tempdir();
         if prelaunch {
             let plugin = t.join("nri-plugins/10-cpuplan");
             std::fs::copy(nri_bin(), &plugin).expect("copy the plugin binary");
             std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
             // Its config, which NRI hands it at Configure: logging to stderr (containerd sends
             // it to /dev/null), never to the host's default log, its plans and claims here.
-            std::fs::write(t.join("nri-conf/10-cpuplan.conf"), private_config(t)).unwrap();
+            let claims = operator.path().join("claims");
+            std::fs::write(
+                t.join("nri-conf/10-cpuplan.conf"),
+                private_config(t, &claims),
+            )
+            .unwrap();
         }
-        let mut node = Node { dir, child: None };
+        let mut node = Node {
+            dir,
+            _operator: operator,
+            child: None,
+        };
         node.launch();
         node.import(SANDBOX_IMAGE, &["sleep", "1000000"]);
         node
@@ -295,6 +307,8 @@ impl Drop for Node {
 struct Plugin {
     child: Child,
     log: PathBuf,
+    /// Its claims directory's (a directory of the operator's).
+    _operator: tempfile::TempDir,
 }
 
 impl Plugin {
@@ -304,7 +318,9 @@ impl Plugin {
     fn spawn(args: &[&str], log: PathBuf) -> Plugin {
         let file = std::fs::File::create(&log).unwrap();
         let config = log.with_extension("config.json");
-        std::fs::write(&config, private_config(log.parent().unwrap())).unwrap();
+        let operator = common::operator_dir::tempdir();
+        let claims = operator.path().join("claims");
+        std::fs::write(&config, private_config(log.parent().unwrap(), &claims)).unwrap();
         let child = Command::new(nri_bin())
             .arg("--config")
             .arg(&config)
@@ -314,7 +330,11 @@ impl Plugin {
             .stderr(file)
             .spawn()
             .expect("start the plugin");
-        Plugin { child, log }
+        Plugin {
+            child,
+            log,
+            _operator: operator,
+        }
     }
 
     /// An external plugin of `node`.
@@ -356,12 +376,12 @@ impl Drop for Plugin {
     }
 }
 
-/// A plugin config for tests under `dir`: the log on stderr, plans and claims under `dir`.
-fn private_config(dir: &std::path::Path) -> String {
+/// A plugin config for tests: the log on stderr, plans under `dir`, claims in `claims`.
+fn private_config(dir: &std::path::Path, claims: &std::path::Path) -> String {
     serde_json::json!({
         "log": "stderr",
         "nri_dir": dir.join("plans"),
-        "claims_dir": dir.join("claims"),
+        "claims_dir": claims,
     })
     .to_string()
 }

@@ -169,7 +169,7 @@ fn a_claims_dir_on_a_full_filesystem_plans_without_a_claim() {
     let t = tempfile::tempdir().unwrap();
     let mut fx = FakeHost::bundle_only();
     let _fake = claiming(&mut fx, t.path(), 4250);
-    let fs = Tmpfs::new(&fx.scratch("claimsfs"), "size=64k");
+    let fs = Tmpfs::new(&fx.scratch("claimsfs"), "size=64k,mode=755");
     fs.fill();
     fx.hook["claims_dir"] = json!(fx.scratch("claimsfs"));
     fx.hook["claim_wait_ms"] = json!(300);
@@ -191,7 +191,7 @@ fn a_read_only_claims_dir_plans_without_a_claim() {
     let t = tempfile::tempdir().unwrap();
     let mut fx = FakeHost::bundle_only();
     let _fake = claiming(&mut fx, t.path(), 4251);
-    let fs = Tmpfs::new(&fx.scratch("claimsfs"), "size=64k");
+    let fs = Tmpfs::new(&fx.scratch("claimsfs"), "size=64k,mode=755");
     fs.read_only();
     fx.hook["claims_dir"] = json!(fx.scratch("claimsfs/claims"));
     fx.hook["claim_wait_ms"] = json!(300);

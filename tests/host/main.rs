@@ -12,6 +12,7 @@ extern crate cpuplan_test_support as common;
 static LOG_GUARD: extern "C" fn() = common::log_guard::start;
 
 mod bad_input;
+mod broken_config;
 mod cli;
 mod faults;
 mod fuzz_regressions;

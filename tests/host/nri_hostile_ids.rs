@@ -73,7 +73,7 @@ fn sync(s: &Session, ids: &[&str]) {
 
 #[test]
 fn hostile_ids_remove_nothing_but_the_named_container_s_own_files() {
-    let t = tempfile::tempdir().unwrap();
+    let t = common::operator_dir::tempdir();
     let t = t.path();
     let plans = t.join("plans");
     let config = t.join("hook.json");

@@ -256,7 +256,8 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
     let log = tmp.path().join("hook.log");
     let mut cfg = repo_json("hooks/hook.json");
     cfg["log"] = log.display().to_string().into();
-    cfg["claims_dir"] = tmp.path().join("claims").display().to_string().into();
+    let op = common::operator_dir::tempdir();
+    cfg["claims_dir"] = op.path().join("claims").display().to_string().into();
     std::fs::write(config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
 
     // The postinst checks the config: quiet when it loads (as at `dpkg -i` above), a warning

@@ -44,12 +44,13 @@ fn the_base_spec_hooks_plan_the_container_and_poststop_runs() {
     let c = Containerd::start();
     let id = format!("cpuplan-ctr-{}", std::process::id());
     let cfg = c.dir.path().join("hook.json");
+    let op = common::operator_dir::tempdir();
     std::fs::write(
         &cfg,
         serde_json::to_vec_pretty(&json!({
             "step_thread_core": SETTING,
             "topology_root": fixtures().join("e2e-host"),
-            "claims_dir": c.dir.path().join("claims"),
+            "claims_dir": op.path().join("claims"),
             "log": c.dir.path().join("hook.log"),
         }))
         .unwrap(),

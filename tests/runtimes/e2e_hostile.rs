@@ -72,7 +72,7 @@ fn hostile(
     }));
     b.hook_with_config(&cfg);
     // The host path an escaping relative link would reach: <tempdir>/host-path, with a sentinel file.
-    let host_path = b.scratch("host-path");
+    let host_path = b.dir.path().join("host-path");
     std::fs::create_dir_all(&host_path).unwrap();
     std::fs::write(host_path.join("keep"), "host data\n").unwrap();
     plant(&b.rootfs(), &host_path);
@@ -180,7 +180,7 @@ fn plan_dir_linked_above_the_rootfs_is_refused() {
         );
     });
     refused_link("dotdot-link", &o, "/var/run/cpuplan");
-    assert!(!b.scratch("host-path/plan.env").exists());
+    assert!(!b.dir.path().join("host-path/plan.env").exists());
 }
 
 #[test]

@@ -16,13 +16,13 @@ const PROBE: &str = r#"echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p
 if test -e /run/cpuplan/plan.env; then echo '--- planenv'; cat /run/cpuplan/plan.env; echo '--- planjson'; cat /run/cpuplan/plan.json; echo; else echo 'no plan files'; fi
 echo '--- env'; env | sort"#;
 
-/// A hook config with the e2e fake GPU host and the claims and log under `dir`.
-fn hook_config(dir: &Path) -> PathBuf {
+/// A hook config with the e2e fake GPU host, the claims in `claims` and the log under `dir`.
+fn hook_config(dir: &Path, claims: &Path) -> PathBuf {
     let p = dir.join("hook.json");
     let cfg = json!({
         "step_thread_core": SETTING,
         "topology_root": fixtures().join("e2e-host"),
-        "claims_dir": dir.join("claims"),
+        "claims_dir": claims,
         "log": dir.join("hook.log"),
     });
     std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
@@ -73,7 +73,7 @@ fn section<'a>(out: &'a str, name: &str) -> &'a str {
 /// A podman, its hook config and the "installed" hook, registering the repo's `files`.
 fn setup(tag: &str, files: &[&str]) -> (Podman, PathBuf) {
     let p = Podman::new(tag);
-    let cfg = hook_config(p.dir.path());
+    let cfg = hook_config(p.dir.path(), &p.operator.path().join("claims"));
     let bin = installed(p.dir.path(), &cfg);
     for f in files {
         p.register(f, &repo_hook(f, &bin));

@@ -18,10 +18,7 @@ struct Node {
 
 impl Node {
     fn new() -> Node {
-        let dir = tempfile::Builder::new()
-            .prefix("cpuplan-rootfs-")
-            .tempdir()
-            .unwrap();
+        let dir = common::operator_dir::tempdir();
         let config = dir.path().join("hook.json");
         let cfg = json!({
             "topology_root": fixtures().join("e2e-host"),

@@ -16,10 +16,7 @@ struct Node {
 
 impl Node {
     fn new(topology_root: &Path) -> Node {
-        let dir = tempfile::Builder::new()
-            .prefix("cpuplan-trust-")
-            .tempdir()
-            .unwrap();
+        let dir = common::operator_dir::tempdir();
         let config = dir.path().join("hook.json");
         let cfg = json!({
             "topology_root": topology_root,
@@ -537,4 +534,105 @@ fn a_config_naming_a_system_directory_or_a_nul_plans_nothing_there_and_the_conta
         let after: Vec<bool> = watched.iter().map(|p| Path::new(p).exists()).collect();
         assert_eq!(after, before, "{key} {value}: made in {watched:?}");
     }
+}
+
+/// Every file under `dir` with its bytes, for "nothing there changed".
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                todo.push(p);
+            } else {
+                found.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_claims_dir_below_a_world_writable_directory_is_refused_and_what_is_planted_there_unread() {
+    // The operator's slip: claims_dir below /tmp (1777). A local user got there first: a claim
+    // of GPU 0 naming a live process of theirs (this test's) and a host-plan record beside it.
+    let planted = tempfile::tempdir().unwrap();
+    let claims = planted.path().join("claims");
+    let squatter = cpuplan::Holder::of_pid(Path::new("/"), "squatter", "/b/x", std::process::id())
+        .unwrap()
+        .unwrap();
+    let gpu = ["0000:3b:00.0".to_string()];
+    let wait = std::time::Duration::from_secs(1);
+    cpuplan::claim_gpus(&claims, Path::new("/"), &squatter, &gpu, wait).unwrap();
+    std::fs::create_dir(planted.path().join("hostplans")).unwrap();
+    std::fs::write(
+        planted.path().join("hostplans/.hostplan.0000000000000001"),
+        serde_json::to_vec(&json!({"container": "squatter", "scope": "/b/x", "pid": 1,
+            "start_time": 0, "pid_ns": 0, "dir": "1-2"}))
+        .unwrap(),
+    )
+    .unwrap();
+    let before = files_under(planted.path());
+    let node = Node::new(&fixtures().join("e2e-host"));
+    for on_error in ["allow", "deny"] {
+        let cfg = json!({
+            "topology_root": fixtures().join("e2e-host"),
+            "claims_dir": claims,
+            "log": node.dir.path().join("hook.log"),
+            "on_error": on_error,
+        });
+        std::fs::write(&node.config, serde_json::to_vec(&cfg).unwrap()).unwrap();
+        let _ = std::fs::remove_file(node.dir.path().join("hook.log"));
+        let mut b = node.bundle(&format!("tmpclaims-{on_error}"), HOLD);
+        b.gpu(0);
+        if on_error == "deny" {
+            let (code, out, err) = b.run();
+            assert_ne!(code, 0, "deny refuses the container: {out}{err}");
+            // runc quotes the hook's stderr: the key's quotes come escaped.
+            assert!(
+                err.contains("claims_dir") && err.contains("is refused: /tmp (owner uid 0"),
+                "{err}"
+            );
+        } else {
+            // allow: the container starts, unplanned, and claims nothing.
+            let t = start(&b);
+            let plan = plan_json(&b);
+            let out = stop(&b, t);
+            let why = plan["why"].as_str().unwrap();
+            assert!(why.contains(r#"key "claims_dir""#), "{why}\n{out}");
+            assert_eq!(plan["setting"], "off", "{plan}");
+        }
+        // One warning line per container, naming the key, the path and the ancestor at fault
+        // with its owner and mode.
+        let log = node.log();
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert_eq!(warnings.len(), 1, "{on_error}: {log}");
+        assert!(
+            warnings[0].contains(&format!(
+                "key \"claims_dir\": \"{}\" is refused: /tmp (owner uid 0, mode 1777) is \
+                 writable by its group and by others",
+                claims.display()
+            )),
+            "{log}"
+        );
+        // Nothing planted was read to decide, changed or removed, and nothing was added.
+        assert_eq!(files_under(planted.path()), before, "{on_error}");
+    }
+    // The operator's `claims` never reads the planted claim either: a warning line, and the
+    // claims of the default directory.
+    let out = Command::new(common::statics::bin("cpuplan"))
+        .arg("--config")
+        .arg(&node.config)
+        .args(["claims", "--json"])
+        .output()
+        .unwrap();
+    let (stdout, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{err}");
+    assert!(!stdout.contains("squatter"), "{stdout}");
+    assert!(err.starts_with("cpuplan: warning: hook config"), "{err}");
 }

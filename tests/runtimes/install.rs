@@ -89,10 +89,11 @@ fn install_then_podman_uses_it_and_uninstall_removes_it() {
     let i = Installed::new();
     std::fs::create_dir_all(i.config().parent().unwrap()).unwrap();
     std::fs::create_dir_all(i.tmp.path().join("var")).unwrap();
+    let op = common::operator_dir::tempdir();
     let cfg = json!({
         "step_thread_core": "auto",
         "topology_root": fixtures().join("e2e-host"),
-        "claims_dir": i.tmp.path().join("var/claims"),
+        "claims_dir": op.path().join("claims"),
         "log": i.tmp.path().join("var/hook.log"),
     });
     std::fs::write(i.config(), serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
@@ -693,9 +694,10 @@ fn install_registers_where_podman_reads_and_podman_runs_precreate_from_there() {
         default_dir.join("cpuplan-precreate.json"),
     ]);
     std::fs::create_dir_all(i.config().parent().unwrap()).unwrap();
+    let op = common::operator_dir::tempdir();
     let cfg = json!({
         "topology_root": fixtures().join("e2e-host"),
-        "claims_dir": i.tmp.path().join("var/claims"),
+        "claims_dir": op.path().join("claims"),
         "log": i.tmp.path().join("var/hook.log"),
     });
     std::fs::write(i.config(), serde_json::to_vec(&cfg).unwrap()).unwrap();

@@ -34,7 +34,7 @@ fn cpuplan_cli(cfg: &Path, args: &[&str]) -> Output {
 #[test]
 fn the_same_id_in_two_runc_roots_neither_takes_nor_releases_the_others_claim() {
     // One host: one claims dir and one log for both runtime roots.
-    let host = tempfile::tempdir().unwrap();
+    let host = common::operator_dir::tempdir();
     let claims = host.path().join("claims");
     let log = host.path().join("hook.log");
     let cfg = host.path().join("hook.json");

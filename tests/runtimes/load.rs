@@ -105,10 +105,7 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 #[test]
 fn sixty_four_containers_share_one_gpu() {
     let s = Shared {
-        dir: tempfile::Builder::new()
-            .prefix("cpuplan-load-")
-            .tempdir()
-            .unwrap(),
+        dir: common::operator_dir::tempdir(),
     };
     std::fs::create_dir_all(s.dir.path().join("shared")).unwrap();
     std::fs::write(s.events(), "").unwrap();

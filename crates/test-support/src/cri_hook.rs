@@ -25,7 +25,7 @@ pub fn hook_config(node: &CriNode, extra: Value) -> PathBuf {
     let mut cfg = json!({
         "step_thread_core": "auto",
         "topology_root": gpu_host(node.root()),
-        "claims_dir": node.path("var/lib/cpuplan/claims"),
+        "claims_dir": node.claims_dir(),
         "log": node.path("var/log/cpuplan-hook.log"),
     });
     for (k, v) in extra.as_object().unwrap() {

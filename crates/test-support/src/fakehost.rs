@@ -90,10 +90,8 @@ impl FakeHost {
     }
 
     fn with_hook(mut hook: Value, id: &'static str, status: &'static str) -> FakeHost {
-        let dir = tempfile::Builder::new()
-            .prefix("cpuplan-fake-")
-            .tempdir()
-            .unwrap();
+        // The claims directory is in it: a directory the hook takes as the operator's.
+        let dir = crate::operator_dir::tempdir();
         std::fs::create_dir_all(dir.path().join("bundle/rootfs")).unwrap();
         let spec = json!({
             "ociVersion": "1.0.2",

@@ -21,6 +21,7 @@ pub mod log_guard;
 pub mod nri_node;
 #[cfg(feature = "hook")]
 pub mod nriplugin;
+pub mod operator_dir;
 #[cfg(feature = "hook")]
 pub mod pipeline_cases;
 pub mod podman;

@@ -55,7 +55,7 @@ pub fn config_text(node: &CriNode, extra: Value) -> String {
     let mut cfg = json!({
         "step_thread_core": "auto",
         "topology_root": gpu_host(node.root()),
-        "claims_dir": node.path("var/lib/cpuplan/claims"),
+        "claims_dir": node.claims_dir(),
         "nri_dir": node.path("run/cpuplan/nri"),
         "log": node.path("var/log/cpuplan-nri.log"),
     });

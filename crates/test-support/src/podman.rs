@@ -60,6 +60,9 @@ impl From<Output> for Run {
 pub struct Podman {
     /// Everything podman writes: config, storage, run root, tmp, the hooks dir.
     pub dir: tempfile::TempDir,
+    /// A directory the hook takes as the operator's, for a test's `claims_dir`
+    /// ([`crate::operator_dir`]).
+    pub operator: tempfile::TempDir,
     /// The hooks directory podman reads (`hooks_dir` in the private containers.conf).
     pub hooks_dir: PathBuf,
     /// `--cgroup-parent` of every container, removed on drop.
@@ -141,6 +144,7 @@ tmp_dir = "{tmp}"
         let p = Podman {
             cgroup_parent: format!("/cpuplan-podman-{tag}-{}", std::process::id()),
             dir,
+            operator: crate::operator_dir::tempdir(),
             hooks_dir,
             names: Mutex::new(Vec::new()),
             _turn: turn,

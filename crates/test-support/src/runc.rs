@@ -64,8 +64,11 @@ pub fn require(what: &str, tools: &[(&str, &str)]) {
 
 /// A bundle with a busybox rootfs, `runc spec`'s config patched by the test, and its runc state dir.
 pub struct Bundle {
-    /// The temp dir holding everything.
+    /// The temp dir holding everything but [`Bundle::scratch`].
     pub dir: tempfile::TempDir,
+    /// Where [`Bundle::scratch`] is: a directory the hook takes as the operator's (for a
+    /// `claims_dir`), which none under `/tmp` is.
+    pub operator: tempfile::TempDir,
     /// The container id.
     pub id: String,
     /// The parsed config.json, patched before `run`.
@@ -111,6 +114,7 @@ impl Bundle {
         let cgroup = format!("/{id}");
         let mut b = Bundle {
             dir,
+            operator: crate::operator_dir::tempdir(),
             id,
             config,
             cgroup,
@@ -195,9 +199,9 @@ impl Bundle {
         p
     }
 
-    /// Where the test keeps the hook's claims and log.
+    /// Where the test keeps the hook's claims and log (in [`Bundle::operator`]).
     pub fn scratch(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.operator.path().join(name)
     }
 
     /// Writes the patched config.json into the bundle.

@@ -8,7 +8,8 @@ impl PlanHandler {
     pub(crate) fn configure_with(&self, text: &str) -> Result<(), crate::nri::NriError> {
         let given = !text.trim().is_empty();
         let config = match given {
-            true => HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())?,
+            true => HookConfig::parse(Path::new(RUNTIME_CONFIG), text.as_bytes())?
+                .on_host(Path::new(RUNTIME_CONFIG))?,
             false => self.config(),
         };
         crate::logging::set_level(config.log_level);

@@ -23,11 +23,24 @@ fn the_runtime_s_config_replaces_the_file_s_and_a_bad_one_fails_configure() {
     );
     assert_eq!(h.config(), c, "a bad config changes nothing");
     h.configure_with(r#"{"bogus": 1}"#).unwrap_err();
+    // The runtime's config is held to the file's rule for the claims directory: none below a
+    // directory others may write.
+    let e = h
+        .configure_with(r#"{"claims_dir": "/tmp/cpuplan/claims"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(RUNTIME_CONFIG)
+            && e.contains(r#"key "claims_dir": "/tmp/cpuplan/claims" is refused: /tmp (owner"#),
+        "{e}"
+    );
+    assert_eq!(h.config(), c);
 }
 
 #[test]
 fn a_launched_plugin_holds_the_nri_dir_of_its_configuration_or_fails_configure() {
-    let t = tempfile::tempdir().unwrap();
+    // Under /run (root's, 0755): a claims directory there is the operator's; none under /tmp is.
+    let t = tempfile::tempdir_in("/run").unwrap();
     let config = |d: &str| {
         serde_json::json!({"nri_dir": t.path().join(d), "claims_dir": t.path().join("claims")})
             .to_string()

@@ -9,7 +9,7 @@ use super::{ok_json, repo, run};
 
 #[test]
 fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
-    let t = tempfile::tempdir().unwrap();
+    let t = common::operator_dir::tempdir();
     let (claims, nri) = (t.path().join("claims"), t.path().join("nri"));
     let cfg = t.path().join("hook.json");
     std::fs::write(
@@ -114,7 +114,7 @@ fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
 
 #[test]
 fn claims_lists_nothing_in_an_empty_dir() {
-    let t = tempfile::tempdir().unwrap();
+    let t = common::operator_dir::tempdir();
     let cfg = t.path().join("hook.json");
     std::fs::write(
         &cfg,

@@ -253,6 +253,9 @@ pub struct Ran {
 pub struct CriNode {
     /// The node root `T`.
     pub dir: tempfile::TempDir,
+    /// Where the node's `claims_dir` is ([`CriNode::claims_dir`]): a directory the hook takes
+    /// as the operator's, which none under `/tmp` is.
+    pub operator: tempfile::TempDir,
     flavour: Containerd,
     rt: tokio::runtime::Runtime,
     child: Mutex<Option<Child>>,

@@ -29,6 +29,7 @@ impl CriNode {
             .expect("tempdir");
         let node = CriNode {
             dir,
+            operator: crate::operator_dir::tempdir(),
             flavour: opts.containerd,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -69,6 +70,12 @@ impl CriNode {
     /// `rel` under the node root.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
+    }
+
+    /// The node's GPU claims directory, in a directory of the operator's
+    /// ([`crate::operator_dir`]).
+    pub fn claims_dir(&self) -> PathBuf {
+        self.operator.path().join("claims")
     }
 
     /// The node root `T` (what `install --root-prefix` takes).
