@@ -30,7 +30,8 @@ fn a_container_s_plan_strings_reach_the_terminal_escaped() {
     let t = tempfile::tempdir().unwrap();
     let croot = t.path().join("croot");
     let fake = FakeRoot::new(&t.path().join("host"), 4321, "/ctr", &croot);
-    let (claims, nri) = (t.path().join("claims"), t.path().join("nri"));
+    let o = common::operator_dir::tempdir();
+    let (claims, nri) = (o.path().join("claims"), o.path().join("nri"));
     let host = repo("examples/host");
     let cfg = t.path().join("hook.json");
     std::fs::write(

@@ -157,8 +157,11 @@ fn status_and_claims_by_a_user_who_cannot_read_them_say_so_and_exit_2() {
     let bin = t.path().join("cpuplan");
     std::fs::copy(common::hookbin::cpuplan_bin(), &bin).unwrap();
     mode(&bin, 0o755).unwrap();
-    // The claims as the hook keeps them: root's, 0700. One live claim (this test's process).
-    let (claims, nri) = (t.path().join("claims"), t.path().join("nri"));
+    // The claims as the hook keeps them: root's, 0700, in a directory of the operator's. One
+    // live claim (this test's process).
+    let o = common::operator_dir::tempdir();
+    mode(o.path(), 0o755).unwrap();
+    let (claims, nri) = (o.path().join("claims"), o.path().join("nri"));
     std::fs::create_dir(&claims).unwrap();
     mode(&claims, 0o700).unwrap();
     let holder = cpuplan::Holder::of_pid(Path::new("/"), "c1", "nri:cpuplan", std::process::id())
@@ -212,7 +215,7 @@ fn status_and_claims_by_a_user_who_cannot_read_them_say_so_and_exit_2() {
     // Claims it can read, an NRI plan directory it cannot: that one is named.
     mode(&claims, 0o755).unwrap();
     // (No claims directory yet: nothing claimed, as before the hook's first claim.)
-    let empty = t.path().join("no-claims");
+    let empty = o.path().join("no-claims");
     std::fs::create_dir(&nri).unwrap();
     mode(&nri, 0o700).unwrap();
     std::fs::write(
