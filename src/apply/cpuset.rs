@@ -143,12 +143,18 @@ pub fn write_cpuset(
         source,
     })?;
     let was = String::from_utf8_lossy(&was).trim().to_string();
+    // The unit's own CPUs as they were, read before the write (under runc the unit's cgroup is
+    // the one written).
+    let unit_of = unit_of(&found, cgroups_path);
+    let unit_was = match &unit_of {
+        UnitOf::Own(unit) => unit_cpus_now(unit),
+        _ => String::new(),
+    };
     put(&path, &cpus.to_string())?;
-    let unit = match unit_of(&found, cgroups_path) {
+    let unit = match unit_of {
         UnitOf::NotSystemd => UnitSet::NotSystemd,
         UnitOf::NotOwn { unit, why } => UnitSet::NotOwn { unit, why },
         UnitOf::Own(unit) => {
-            let unit_was = unit_cpus_now(&unit);
             match set_allowed_cpus(bus, &unit.name, cpus, unit_wait.min(UNIT_TIMEOUT)) {
                 Ok(took) => UnitSet::Set {
                     unit: unit.name,
