@@ -24,7 +24,9 @@
 //! system_bus_socket`, `root` the hook config's; or `DBUS_SYSTEM_BUS_ADDRESS` from the hook's
 //! registration: [`system_bus`]), with zbus: a kept crate of pure
 //! Rust that builds static against musl (no libdbus), so the static hook stays static. It is
-//! bounded by [`UNIT_TIMEOUT`]: a bus that is absent, refuses, or does not answer in time is a
+//! bounded by what the hook's registration leaves, and never over [`UNIT_TIMEOUT`]
+//! ([`unit_wait`]), the call that puts the property back after a failed start as well: a bus
+//! that is absent, refuses, or does not answer in time is a
 //! logged fallback (the cgroup file is still written, as on any cgroupfs node), never a blocked
 //! or refused start.
 
