@@ -1,5 +1,5 @@
 //! A real cgroup v2 + systemd node: the static hook with runc and crun (systemd and cgroupfs
-//! drivers), podman (`--cgroup-manager=systemd`, with the createRuntime hook and with
+//! drivers; runc's cgroupfs driver also given a systemd-form path inside a service), podman (`--cgroup-manager=systemd`, with the createRuntime hook and with
 //! precreate) and containerd 1.7 driven through CRI (the NRI plugin, then the hook registered by
 //! `install --containerd`) in a Debian 12 guest under QEMU (`tests/vm/cgroup2-vm.sh`), every
 //! container checked from inside at start and after `systemctl daemon-reload`, `set-property`
@@ -316,6 +316,26 @@ fn runc_and_crun_cgroupfs_driver_on_cgroup_v2() {
         }
     }
     passed(&names);
+}
+
+/// runc's cgroupfs driver given a systemd-form path from inside a service (`in_service` in
+/// guest.sh): the container's cgroup is below the service, the spec's scope is not where it
+/// is, so the hook narrows the container's own file and never sets the service's
+/// `AllowedCPUs`; the service's other process keeps its CPUs.
+#[test]
+fn a_container_below_a_service_never_sets_the_services_allowed_cpus() {
+    passed(
+        &[
+            "starts",
+            "its cgroup is below the service",
+            "start: cpus, quota and plan.env",
+            "the refusal is logged",
+            "the service's AllowedCPUs unchanged",
+            "the service's other process keeps its CPUs",
+            "poststop released its claim",
+        ]
+        .map(|c| format!("svc-ctr: {c}")),
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cpuplan::{CgroupDir, Cgroups, CpuSet};
 
 use super::identity::own_cgroup;
-use super::unit::{set_allowed_cpus, unit_cpus_now, unit_of, UNIT_TIMEOUT};
+use super::unit::{set_allowed_cpus, unit_cpus_now, unit_of, UnitOf, UNIT_TIMEOUT};
 
 /// Why the cpuset was not written.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +79,14 @@ pub struct Narrowed {
 pub enum UnitSet {
     /// Not under the systemd driver: the cgroup file is where the cpuset lives.
     NotSystemd,
+    /// The spec names `unit`, but the container's cgroup is not that unit's (`why`): systemd
+    /// was not called, the cgroup file alone holds the narrowing.
+    NotOwn {
+        /// The unit the spec names.
+        unit: String,
+        /// Why, naming the cgroups.
+        why: String,
+    },
     /// Set on `unit`, whose own `cpuset.cpus` held `was`; the call took `took`.
     Set {
         /// The unit.
@@ -135,11 +143,18 @@ pub fn write_cpuset(
         source,
     })?;
     let was = String::from_utf8_lossy(&was).trim().to_string();
+    // The unit's own CPUs as they were, read before the write (under runc the unit's cgroup is
+    // the one written).
+    let unit_of = unit_of(&found, cgroups_path);
+    let unit_was = match &unit_of {
+        UnitOf::Own(unit) => unit_cpus_now(unit),
+        _ => String::new(),
+    };
     put(&path, &cpus.to_string())?;
-    let unit = match unit_of(&found, cgroups_path) {
-        None => UnitSet::NotSystemd,
-        Some(unit) => {
-            let unit_was = unit_cpus_now(&unit);
+    let unit = match unit_of {
+        UnitOf::NotSystemd => UnitSet::NotSystemd,
+        UnitOf::NotOwn { unit, why } => UnitSet::NotOwn { unit, why },
+        UnitOf::Own(unit) => {
             match set_allowed_cpus(bus, &unit.name, cpus, unit_wait.min(UNIT_TIMEOUT)) {
                 Ok(took) => UnitSet::Set {
                     unit: unit.name,
@@ -163,14 +178,16 @@ pub fn write_cpuset(
 
 /// Puts back what [`write_cpuset`] changed, undoing the narrowing when a later stage fails:
 /// the file's old content (an empty one, a v2 cpuset that inherits, as an empty line), and the
-/// unit's `AllowedCPUs` where it was set.
-pub fn restore_cpuset(narrowed: &Narrowed) -> Result<(), CpusetError> {
+/// unit's `AllowedCPUs` where it was set (the container's own unit, no other), waiting for
+/// systemd at most `unit_wait` (and never over [`UNIT_TIMEOUT`]).
+pub fn restore_cpuset(narrowed: &Narrowed, unit_wait: Duration) -> Result<(), CpusetError> {
     let was = narrowed.was.as_str();
     put(&narrowed.path, if was.is_empty() { "\n" } else { was })?;
     if let UnitSet::Set { unit, was, .. } = &narrowed.unit {
         // What the unit had: its CPUs as the file showed them (none: inherited, cleared).
         let cpus = was.parse::<CpuSet>().unwrap_or_default();
-        if let Err(e) = set_allowed_cpus(&narrowed.bus, unit, &cpus, UNIT_TIMEOUT) {
+        let wait = unit_wait.min(UNIT_TIMEOUT);
+        if let Err(e) = set_allowed_cpus(&narrowed.bus, unit, &cpus, wait) {
             log::warn!("cannot put the unit's AllowedCPUs back: {e}");
         }
     }

@@ -9,30 +9,42 @@
 //! `org.freedesktop.systemd1.Manager`. The bitmask is systemd's: byte `i` bit `j` is CPU
 //! `8i + j`.
 //!
-//! The unit is the one the runtime made, found in the pid's own cgroup path (read from
-//! `/proc/<pid>/cgroup` in the host's cgroup namespace): below the slices, the first `.scope`
-//! or `.service` component (`…/kubepods-burstable-pod1.slice/cri-containerd-<id>.scope`,
-//! `/machine.slice/libpod-<id>.scope/container` → `libpod-<id>.scope`). It is called only
-//! on the unified hierarchy when the spec's `linux.cgroupsPath` has the systemd driver's form
-//! `slice:prefix:name` and the pid sits in such a unit: a cgroupfs container never waits on the
-//! bus.
+//! The unit is the one the spec's `linux.cgroupsPath` names in the systemd drivers' form
+//! `slice:prefix:name` (`prefix-name.scope`, as runc and crun name it), and only where the
+//! container's cgroup (its pid's, read from `/proc/<pid>/cgroup` in the host's cgroup namespace)
+//! is that unit's own cgroup or the runtime's child directly below it (crun's and podman's
+//! `container`): [`named`]. A container whose cgroup sits anywhere else (below
+//! `containerd.service`, a session scope, `user@<uid>.service` or another container's scope, as
+//! a cgroupfs driver given the systemd form puts it) gets no call, and one logged line naming
+//! the unit and the cgroup: the unit above it is not the container's, and setting it would
+//! confine every other process of that unit. Only on the unified hierarchy; a path
+//! (`cgroupfs`) names no unit, and such a container never waits on the bus.
 //!
 //! The call goes to the system bus of the host the hook reads (`<root>/run/dbus/
 //! system_bus_socket`, `root` the hook config's; or `DBUS_SYSTEM_BUS_ADDRESS` from the hook's
 //! registration: [`system_bus`]), with zbus: a kept crate of pure
 //! Rust that builds static against musl (no libdbus), so the static hook stays static. It is
-//! bounded by [`UNIT_TIMEOUT`]: a bus that is absent, refuses, or does not answer in time is a
+//! bounded by what the hook's registration leaves, and never over [`UNIT_TIMEOUT`]
+//! ([`unit_wait`]), the call that puts the property back after a failed start as well: a bus
+//! that is absent, refuses, or does not answer in time is a
 //! logged fallback (the cgroup file is still written, as on any cgroupfs node), never a blocked
 //! or refused start.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cpuplan::{CgroupDir, CgroupVersion, CpuSet};
 
+pub mod named;
+
+use named::Choice;
+
 /// How long the hook waits for systemd to take the property before it goes on without it.
 pub const UNIT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a wait on systemd leaves of the hook's registered time for the rest of its work.
+pub const UNIT_RESERVE: Duration = Duration::from_millis(500);
 
 /// Why systemd did not take the property.
 #[derive(Debug, thiserror::Error)]
@@ -65,30 +77,45 @@ pub struct Unit {
     pub dir: PathBuf,
 }
 
-/// The systemd unit the container's pid sits in, found in its cgroup `found`, when the
-/// container runs under the systemd driver (`cgroups_path` in the form `slice:prefix:name`,
-/// the unified hierarchy); `None` otherwise.
-pub fn unit_of(found: &CgroupDir, cgroups_path: Option<&str>) -> Option<Unit> {
-    if found.version != CgroupVersion::V2 || !systemd_form(cgroups_path?) {
-        return None;
+/// What the hook does with systemd for a container whose cgroup is `found` ([`named::choose`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitOf {
+    /// No unit: v1, or the spec names none (a path, no `cgroupsPath`).
+    NotSystemd,
+    /// The container's own unit.
+    Own(Unit),
+    /// The spec names `unit`, but the container's cgroup is not that unit's: no call.
+    NotOwn {
+        /// The unit the spec names.
+        unit: String,
+        /// Why, naming the cgroups.
+        why: String,
+    },
+}
+
+/// The container's own systemd unit, found as [`named::choose`] chooses it: the one its spec's
+/// `cgroups_path` names, when its cgroup `found` (on the unified hierarchy) is that unit's.
+pub fn unit_of(found: &CgroupDir, cgroups_path: Option<&str>) -> UnitOf {
+    if found.version != CgroupVersion::V2 {
+        return UnitOf::NotSystemd;
     }
-    let rel = found.dir.strip_prefix(&found.mount).ok()?;
-    let mut dir = found.mount.clone();
-    for c in rel.components() {
-        let Component::Normal(c) = c else {
-            return None;
-        };
-        let c = c.to_str()?;
-        dir.push(c);
-        if c.ends_with(".slice") {
-            continue;
-        }
-        return (c.ends_with(".scope") || c.ends_with(".service")).then(|| Unit {
-            name: c.to_string(),
-            dir,
-        });
+    let Ok(rel) = found.dir.strip_prefix(&found.mount) else {
+        return UnitOf::NotSystemd;
+    };
+    match named::choose(rel, cgroups_path) {
+        Choice::NotSystemd => UnitOf::NotSystemd,
+        Choice::Unit { name, cgroup } => UnitOf::Own(Unit {
+            name,
+            dir: found.mount.join(cgroup),
+        }),
+        Choice::Refused { unit, why } => UnitOf::NotOwn { unit, why },
     }
-    None
+}
+
+/// How long to wait for systemd when the hook's registration leaves `left`: that, less
+/// [`UNIT_RESERVE`] for the rest of the hook's work, and never over [`UNIT_TIMEOUT`].
+pub fn unit_wait(left: Duration) -> Duration {
+    left.saturating_sub(UNIT_RESERVE).min(UNIT_TIMEOUT)
 }
 
 /// The D-Bus address of the system bus of the host under `root`: `DBUS_SYSTEM_BUS_ADDRESS`
@@ -101,11 +128,6 @@ pub fn system_bus(root: &Path) -> String {
             root.join("run/dbus/system_bus_socket").display()
         ),
     }
-}
-
-/// Whether `cgroups_path` has the systemd driver's form `slice:prefix:name`.
-fn systemd_form(cgroups_path: &str) -> bool {
-    !cgroups_path.starts_with('/') && cgroups_path.split(':').count() == 3
 }
 
 /// `cpus` as systemd's `AllowedCPUs` bitmask: byte `i` bit `j` is CPU `8i + j`.
@@ -198,51 +220,61 @@ mod tests {
     }
 
     #[test]
-    fn the_unit_is_the_runtimes_scope() {
-        let u = |rel: &str, cg: &str| unit_of(&v2(rel), Some(cg)).map(|u| (u.name, u.dir));
+    fn the_unit_is_the_runtimes_scope_and_never_one_above_it() {
+        let u = |rel: &str, cg: &str| unit_of(&v2(rel), Some(cg));
         assert_eq!(
             u("system.slice/cpuplan-x.scope", "system.slice:cpuplan:x"),
-            Some((
-                "cpuplan-x.scope".into(),
-                "/sys/fs/cgroup/system.slice/cpuplan-x.scope".into()
-            ))
+            UnitOf::Own(Unit {
+                name: "cpuplan-x.scope".into(),
+                dir: "/sys/fs/cgroup/system.slice/cpuplan-x.scope".into()
+            })
         );
-        // crun and podman: the processes sit in a child of the scope.
+        // crun and podman: the processes sit in a child of the scope; the unit's dir is the
+        // scope's (what its cpuset.cpus held is read there).
         assert_eq!(
             u(
                 "machine.slice/libpod-ab.scope/container",
                 "machine.slice:libpod:ab"
             ),
-            Some((
-                "libpod-ab.scope".into(),
-                "/sys/fs/cgroup/machine.slice/libpod-ab.scope".into()
-            ))
+            UnitOf::Own(Unit {
+                name: "libpod-ab.scope".into(),
+                dir: "/sys/fs/cgroup/machine.slice/libpod-ab.scope".into()
+            })
         );
-        let kube = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-c1.scope";
+        // A cgroupfs driver given the systemd form: below containerd.service, never it.
+        let cg = "kubepods-burstable-pod1.slice:cri-containerd:c1";
+        match u(&format!("system.slice/containerd.service/{cg}"), cg) {
+            UnitOf::NotOwn { unit, why } => {
+                assert_eq!(unit, "cri-containerd-c1.scope");
+                assert!(
+                    why.contains(&format!("/system.slice/containerd.service/{cg}")),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // cgroupfs: a path, or no cgroupsPath: no unit, nothing said.
+        assert_eq!(u("cpuplan/x", "/cpuplan/x"), UnitOf::NotSystemd);
         assert_eq!(
-            u(kube, "kubepods-burstable-pod1.slice:cri-containerd:c1")
-                .unwrap()
-                .0,
-            "cri-containerd-c1.scope"
+            unit_of(&v2("system.slice/x.scope"), None),
+            UnitOf::NotSystemd
         );
-        // cgroupfs: a path, or no unit in the pid's cgroup.
-        assert_eq!(u("cpuplan/x", "/cpuplan/x"), None);
-        assert_eq!(
-            u("a.slice:b:c", "a.slice:b:c"),
-            None,
-            "cgroupfs takes it literally"
-        );
-        assert_eq!(
-            u("kubepods/burstable/pod1/c1", "kubepods:burstable:c1"),
-            None
-        );
-        assert_eq!(unit_of(&v2("system.slice/x.scope"), None), None);
         // v1: systemd's AllowedCPUs is the unified hierarchy's.
         let v1 = CgroupDir {
             version: CgroupVersion::V1,
-            ..v2("system.slice/x.scope")
+            ..v2("system.slice/y-x.scope")
         };
-        assert_eq!(unit_of(&v1, Some("system.slice:x:y")), None);
+        assert_eq!(unit_of(&v1, Some("system.slice:y:x")), UnitOf::NotSystemd);
+    }
+
+    #[test]
+    fn the_wait_is_what_the_registration_leaves() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert_eq!(unit_wait(s(30)), UNIT_TIMEOUT);
+        assert_eq!(unit_wait(ms(2500)), UNIT_TIMEOUT);
+        assert_eq!(unit_wait(ms(1700)), ms(1200));
+        assert_eq!(unit_wait(ms(400)), Duration::ZERO);
     }
 
     #[test]

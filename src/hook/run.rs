@@ -9,7 +9,6 @@
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use cpuplan::Holder;
 
@@ -20,6 +19,7 @@ use crate::apply::cpuset::{
 };
 use crate::apply::hostplan::{self, Hold};
 use crate::apply::identity::check_pid;
+use crate::apply::unit::unit_wait;
 use crate::config::HookConfig;
 use crate::decide::{verdict, Ask, Course, Decision, Problem, Refusal};
 use crate::edit::{PlanDoc, SpecEdit};
@@ -345,7 +345,7 @@ fn create_runtime(
         Err(e) => {
             release_logged(config, &host, &inputs, &deadline);
             if let Some(narrowed) = cpuset_file {
-                put_back(state, &narrowed);
+                put_back(state, &narrowed, &deadline);
             }
             let was_off = course.is_off();
             let cause = Problem::files(e);
@@ -387,7 +387,7 @@ fn narrow(
     let bus = crate::apply::unit::system_bus(&config.root);
     // systemd is waited on no longer than the hook's registration leaves (less the rest of its
     // work), so that a bus that does not answer never gets the hook killed.
-    let unit_wait = deadline.left().saturating_sub(Duration::from_millis(500));
+    let unit_wait = unit_wait(deadline.left());
     match write_cpuset(
         &inputs.cgroups,
         pid,
@@ -404,6 +404,11 @@ fn narrow(
             );
             match &narrowed.unit {
                 UnitSet::NotSystemd => {}
+                UnitSet::NotOwn { unit, why } => log::warn!(
+                    "container {}: AllowedCPUs not set on {unit}, cpuset {set} written to the \
+                     cgroup file only: {why}",
+                    state.id()
+                ),
                 UnitSet::Set { unit, took, .. } => log::debug!(
                     "container {}: set AllowedCPUs={set} on {unit} through systemd in {} ms",
                     state.id(),
@@ -437,9 +442,10 @@ fn narrow(
     }
 }
 
-/// Puts the cpuset back as it was before [`narrow`], logging how it went.
-fn put_back(state: &HookState, narrowed: &Narrowed) {
-    match restore_cpuset(narrowed) {
+/// Puts the cpuset back as it was before [`narrow`], logging how it went; systemd is waited on
+/// no longer than the registration leaves.
+fn put_back(state: &HookState, narrowed: &Narrowed, deadline: &Deadline) {
+    match restore_cpuset(narrowed, unit_wait(deadline.left())) {
         Ok(()) => log::info!(
             "container {}: cpuset put back to {} ({})",
             state.id(),

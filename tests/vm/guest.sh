@@ -13,7 +13,8 @@
 # after `systemctl daemon-reload`, after `systemctl set-property --runtime <scope>
 # CPUQuota=70%` and after the restart of an unrelated unit.
 #
-# Runtimes: runc and crun (systemd and cgroupfs drivers), podman --cgroup-manager=systemd with
+# Runtimes: runc and crun (systemd and cgroupfs drivers; runc's cgroupfs driver also given a
+# systemd-form path from inside a service, whose unit must be left alone), podman --cgroup-manager=systemd with
 # the createRuntime hook and with `install --with-precreate`, and containerd 1.7 driven through
 # CRI as kubelet drives it (a host-network pod whose cgroup parent is a kubelet-style pod slice
 # with its own CPUQuota): first with the NRI plugin (then kubelet's CPU-manager update and an
@@ -175,6 +176,48 @@ start runc-cgroupfs runc cgroupfs
 start crun-cgroupfs crun cgroupfs
 # The systemd driver with the system bus out of reach: the fallback, not a blocked start.
 start runc-nobus runc systemd DBUS_SYSTEM_BUS_ADDRESS=unix:path=/tmp/cpuplan-vm/no-bus
+
+# in_service: runc's cgroupfs driver given the systemd form from inside a service, as containerd
+# with `SystemdCgroup = false` passes kubelet's slice:prefix:name to it. runc takes the string as
+# a path below its own cgroup's parent: the service's process first moves into a child of the
+# service (as a shim below containerd.service), so the container's cgroup is
+# cpuplan-svc.service/system.slice:cpuplan:svc-ctr. The spec names cpuplan-svc-ctr.scope, which
+# is not where the container is: the hook narrows the container's own cgroup file and calls no
+# one, and the service's AllowedCPUs and its other process's CPUs stay as they were. Its own log
+# and claims directory, so the other containers' counts stay theirs.
+in_service() {
+  local n=svc-ctr u=cpuplan-svc.service before rc pid main
+  bundle "$n" "system.slice:cpuplan:$n"
+  jq --arg log "$W/hook-svc.log" '.log = $log' "$W/hook-$n.json" > "$W/hook-$n.json.new" &&
+    mv "$W/hook-$n.json.new" "$W/hook-$n.json"
+  printf '%s\n' 'cg=/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)' \
+    'mkdir -p $cg/runner && echo $$ > $cg/runner/cgroup.procs' \
+    "runc run -d -b $W/b-$n $n </dev/null >$W/$n.out 2>&1; echo \$? > $W/svc.rc" \
+    'exec sleep 3600' > $W/svc.sh
+  systemd-run --unit $u -p Delegate=yes --quiet bash $W/svc.sh
+  before=$(systemctl show -P AllowedCPUs $u)
+  for _ in $(seq 1 1200); do [ -s $W/svc.rc ] && break; sleep 0.1; done
+  rc=$(cat $W/svc.rc 2>&1)
+  check "$n: starts" 0 "$rc" "$(cat $W/$n.out) $(tail -3 $W/hook-svc.log 2>&1)"
+  if [ "$rc" = 0 ]; then
+    pid=$(runc state $n | jq .pid)
+    check "$n: its cgroup is below the service" "/system.slice/$u/system.slice:cpuplan:$n" \
+      "$(cut -d: -f3- /proc/$pid/cgroup)"
+    check "$n: start: cpus, quota and plan.env" "$WANT" "$(runc exec $n sh -c "$PROBE" 2>&1)"
+    check "$n: the refusal is logged" 1 \
+      "$(grep -c "container $n: AllowedCPUs not set on cpuplan-$n.scope" $W/hook-svc.log)" \
+      "$(cat $W/hook-svc.log)"
+    check "$n: the service's AllowedCPUs unchanged" "'$before'" "'$(systemctl show -P AllowedCPUs $u)'"
+    main=$(systemctl show -P MainPID $u)
+    check "$n: the service's other process keeps its CPUs" 0-1 \
+      "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$main/status 2>&1)"
+    runc delete -f $n >/dev/null 2>&1
+  fi
+  systemctl stop $u
+  check "$n: poststop released its claim" "0 1" \
+    "$(find $W/claims/$n -type f -name '*.json' 2>/dev/null | wc -l) $(grep -c 'stopped, released 1 GPU claim' $W/hook-svc.log)"
+}
+in_service
 
 # podman with the systemd cgroup manager (crun, /machine.slice/libpod-<id>.scope/container)
 mkdir -p $W/hooks.d
