@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,15 +94,19 @@ def no_plan(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     os.sched_setaffinity(0, mask)
 
 
-_DEFAULTS = tempfile.NamedTemporaryFile("w", prefix="cpuplan-hook-", suffix=".json", delete=False)
-_DEFAULTS.write("{}")
-_DEFAULTS.close()
-atexit.register(os.unlink, _DEFAULTS.name)
+# The hook config of defaults but for the host directories it writes: its claims, inventory and
+# log are private (under the work dir when scripts/python-test.sh runs the suite), never the
+# host's /run/cpuplan or /var/log.
+_PRIVATE = tempfile.mkdtemp(prefix="cpuplan-hook-", dir=str(Path(os.environ["CPUPLAN_VENV"]).parent) if os.environ.get("CPUPLAN_VENV") else None)
+atexit.register(shutil.rmtree, _PRIVATE, True)
+_DEFAULTS = os.path.join(_PRIVATE, "hook.json")
+with open(_DEFAULTS, "w") as _f:
+    json.dump({k: os.path.join(_PRIVATE, k) for k in ("claims_dir", "inventory_dir")} | {"log": os.path.join(_PRIVATE, "hook.log")}, _f)
 
 
 def run_hook(hook_bin: str, *args: str) -> subprocess.CompletedProcess:
-    """cpuplan-hook with args and a hook config of defaults only, its output captured as text."""
-    return subprocess.run([hook_bin, "--config", _DEFAULTS.name, *args], capture_output=True, text=True)
+    """cpuplan-hook with args and a hook config of defaults (private claims, inventory, log), its output captured as text."""
+    return subprocess.run([hook_bin, "--config", _DEFAULTS, *args], capture_output=True, text=True)
 
 
 def hook_json(hook_bin: str, *args: str) -> object:
