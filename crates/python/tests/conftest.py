@@ -1,6 +1,6 @@
 """Fixtures the pytest suite shares: the repository, the binaries, two CPUs, and a process with no plan.
 
-The suite runs on the installed wheel (scripts/python-wheel.sh), which sets CPUPLAN_REPO,
+The suite runs on the installed wheel (scripts/python-test.sh), which sets CPUPLAN_REPO,
 CPUPLAN_BIN, CPUPLAN_HOOK and CPUPLAN_VENV; a missing one fails the test that needs it, never
 skips it.
 """
@@ -39,9 +39,9 @@ PLAN_VARS = [
 
 
 def _required(var: str) -> str:
-    """The value of var, which scripts/python-wheel.sh sets; the test fails without it."""
+    """The value of var, which scripts/python-test.sh sets; the test fails without it."""
     value = os.environ.get(var)
-    assert value, f"{var} is not set: run the suite through scripts/python-wheel.sh"
+    assert value, f"{var} is not set: run the suite through scripts/python-test.sh"
     return value
 
 

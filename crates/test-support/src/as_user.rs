@@ -74,7 +74,9 @@ pub fn reachable_by_others(path: &Path) {
     let root = crate::statics::workspace_root()
         .canonicalize()
         .expect("workspace root");
-    let full = path.canonicalize().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let full = path
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(
         !full.starts_with(&root),
         "{} lies in the checkout {}, which other users may not be able to read: copy it into an \

@@ -97,9 +97,7 @@ extern "C" fn check() {
     }
     let text = std::fs::read(REAL_LOG).unwrap_or_default();
     // A log that shrank was rotated or truncated: all of it is new.
-    let from = before
-        .map_or(0, |b| b.0 as usize)
-        .min(text.len());
+    let from = before.map_or(0, |b| b.0 as usize).min(text.len());
     let from = if after.is_some_and(|a| before.is_some_and(|b| a.0 < b.0)) {
         0
     } else {
@@ -154,7 +152,10 @@ mod tests {
         assert_eq!(MARKS.lock().unwrap().len(), before);
         private_log(&serde_json::json!({"log": "stderr"}));
         for bad in [serde_json::json!({}), serde_json::json!({"log": REAL_LOG})] {
-            assert!(std::panic::catch_unwind(|| private_log(&bad)).is_err(), "{bad}");
+            assert!(
+                std::panic::catch_unwind(|| private_log(&bad)).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -95,7 +95,10 @@ fn shims_where(keep: impl Fn(&Path) -> bool) -> Vec<(i32, String)> {
             continue;
         }
         let address = args.iter().enumerate().find_map(|(i, a)| {
-            match a.strip_prefix("-address").or_else(|| a.strip_prefix("--address")) {
+            match a
+                .strip_prefix("-address")
+                .or_else(|| a.strip_prefix("--address"))
+            {
                 Some("") => args.get(i + 1).cloned(),
                 Some(v) => v.strip_prefix('=').map(str::to_string),
                 None => None,
@@ -145,7 +148,10 @@ pub fn stop_shims_under(dir: &Path) -> Vec<(i32, String)> {
     let left = kill_and_wait(&pids);
     if !left.is_empty() {
         // Never a panic: this runs in teardowns, maybe while a failed test unwinds.
-        eprintln!("shims {left:?} under {} still run 10 s after SIGKILL", dir.display());
+        eprintln!(
+            "shims {left:?} under {} still run 10 s after SIGKILL",
+            dir.display()
+        );
     }
     shims
 }
