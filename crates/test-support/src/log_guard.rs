@@ -20,9 +20,20 @@ use std::sync::{Mutex, OnceLock};
 /// The file guarded: the hook's default log (`cpuplan_hook::config::DEFAULT_LOG`).
 pub const REAL_LOG: &str = "/var/log/cpuplan-hook.log";
 
+/// Names another file for the guard to watch instead of [`REAL_LOG`]: set by the guard's own
+/// test (`crates/test-support/tests/log_guard.rs`) alone, which writes lines there.
+pub const WATCH_VAR: &str = "CPUPLAN_TEST_LOG_GUARD_FILE";
+
+/// The file watched: [`REAL_LOG`], or what [`WATCH_VAR`] names.
+fn watched() -> std::path::PathBuf {
+    std::env::var_os(WATCH_VAR)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| REAL_LOG.into())
+}
+
 /// (size, mtime seconds, mtime nanoseconds) of the file, `None` when it does not exist.
 fn snapshot() -> Option<(u64, i64, i64)> {
-    std::fs::metadata(REAL_LOG)
+    std::fs::metadata(watched())
         .ok()
         .map(|m| (m.len(), m.mtime(), m.mtime_nsec()))
 }
@@ -95,7 +106,8 @@ extern "C" fn check() {
     if before == after {
         return;
     }
-    let text = std::fs::read(REAL_LOG).unwrap_or_default();
+    let log = watched();
+    let text = std::fs::read(&log).unwrap_or_default();
     // A log that shrank was rotated or truncated: all of it is new.
     let from = before.map_or(0, |b| b.0 as usize).min(text.len());
     let from = if after.is_some_and(|a| before.is_some_and(|b| a.0 < b.0)) {
@@ -108,17 +120,19 @@ extern "C" fn check() {
     let (mine, others) = ours(&new, &marks);
     if others > 0 {
         eprintln!(
-            "\nlog guard: {others} line(s) reached {REAL_LOG} while this test binary ran, none \
+            "\nlog guard: {others} line(s) reached {} while this test binary ran, none \
              about its containers (another process on this machine ran the hook): not this \
-             binary's doing"
+             binary's doing",
+            log.display()
         );
     }
     if mine.is_empty() {
         return;
     }
     eprintln!(
-        "\nlog guard: a hook this test binary started wrote to the real hook log {REAL_LOG}: its \
+        "\nlog guard: a hook this test binary started wrote to the real hook log {}: its \
          config lacked a private `log` (give it a temp file or \"stderr\"). Its lines:\n{}",
+        log.display(),
         mine.join("\n")
     );
     // SAFETY: ends the process now with status 1; the test harness has printed its results.
