@@ -113,11 +113,18 @@ fn shims_where(keep: impl Fn(&Path) -> bool) -> Vec<(i32, String)> {
     found
 }
 
-/// SIGKILLs `pids` and waits (at most 10 s) until none runs (a shim is not our child: its
-/// reaper is init or a subreaper, so gone or a zombie is enough). The pids still running.
+/// SIGKILLs the shims `pids` and the processes they started (a container's init a removal
+/// missed would run on, reparented to init), and waits (at most 10 s) until no shim runs (a shim
+/// is not our child: its reaper is init or a subreaper, so gone or a zombie is enough). The
+/// shims still running.
 fn kill_and_wait(pids: &[i32]) -> Vec<i32> {
     for &p in pids {
+        let children = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children"))
+            .unwrap_or_default();
         let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+        for c in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+            let _ = kill(Pid::from_raw(c), Signal::SIGKILL);
+        }
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
