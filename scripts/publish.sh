@@ -6,7 +6,7 @@
 #   scripts/publish.sh [--upload] [--repository NAME]
 #
 # Without --upload it builds and checks only: dist/python/ then holds the three files, each
-# wheel's tag confirmed by auditwheel, the sdist shown to stop at once without Rust, and all of
+# wheel's tag confirmed by auditwheel, the sdist carrying the crate's version, and all of
 # them passing `twine check`. With --upload, `twine upload` sends them (credentials as twine
 # reads them: TWINE_USERNAME=__token__ and TWINE_PASSWORD=<a PyPI API token>, or ~/.pypirc;
 # --repository testpypi for a trial run). Releasing is described in docs/python.md.
@@ -30,7 +30,7 @@ tools=$target/python/tools
 out=$PWD/dist/python
 # shellcheck source=scripts/python-tools.sh
 . scripts/python-tools.sh
-python_tools "${PYTHON:-python3}" "$tools"
+publish_tools "${PYTHON:-python3}" "$tools"
 
 rm -rf "$out" && mkdir -p "$out"
 for triple in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
@@ -47,7 +47,7 @@ for triple in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
 done
 
 echo "== the sdist"
-check_sdist_needs_rust "$tools" "$target/python/sdist"
+check_sdist "$tools" "$target/python/sdist"
 cp "$target"/python/sdist/cpuplan-*.tar.gz "$out/"
 
 echo "== twine check"

@@ -1,14 +1,24 @@
-# Shared by scripts/python-wheel.sh and scripts/publish.sh (sourced, not run): the Python
-# build tools from PyPI in a venv, and the checks on what they build.
+# Shared by scripts/python-wheel.sh, scripts/publish.sh and benches/gain (sourced, not run): the
+# Python build tools from PyPI in a venv, and the checks on what they build.
 
-# python_tools PYTHON DIR: maturin, ziglang, auditwheel and twine in the venv DIR (made once, kept).
+# python_tools PYTHON DIR: maturin, ziglang (zig as maturin's linker, for glibc 2.17) and
+# auditwheel in the venv DIR (made once, kept).
 python_tools() {
     local python=$1 dir=$2
-    if ! "$dir/bin/python" -c 'import maturin, ziglang, auditwheel, twine' >/dev/null 2>&1; then
-        echo "== installing maturin, ziglang, auditwheel and twine into $dir"
+    if ! "$dir/bin/python" -c 'import maturin, ziglang, auditwheel' >/dev/null 2>&1; then
+        echo "== installing maturin, ziglang and auditwheel into $dir"
         rm -rf "$dir"
         "$python" -m venv "$dir"
-        "$dir/bin/pip" install -q "maturin>=1.5,<2" "ziglang>=0.13,<1" "auditwheel>=6,<7" "twine>=5,<8"
+        "$dir/bin/pip" install -q "maturin>=1.5,<2" "ziglang>=0.13,<1" "auditwheel>=6,<7"
+    fi
+}
+
+# publish_tools PYTHON DIR: python_tools and twine (releases only).
+publish_tools() {
+    python_tools "$1" "$2"
+    if ! "$2/bin/python" -c 'import twine' >/dev/null 2>&1; then
+        echo "== installing twine into $2"
+        "$2/bin/pip" install -q "twine>=5,<8"
     fi
 }
 
@@ -26,26 +36,32 @@ check_manylinux2014() {
     esac
 }
 
-# check_sdist_needs_rust TOOLS DIR: build the sdist into DIR; a build from it with no cargo on
-# PATH must fail at once with the message of crates/python/build_backend (no download).
-check_sdist_needs_rust() {
-    local tools=$1 dir=$2 out rc sdist
+# maturin_warnings FILE: maturin's own warnings in FILE (`⚠️  Warning: ...`; cargo's lower-case
+# `warning:` lines about the crates' manifests are not maturin's); fails when there are none.
+maturin_warnings() {
+    grep "Warning:" "$1"
+}
+
+# check_sdist TOOLS DIR: build the sdist into DIR with maturin; it must carry the crate's version
+# (crates/python/Cargo.toml, the one source) in its PKG-INFO and maturin must not warn.
+check_sdist() {
+    local tools=$1 dir=$2 out sdist version
     rm -rf "$dir" && mkdir -p "$dir"
     if ! out=$(PATH=$tools/bin:$PATH "$tools/bin/maturin" sdist -m crates/python/Cargo.toml --out "$dir" 2>&1); then
         echo "$out" >&2
         return 1
     fi
-    sdist=$(echo "$dir"/cpuplan-*.tar.gz)
-    [ -f "$sdist" ] || { echo "no sdist in $dir" >&2; return 1; }
-    set +e
-    out=$(cd "$dir" && timeout 120 env -u CARGO_HOME -u RUSTUP_HOME PATH="$tools/bin" \
-        "$tools/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$dir/wheel" "$sdist" 2>&1)
-    rc=$?
-    set -e
-    if [ "$rc" -eq 0 ] || ! grep -q "building from source needs a Rust toolchain" <<<"$out"; then
-        echo "the sdist built, or failed otherwise, without cargo (exit $rc):" >&2
+    if maturin_warnings <(echo "$out"); then
+        echo "maturin sdist warned:" >&2
         echo "$out" >&2
         return 1
     fi
-    echo "${sdist##*/}: $(grep -o "building from source needs a Rust toolchain.*" <<<"$out" | head -n 1)"
+    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' crates/python/Cargo.toml | head -n 1)
+    sdist=$dir/cpuplan-$version.tar.gz
+    [ -f "$sdist" ] || { echo "no $sdist (the crate's version $version) in $dir: $(ls "$dir")" >&2; return 1; }
+    if ! tar -xOzf "$sdist" "cpuplan-$version/PKG-INFO" | grep -qx "Version: $version"; then
+        echo "$sdist: PKG-INFO does not say Version: $version" >&2
+        return 1
+    fi
+    echo "${sdist##*/}: version $version, maturin's backend"
 }

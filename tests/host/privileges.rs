@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::fakehost::{fingerprint, FakeHost, FakeRoot};
+use common::as_user::{reachable_by_others, Shared};
+use common::fakehost::{self, fingerprint, FakeHost, FakeRoot};
 use common::hookbin;
 use common::statics::static_bins;
 use cpuplan_hook::elf::PT_INTERP;
@@ -214,12 +215,16 @@ fn rootless_without_capabilities_writes_the_plan_without_the_cpuset() {
         "this test runs as root (CI does): it drops to nobody with setpriv"
     );
     let nobody = 65534u32;
-    let t = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // nobody reads nothing in the checkout (it may be a clone other users cannot read): the
+    // hook binary and the topology are copies in a directory every user may read.
+    let t = Shared::new();
+    let hook = t.binary(Path::new(env!("CARGO_BIN_EXE_cpuplan-hook")));
+    let topology = t.copy(&fakehost::fixtures().join("e2e-host"), "e2e-host");
     let croot = t.path().join("croot");
     let fake = FakeRoot::new(&t.path().join("host"), 4244, "/ctr", &croot);
     let mut fx = FakeHost::bundle_only();
     std::fs::set_permissions(fx.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    fx.hook["topology_root"] = json!(topology);
     // The container's rootfs as the fake /proc/<pid>/root shows it, owned by the unprivileged user.
     let inside = croot.join(fx.rootfs().strip_prefix("/").unwrap());
     std::fs::create_dir_all(&inside).unwrap();
@@ -229,6 +234,9 @@ fn rootless_without_capabilities_writes_the_plan_without_the_cpuset() {
     fx.env("NVIDIA_VISIBLE_DEVICES=0");
     fx.spec["linux"]["resources"] = json!({"cpu": {"quota": 100000, "period": 100000}});
     fx.write();
+    for p in [&hook, &topology, &fx.hook_path(), &fake.root, &fx.bundle()] {
+        reachable_by_others(p);
+    }
     let cpuset = fake.cg_file("cpuset", "cpuset.cpus");
     let before = fingerprint(&cpuset);
     let mut child = Command::new("setpriv")
@@ -239,7 +247,7 @@ fn rootless_without_capabilities_writes_the_plan_without_the_cpuset() {
             "--inh-caps=-all",
             "--bounding-set=-all",
         ])
-        .arg(env!("CARGO_BIN_EXE_cpuplan-hook"))
+        .arg(&hook)
         .arg("--config")
         .arg(fx.hook_path())
         .args(["hook", "createRuntime"])

@@ -419,6 +419,8 @@ fn visible_gpus(
 #[pymodule]
 fn _cpuplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CpuPlanError", m.py().get_type::<CpuPlanError>())?;
+    // The package's version: crates/python/Cargo.toml's, which maturin writes into the wheel.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_CPU", MAX_CPU)?;
     m.add("DEFAULT_PLAN", cpuplan_shim::DEFAULT_PLAN)?;
     m.add("PLAN_VAR", cpuplan_shim::PLAN_VAR)?;

@@ -1,6 +1,6 @@
 """Fixtures the pytest suite shares: the repository, the binaries, two CPUs, and a process with no plan.
 
-The suite runs on the installed wheel (scripts/python-wheel.sh), which sets CPUPLAN_REPO,
+The suite runs on the installed wheel (scripts/python-test.sh), which sets CPUPLAN_REPO,
 CPUPLAN_BIN, CPUPLAN_HOOK and CPUPLAN_VENV; a missing one fails the test that needs it, never
 skips it.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,9 +39,9 @@ PLAN_VARS = [
 
 
 def _required(var: str) -> str:
-    """The value of var, which scripts/python-wheel.sh sets; the test fails without it."""
+    """The value of var, which scripts/python-test.sh sets; the test fails without it."""
     value = os.environ.get(var)
-    assert value, f"{var} is not set: run the suite through scripts/python-wheel.sh"
+    assert value, f"{var} is not set: run the suite through scripts/python-test.sh"
     return value
 
 
@@ -93,15 +94,19 @@ def no_plan(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     os.sched_setaffinity(0, mask)
 
 
-_DEFAULTS = tempfile.NamedTemporaryFile("w", prefix="cpuplan-hook-", suffix=".json", delete=False)
-_DEFAULTS.write("{}")
-_DEFAULTS.close()
-atexit.register(os.unlink, _DEFAULTS.name)
+# The hook config of defaults but for the host directories it writes: its claims, inventory and
+# log are private (under the work dir when scripts/python-test.sh runs the suite), never the
+# host's /run/cpuplan or /var/log.
+_PRIVATE = tempfile.mkdtemp(prefix="cpuplan-hook-", dir=str(Path(os.environ["CPUPLAN_VENV"]).parent) if os.environ.get("CPUPLAN_VENV") else None)
+atexit.register(shutil.rmtree, _PRIVATE, True)
+_DEFAULTS = os.path.join(_PRIVATE, "hook.json")
+with open(_DEFAULTS, "w") as _f:
+    json.dump({k: os.path.join(_PRIVATE, k) for k in ("claims_dir", "inventory_dir")} | {"log": os.path.join(_PRIVATE, "hook.log")}, _f)
 
 
 def run_hook(hook_bin: str, *args: str) -> subprocess.CompletedProcess:
-    """cpuplan-hook with args and a hook config of defaults only, its output captured as text."""
-    return subprocess.run([hook_bin, "--config", _DEFAULTS.name, *args], capture_output=True, text=True)
+    """cpuplan-hook with args and a hook config of defaults (private claims, inventory, log), its output captured as text."""
+    return subprocess.run([hook_bin, "--config", _DEFAULTS, *args], capture_output=True, text=True)
 
 
 def hook_json(hook_bin: str, *args: str) -> object:

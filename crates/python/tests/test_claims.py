@@ -115,7 +115,7 @@ def test_the_hooks_claims_command_sees_the_claim(tmp_path: Path, hook_bin: str) 
     claims = tmp_path / "claims"
     assert cpuplan.host.claim_gpus([A], claims_dir=claims) is None
     config = tmp_path / "hook.json"
-    config.write_text(json.dumps({"claims_dir": str(claims)}))
+    config.write_text(json.dumps({"claims_dir": str(claims), "inventory_dir": str(tmp_path / "inventory"), "log": str(tmp_path / "hook.log")}))
     out = run_hook(hook_bin, "--config", str(config), "claims", "--json")
     assert out.returncode == 0, out.stderr
     listed = json.loads(out.stdout)

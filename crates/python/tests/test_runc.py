@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 
 def require_runc() -> str:
@@ -48,6 +48,14 @@ def python_mounts(rootfs: Path, venv: Path) -> List[Dict[str, object]]:
     return mounts
 
 
+def host_dir_snapshot() -> List[Tuple[str, int]]:
+    """Every path under the host's /run/cpuplan with its mtime ([] when it does not exist)."""
+    root = Path("/run/cpuplan")
+    if not root.exists():
+        return []
+    return sorted((str(p), p.lstat().st_mtime_ns) for p in [root, *root.rglob("*")])
+
+
 def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, stages_bin: str, venv: Path, tmp_path: Path) -> None:
     busybox = require_runc()
     tag = f"cpuplan-py-{os.getpid()}"
@@ -63,9 +71,19 @@ def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, st
     config = json.loads((bundle / "config.json").read_text())
 
     hook_config = tmp_path / "hook.json"
+    # Every directory the hook writes is private: claims, the host inventory, the log. The
+    # host's /run/cpuplan and /var/log are the machine's.
     hook_config.write_text(
-        json.dumps({"topology_root": str(repo / "tests/fixtures/e2e-host"), "claims_dir": str(tmp_path / "claims"), "log": str(tmp_path / "hook.log")})
+        json.dumps(
+            {
+                "topology_root": str(repo / "tests/fixtures/e2e-host"),
+                "claims_dir": str(tmp_path / "claims"),
+                "inventory_dir": str(tmp_path / "inventory"),
+                "log": str(tmp_path / "hook.log"),
+            }
+        )
     )
+    host_dir_before = host_dir_snapshot()
     argv = [stages_bin, "--config", str(hook_config), "hook"]
     path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     config["hooks"] = {stage: [{"path": stages_bin, "args": [*argv, stage], "env": [path], "timeout": 30}] for stage in ("createRuntime", "poststop")}
@@ -120,4 +138,7 @@ def test_a_python_worker_loads_the_hooks_plan_in_a_runc_container(repo: Path, st
     no_plan = "no plan installed: install(cpuplan.hook_plan()) installs the one in /run/cpuplan/plan.json"
     assert lines[6:] == [f"0 0000:3b:00.0 None True ['0000:3b:00.0'] {no_plan}"], out.stdout
     assert f"container {tag}: pid" in log and "released 1 GPU claim" in log, log
+    # The hook kept its inventory where its config said, and left the host's directory as it was.
+    assert host_dir_snapshot() == host_dir_before, "the hook wrote under the host's /run/cpuplan"
+    assert (tmp_path / "inventory").is_dir(), "the hook did not use its private inventory_dir"
 

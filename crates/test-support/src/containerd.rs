@@ -46,11 +46,13 @@ impl Containerd {
     /// Starts containerd with `top` lines before the tables and `tables` after them.
     pub fn start_with(top: &str, tables: &str) -> Containerd {
         require_containerd();
+        crate::procs::stop_orphaned_shims(&std::env::temp_dir(), "cpuplan-containerd-");
         let dir = tempfile::Builder::new()
             .prefix("cpuplan-containerd-")
             .tempdir()
             .expect("tempdir");
         let t = dir.path();
+        crate::log_guard::mark_dir(t);
         let config = format!(
             "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\n{top}\n\
              [grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n\
@@ -128,6 +130,7 @@ impl Containerd {
     /// Runs `spec` (a whole runtime spec, hooks included) as container `id` in the foreground
     /// with `ctr run --rm --config`; the spec is also kept as `<id>/config.json` beside its rootfs.
     pub fn run_config(&self, id: &str, spec: &Value) -> Run {
+        crate::log_guard::mark(id);
         self.ids.lock().unwrap().push(id.to_string());
         let bundle = self.dir.path().join(id);
         std::fs::create_dir_all(&bundle).unwrap();
@@ -185,6 +188,7 @@ impl Drop for Containerd {
         if let Some(child) = self.child.take() {
             super::procs::stop_gently(child, Duration::from_secs(5));
         }
+        crate::procs::stop_shims_under(self.dir.path());
         crate::procs::unmount_under(self.dir.path());
         // The shim's runc state root, empty once its containers are gone.
         let _ = std::fs::remove_dir(Path::new("/run/containerd/runc").join(NAMESPACE));

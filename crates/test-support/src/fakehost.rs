@@ -99,6 +99,7 @@ impl FakeHost {
             "process": {"cwd": "/", "args": ["sh"], "user": {"uid": 0, "gid": 0}, "env": ["PATH=/bin"]},
             "linux": {"cgroupsPath": "/ctr"}
         });
+        crate::log_guard::mark_dir(dir.path());
         hook["claims_dir"] = json!(dir.path().join("claims"));
         hook["inventory_dir"] = json!(dir.path().join("inventory"));
         hook["log"] = json!(dir.path().join("hook.log"));
@@ -167,6 +168,7 @@ impl FakeHost {
 
     /// Writes config.json and hook.json.
     pub fn write(&self) {
+        crate::log_guard::private_log(&self.hook);
         std::fs::write(
             self.bundle().join("config.json"),
             serde_json::to_vec_pretty(&self.spec).unwrap(),

@@ -7,6 +7,7 @@
 //! The modules that drive the hook as a library need the `hook` feature (the root package's
 //! tests turn it on).
 
+pub mod as_user;
 pub mod cgroups;
 pub mod containerd;
 pub mod cri;

@@ -107,6 +107,7 @@ impl Podman {
             .tempdir()
             .expect("tempdir");
         let t = dir.path();
+        crate::log_guard::mark_dir(t);
         let hooks_dir = hooks_dir
             .map(Path::to_path_buf)
             .unwrap_or_else(|| t.join("hooks.d"));

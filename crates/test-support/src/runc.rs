@@ -86,6 +86,8 @@ impl Bundle {
             .tempdir()
             .expect("tempdir");
         let id = format!("cpuplan-{tag}-{}", std::process::id());
+        crate::log_guard::mark(&id);
+        crate::log_guard::mark_dir(dir.path());
         let rootfs = dir.path().join("bundle/rootfs");
         for d in ["bin", "proc", "sys", "dev", "run", "tmp", "etc"] {
             std::fs::create_dir_all(rootfs.join(d)).unwrap();

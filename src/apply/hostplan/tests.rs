@@ -12,6 +12,27 @@ fn holder(id: &str, live: bool) -> Holder {
     h
 }
 
+/// A holder whose pid was a child of this test, spawned, killed and reaped: gone for good (a
+/// pid taken again runs with a later start time). Never `pid + 1` of this process: that id is
+/// often a thread of this very process, started in the same clock tick.
+fn gone_child(root: &Path) -> Holder {
+    let mut child = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("sleep");
+    let h = Holder::of_pid(root, "gone", "/b", child.id())
+        .unwrap()
+        .expect("the child runs until killed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !h.is_live(root).unwrap(),
+        "pid {} came back with its start time",
+        h.pid
+    );
+    h
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -60,11 +81,12 @@ fn a_plan_directory_is_held_by_one_live_container_and_released_at_its_poststop()
         hold(&claims, root, "1-3", &b, WAIT).unwrap(),
         Hold::Taken { .. }
     ));
-    // The same container again (started again, another pid): its own, taken; on the way b's
-    // records (its pid gone, its poststop never ran) are collected.
+    // The same container again (started again, another pid, which has since exited): its own,
+    // taken; on the way b's records (its pid gone, its poststop never ran) are collected.
     let a2 = Holder {
-        pid: a.pid + 1,
-        ..a.clone()
+        container: a.container.clone(),
+        scope: a.scope.clone(),
+        ..gone_child(root)
     };
     assert_eq!(
         hold(&claims, root, "1-2", &a2, WAIT).unwrap(),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::proc_stat::{live_start_time, parse_stat};
+use crate::proc_stat::{is_other_thread, live_start_time, parse_stat};
 
 #[test]
 fn pci_addresses() {
@@ -78,4 +78,53 @@ proptest::proptest! {
 fn own_start_time_is_read() {
     let t = live_start_time(Path::new("/"), std::process::id()).unwrap();
     assert!(t.is_some_and(|t| t > 0), "{t:?}");
+}
+
+#[test]
+fn a_thread_id_is_no_live_process_whatever_its_start_time() {
+    // Field 38 (the exit signal): -1 for a thread that does not lead its group, 17 or 0 else.
+    let fields = |exit: &str| {
+        format!("9 (a b) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 1 2 3 4 5 6 7 8 9 0 0 0 0 0 0 {exit} 1 0 0")
+    };
+    assert!(is_other_thread(&fields("-1")));
+    assert!(!is_other_thread(&fields("17")) && !is_other_thread(&fields("0")));
+    assert!(!is_other_thread(
+        "9 (sh) S 1 9 9 0 -1 0 1 2 3 4 5 6 7 8 20 0 1 0 99 0 0"
+    ));
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("proc/9")).unwrap();
+    std::fs::write(root.path().join("proc/9/stat"), fields("-1")).unwrap();
+    assert_eq!(live_start_time(root.path(), 9).unwrap(), None);
+    std::fs::write(root.path().join("proc/9/stat"), fields("17")).unwrap();
+    assert_eq!(live_start_time(root.path(), 9).unwrap(), Some(77));
+
+    // A live thread of this process: /proc/<tid>/stat answers, yet it is no holder's pid.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+        let _ = stop_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    assert!(Path::new(&format!("/proc/{tid}/stat")).exists());
+    assert_eq!(
+        live_start_time(Path::new("/"), tid).unwrap(),
+        None,
+        "thread {tid}"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap();
+    let (_, start) = parse_stat(&stat).unwrap();
+    let h = Holder {
+        container: "c".into(),
+        scope: "s".into(),
+        pid: tid,
+        start_time: start,
+        pid_ns: own_pid_ns(),
+    };
+    assert!(
+        !h.is_live(Path::new("/")).unwrap(),
+        "a thread id judged a live holder"
+    );
+    stop_tx.send(()).unwrap();
+    t.join().unwrap();
 }

@@ -18,6 +18,7 @@ plan. Documentation: docs/python.md.
 from __future__ import annotations
 
 from . import cpus, host, threads
+from ._cpuplan import __version__
 from .cpus import (
     CpuPlan,
     CpuPlanError,

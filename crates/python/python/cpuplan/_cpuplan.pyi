@@ -7,6 +7,7 @@ _Path = Union[str, PathLike[str]]
 _Step = Tuple[FrozenSet[int], str]
 _Plan = Tuple[FrozenSet[int], int, List[Optional[_Step]], Optional[_Step], str]
 
+__version__: str
 MAX_CPU: int
 DEFAULT_PLAN: str
 PLAN_VAR: str

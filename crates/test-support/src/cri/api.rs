@@ -23,7 +23,7 @@ pub async fn connect(
 
 impl CriNode {
     fn client(&self) -> Result<RuntimeServiceClient<Channel>, tonic::Status> {
-        let mut slot = self.client.lock().unwrap();
+        let mut slot = self.client.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
         }
@@ -124,6 +124,7 @@ impl CriNode {
         let id = self
             .try_call(|mut c| async move { c.run_pod_sandbox(req).await })?
             .pod_sandbox_id;
+        crate::log_guard::mark(&id);
         self.pods.lock().unwrap().push(id.clone());
         Ok(id)
     }
@@ -170,6 +171,7 @@ impl CriNode {
         let id = self
             .try_call(|mut c| async move { c.create_container(req).await })?
             .container_id;
+        crate::log_guard::mark(&id);
         self.containers.lock().unwrap().push(id.clone());
         Ok(id)
     }

@@ -80,10 +80,10 @@ impl CriNode {
 
     /// Stops containerd (SIGTERM, then SIGKILL after 10 s); shims and containers keep running.
     pub fn stop_daemon(&self) {
-        let Some(child) = self.child.lock().unwrap().take() else {
+        let Some(child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
-        *self.client.lock().unwrap() = None;
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = None;
         crate::procs::stop_gently(child, Duration::from_secs(10));
     }
 

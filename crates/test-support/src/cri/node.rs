@@ -23,10 +23,13 @@ impl CriNode {
         require_cri();
         opts.containerd.require();
         super::teardown::LIVE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // The shims of nodes whose test process was killed before its teardown.
+        crate::procs::stop_orphaned_shims(&std::env::temp_dir(), "cpuplan-cri-");
         let dir = tempfile::Builder::new()
             .prefix("cpuplan-cri-")
             .tempdir()
             .expect("tempdir");
+        crate::log_guard::mark_dir(dir.path());
         let node = CriNode {
             dir,
             operator: crate::operator_dir::tempdir(),

@@ -51,9 +51,20 @@ pub(super) static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::Atom
 impl Drop for CriNode {
     fn drop(&mut self) {
         let last = LIVE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1;
-        let containers = self.containers.lock().unwrap().clone();
-        let pods = self.pods.lock().unwrap().clone();
-        if self.child.lock().unwrap().is_some() {
+        // A test that panicked holding one of these locks poisoned it: the teardown still runs
+        // (a panic here, while that test unwinds, would abort and leave everything behind).
+        let containers = self
+            .containers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let pods = self.pods.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if self
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
             for id in &containers {
                 let req = cri::RemoveContainerRequest {
                     container_id: id.clone(),
@@ -110,8 +121,16 @@ impl Drop for CriNode {
                     .output();
             }
         }
+        // Every shim of this node, found by its containerd's address under the node root:
+        // those whose task directory containerd removed or never wrote (a pod's shim serving
+        // its containers, a shim of a containerd killed mid-start) outlive it otherwise.
+        crate::procs::stop_shims_under(self.root());
         crate::procs::unmount_under(self.root());
-        let parents = self.cgroups.lock().unwrap().clone();
+        let parents = self
+            .cgroups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for h in hierarchies() {
             crate::cgroups::remove_named(&h, &ids, 5);
             // CRI's parent for pods without a cgroup_parent, when no other node uses it.
