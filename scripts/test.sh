@@ -39,7 +39,7 @@ if ! command -v cargo >/dev/null; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils)
+packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils logrotate)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -813,3 +813,5 @@ fn install_moves_an_earlier_install_s_registration_out_of_etc_containers() {
         foreign
     );
 }
+
+mod preview;
