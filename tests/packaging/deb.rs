@@ -114,6 +114,19 @@ impl Drop for Installed {
     }
 }
 
+/// The package, built once for this binary's tests (they would race on `target/deb-stage`)
+/// into `$CARGO_TARGET_DIR/deb-test`.
+fn built_deb() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = target_dir().join("deb-test");
+            let _ = std::fs::remove_dir_all(&out);
+            build_deb(&out)
+        })
+        .clone()
+}
+
 /// Builds the package with `scripts/deb.sh --debug` into `out`; returns its path.
 fn build_deb(out: &Path) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -178,7 +191,7 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         .prefix("cpuplan-deb-")
         .tempdir()
         .unwrap();
-    let deb = build_deb(&tmp.path().join("debian"));
+    let deb = built_deb();
 
     let guard = Installed {
         _lock: hostlock::exclusive(),

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use common::runc::require;
 use cpuplan_hook::elf;
 
-use super::{build_deb, repo_json};
+use super::{built_deb, repo_json};
 
 /// `dpkg --root ROOT --force-script-chrootless ARGS`: (status, output).
 fn dpkg_in(root: &Path, args: &[&str]) -> (i32, String) {
@@ -52,7 +52,7 @@ fn tree(root: &Path) -> Vec<(PathBuf, Option<Vec<u8>>, u32)> {
             continue;
         }
         for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let (p, m) = (e.path(), e.symlink_metadata().unwrap());
+            let (p, m) = (e.path(), e.metadata().unwrap());
             let bytes = if m.is_dir() {
                 dirs.push(p.clone());
                 None
@@ -87,7 +87,7 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
         .prefix("cpuplan-deb-root-")
         .tempdir()
         .unwrap();
-    let deb = build_deb(&tmp.path().join("debian"));
+    let deb = built_deb();
     let root = tmp.path().join("root");
     let at = |p: &str| root.join(p.trim_start_matches('/'));
     for d in [
@@ -98,7 +98,8 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
     std::fs::write(at("/var/lib/dpkg/status"), "").unwrap();
-    let (rc, out) = dpkg_in(&root, &["-i", deb.to_str().unwrap()]);
+    // The root has no libc6 (the shim's .so asks for one): the test's root, not a system.
+    let (rc, out) = dpkg_in(&root, &["--force-depends", "-i", deb.to_str().unwrap()]);
     assert_eq!(rc, 0, "dpkg --root -i: {out}");
     assert!(
         !out.contains("warning"),
@@ -128,10 +129,15 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
         .as_os_str()
         .is_empty()
     {
+        // The host's units (sysinit.target…) with a copy naming the root's binary: the root
+        // holds no systemd of its own.
+        let copy = tmp.path().join("units/cpuplan-nri.service");
+        std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+        let exec = format!("ExecStart={}", at("/usr/bin/cpuplan-nri").display());
+        std::fs::write(&copy, text.replace("ExecStart=/usr/bin/cpuplan-nri", &exec)).unwrap();
         let verify = Command::new("systemd-analyze")
-            .arg(format!("--root={}", root.display()))
             .args(["verify", "--man=no"])
-            .arg(&unit)
+            .arg(&copy)
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&verify.stderr).into_owned()
@@ -220,15 +226,29 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
     .unwrap();
     let hook = at("/usr/libexec/cpuplan/cpuplan-hook");
     let hook_line = || {
-        // No state on stdin: one line in the log saying so.
-        run(
-            &hook,
-            &["--config", config.to_str().unwrap(), "hook", "poststop"],
-        );
+        // A stopped container's state: the poststop stage logs one line.
+        let mut child = Command::new(&hook)
+            .args(["--config", config.to_str().unwrap(), "hook"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(br#"{"ociVersion":"1.0.2","id":"deb-rotate","status":"stopped","bundle":"/nonexistent"}"#)
+            .unwrap();
+        assert!(child.wait().unwrap().success());
     };
     hook_line();
     let first = std::fs::read_to_string(&log).unwrap();
-    assert!(first.contains("cpuplan-hook["), "the hook logged: {first}");
+    assert!(
+        first.contains("container deb-rotate: stopped"),
+        "the hook logged: {first}"
+    );
     let (rc, out, err) = run(
         Path::new("logrotate"),
         &["-f", "-s", state.to_str().unwrap(), copy.to_str().unwrap()],
@@ -250,7 +270,7 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
     hook_line();
     let second = std::fs::read_to_string(&log).unwrap();
     assert!(
-        second.contains("cpuplan-hook["),
+        second.contains("container deb-rotate: stopped") && second.lines().count() == 1,
         "the hook logs to the new file: {second}"
     );
     assert_eq!(
