@@ -1,4 +1,5 @@
-//! `install --dry-run` and `uninstall --dry-run` on a node root of their own (`--root-prefix`):
+//! `install --dry-run` and `uninstall --dry-run` (the hook's, `--containerd`, `--nri`) on a node
+//! root of their own (`--root-prefix`):
 //! the tree is unchanged, and what each lists is exactly what the real command then changes;
 //! and the package's opt-in registration `hooks/oci/cpuplan-annotated.json` run by a real
 //! podman: only containers with a CDI or `cpuplan.*` annotation run the hook.
@@ -106,6 +107,7 @@ fn dry_run_then_real(root: &Path, args: &[&str]) -> String {
 
 #[test]
 fn install_and_uninstall_dry_runs_list_what_the_real_runs_then_do() {
+    common::runc::require("containerd install", &[("ctr", "containerd/trixie")]);
     let tmp = tempfile::Builder::new()
         .prefix("cpuplan-dry-")
         .tempdir()
@@ -129,8 +131,42 @@ fn install_and_uninstall_dry_runs_list_what_the_real_runs_then_do() {
             && out.contains(&format!("would replace {} (mode 0755)\n", hook.display())),
         "{out}"
     );
-    // containerd's NRI drop-in on a config.toml of the node's: the restart hint is printed.
+    // uninstall: every file, and the directories it leaves empty.
+    let out = dry_run_then_real(root, &["uninstall"]);
+    assert!(
+        out.contains(&format!(
+            "would remove the empty directory {}\n",
+            root.join("usr/local/libexec/cpuplan").display()
+        )),
+        "{out}"
+    );
+    // containerd's registration (`ctr oci spec` runs in the dry run too): its base spec, its
+    // drop-in, the config.toml it creates, and the restart hint.
     let etc = root.join("etc/containerd");
+    let out = dry_run_then_real(root, &["install", "--containerd"]);
+    for (path, what) in [
+        ("cpuplan-base-spec.json", "new, mode 0644"),
+        ("conf.d/cpuplan.toml", "new, mode 0644"),
+        ("config.toml", "new, mode 0644"),
+    ] {
+        assert!(
+            out.contains(&format!(
+                "would write {} ({what})\n",
+                etc.join(path).display()
+            )),
+            "{path}: {out}"
+        );
+    }
+    assert!(out.contains("restart containerd"), "{out}");
+    let out = dry_run_then_real(root, &["uninstall", "--containerd"]);
+    assert!(
+        out.contains(&format!(
+            "would remove {}\n",
+            etc.join("config.toml").display()
+        )) && out.contains("restart containerd to unload it"),
+        "{out}"
+    );
+    // containerd's NRI drop-in on a config.toml of the node's.
     std::fs::create_dir_all(&etc).unwrap();
     std::fs::write(etc.join("config.toml"), "version = 2\n").unwrap();
     let out = dry_run_then_real(root, &["install", "--nri"]);
@@ -146,15 +182,6 @@ fn install_and_uninstall_dry_runs_list_what_the_real_runs_then_do() {
     );
     let out = dry_run_then_real(root, &["uninstall", "--nri"]);
     assert!(out.contains("restart containerd to unload it"), "{out}");
-    // uninstall: every file, and the directories it leaves empty.
-    let out = dry_run_then_real(root, &["uninstall"]);
-    assert!(
-        out.contains(&format!(
-            "would remove the empty directory {}\n",
-            root.join("usr/local/libexec/cpuplan").display()
-        )),
-        "{out}"
-    );
     // Nothing left to do: said so, and still nothing changed.
     let (rc, out, err) = cpuplan(root, &["uninstall", "--dry-run"]);
     assert_eq!(rc, 0, "{err}");
