@@ -188,6 +188,58 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
         "the install enabled a unit"
     );
 
+    // Run as the unit runs it (its ExecStart, here with a config whose `log` is a file and a
+    // runtime that is not there): it logs to stderr, the journal under systemd, and never
+    // opens the config's log file.
+    let plugin_log = tmp.path().join("plugin-config.log");
+    let plugin_config = tmp.path().join("plugin.json");
+    std::fs::write(
+        &plugin_config,
+        serde_json::to_vec(&serde_json::json!({
+            "log": plugin_log,
+            "nri_dir": tmp.path().join("nri"),
+            "claims_dir": tmp.path().join("nri-claims"),
+            "inventory_dir": tmp.path().join("nri-inventory"),
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut plugin = Command::new(&nri)
+        .args(&exec[1..])
+        .arg("--config")
+        .arg(&plugin_config)
+        .arg("--socket")
+        .arg(tmp.path().join("no-runtime.sock"))
+        .arg("--state")
+        .arg(tmp.path().join("plugin-state"))
+        .current_dir(tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = {
+        use std::io::BufRead;
+        // Up to its first attempt at the runtime's socket (or the end of its stderr).
+        let mut said = String::new();
+        let mut err = std::io::BufReader::new(plugin.stderr.take().unwrap());
+        while !said.contains("nri: cannot connect to the NRI socket") {
+            if err.read_line(&mut said).unwrap() == 0 {
+                break;
+            }
+        }
+        said
+    };
+    common::procs::stop_gently(plugin, std::time::Duration::from_secs(10));
+    assert!(
+        said.contains("nri: cannot connect to the NRI socket"),
+        "the plugin's lines, on stderr: {said:?}"
+    );
+    assert!(
+        !plugin_log.exists() && !tmp.path().join("stderr").exists(),
+        "the plugin under the unit's options opened a log file"
+    );
+
     // logrotate's file: as shipped, a dry run over the real paths passes.
     let logrotate = at("/etc/logrotate.d/cpuplan");
     let state = tmp.path().join("logrotate.state");
