@@ -8,6 +8,7 @@
 #        NRI tests); skopeo (the image test); protobuf-compiler (the CRI client's build); jq;
 #        promtool from trixie (Prometheus's checker: the chart's alerts and dashboard queries);
 #        dbus-daemon (a private bus with a fake systemd: the unit-property tests);
+#        logrotate (the package's rotation of the hook's log, checked with logrotate -d);
 #        python3 and python3-venv (the shim's ctypes test, the wheel test, Helm's venv);
 #        gcc (the C ABI test); binutils (readelf, strip: the static check, the package builds);
 #        qemu-system-x86 and mmdebstrap (tests/vm/cgroup2-vm.sh deps: the cgroup v2 + systemd
@@ -41,7 +42,7 @@ if ! command -v cargo >/dev/null; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils promtool dbus-daemon)
+packages=(runc containerd busybox-static podman skopeo protobuf-compiler jq python3 python3-venv gcc binutils promtool dbus-daemon logrotate)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,7 +1,9 @@
 //! A real cgroup v2 + systemd node: the static hook with runc and crun (systemd and cgroupfs
-//! drivers; runc's cgroupfs driver also given a systemd-form path inside a service), podman (`--cgroup-manager=systemd`, with the createRuntime hook and with
-//! precreate) and containerd 1.7 driven through CRI (the NRI plugin, then the hook registered by
-//! `install --containerd`) in a Debian 12 guest under QEMU (`tests/vm/cgroup2-vm.sh`), every
+//! drivers; runc's cgroupfs driver also given a systemd-form path inside a service), podman
+//! (`--cgroup-manager=systemd`, with the createRuntime hook and with precreate) and containerd
+//! 1.7 driven through CRI (the NRI plugin, the same plugin under the Debian package's systemd
+//! unit, then the hook registered by `install --containerd`) in a Debian 12 guest under QEMU
+//! (`tests/vm/cgroup2-vm.sh`), every
 //! container checked from inside at start and after `systemctl daemon-reload`, `set-property`
 //! and the restart of an unrelated unit, the CRI containers also after kubelet's
 //! `UpdateContainerResources` (its CPU manager's cpuset, an in-place resize).
@@ -106,6 +108,11 @@ fn boot() -> Results {
         std::fs::copy(bin, s.join(name)).unwrap();
     }
     std::fs::copy(vm_dir().join("guest.sh"), s.join("guest.sh")).unwrap();
+    std::fs::copy(
+        workspace_root().join("debian/cpuplan-nri.service"),
+        s.join("cpuplan-nri.service"),
+    )
+    .unwrap();
     std::fs::copy(cri_client(), s.join("vm-cri")).unwrap();
     // The images the guest's containerd imports: its sandbox image (the recipe's config names
     // it) and the containers' busybox.
@@ -347,6 +354,29 @@ fn without_the_system_bus_the_start_goes_on_with_the_file_alone() {
         "runc-nobus: start: cpus, quota and plan.env".into(),
         "runc-nobus: daemon-reload: the file alone is undone".into(),
     ]);
+}
+
+/// The Debian package's unit for the NRI plugin, as shipped (its sandbox: no capabilities, a
+/// read-only file system but /run/cpuplan, …), started by the guest's systemd: it registers,
+/// plans a CRI container, logs to the journal only and stops.
+#[test]
+fn the_package_s_nri_unit_runs_in_its_sandbox_and_plans() {
+    let mut names = cri_start_checks("nri-unit");
+    names.extend(
+        [
+            "systemctl start",
+            "registered (its probe)",
+            "its lines in the journal",
+            "read-only but /run/cpuplan, in its namespace",
+            "start: cpus, quota and plan.env",
+            "start: AllowedCPUs",
+            "pod removed, its claim released",
+            "the hook's log untouched",
+            "stopped",
+        ]
+        .map(|c| format!("nri-unit: {c}")),
+    );
+    passed(&names);
 }
 
 #[test]

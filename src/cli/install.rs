@@ -11,7 +11,8 @@ const USAGE: &str = "\
 usage: cpuplan install [--prefix DIR] [--hooks-dir DIR] [--with-precreate] [--config PATH]
                        [--allow-dynamic] [--root-prefix DIR] [--containerd
                        [--containerd-config PATH] [--containerd-runtimes A,B] [--ctr-root DIR]]
-       cpuplan install --nri [--containerd-config PATH] [--root-prefix DIR]
+                       [--dry-run]
+       cpuplan install --nri [--containerd-config PATH] [--root-prefix DIR] [--dry-run]
        cpuplan uninstall [the same options, without --with-precreate and --allow-dynamic]
 
 install copies cpuplan-hook (the one beside this binary) to <prefix>/libexec/cpuplan/cpuplan-hook
@@ -42,9 +43,18 @@ install and the runtime).
 --nri turns containerd's NRI on for the NRI plugin (`cpuplan-nri`) and writes nothing
 else (no binary, no hooks.d file, no hook config): the drop-in conf.d/cpuplan-nri.toml beside
 --containerd-config, NRI's section with disable = false, and its `imports` entry. containerd 1.7
-needs it (NRI is off by default there); 2.x has NRI on. Restart containerd afterwards.
+needs it (NRI is off by default there); 2.x has NRI on. Restart containerd afterwards, then run
+the plugin (the Debian package's unit: systemctl enable --now cpuplan-nri).
 uninstall --nri removes exactly the drop-in and the import.
 Edits of containerd's config.toml keep its owner, group and mode.
+
+--dry-run changes nothing: it prints each file the command would write (new), replace, or
+remove, each directory it would create or remove, then what it would keep and the restart to
+do, and `nothing was changed`.
+
+On a node with the Debian package cpuplan (dpkg's list under --root-prefix), install writes none
+of the package's files (it refuses) and uninstall removes none of them: it keeps each and says to
+remove the package with the package manager (apt remove cpuplan).
 ";
 
 /// The options `install` and `uninstall` share.
@@ -64,7 +74,13 @@ pub const INSTALL: Command = Command {
         "install the binary, the hooks.d files, containerd's registration and a default config",
     usage: USAGE,
     valued: OPTIONS,
-    switches: &["with-precreate", "allow-dynamic", "containerd", "nri"],
+    switches: &[
+        "with-precreate",
+        "allow-dynamic",
+        "containerd",
+        "nri",
+        "dry-run",
+    ],
     run: install,
 };
 
@@ -74,7 +90,7 @@ pub const UNINSTALL: Command = Command {
     summary: "undo install",
     usage: USAGE,
     valued: OPTIONS,
-    switches: &["containerd", "nri"],
+    switches: &["containerd", "nri", "dry-run"],
     run: uninstall,
 };
 
@@ -163,10 +179,13 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
             &["containerd", "with-precreate", "allow-dynamic"],
         )?;
         let n = Nri::resolve(&options(ctx, a)).map_err(failed("install --nri"))?;
-        return say(out, nri::install(&n).map_err(failed("install --nri"))?);
+        return report(out, "install --nri", a, || {
+            nri::install(&n).map_err(failed("install --nri"))
+        });
     }
     let me = hook_binary()?;
-    let (layout, registration) = options(ctx, a).resolve().map_err(failed("install"))?;
+    let opts = options(ctx, a);
+    let (layout, registration) = opts.resolve().map_err(failed("install"))?;
     // An existing config that fails to load is refused before anything changes: with it, every
     // container would get the off plan (`check-config` says the same).
     if layout.config.exists() {
@@ -176,17 +195,61 @@ fn install(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliErro
         with_precreate: a.switch("with-precreate"),
         allow_dynamic: a.switch("allow-dynamic"),
     };
-    let mut said = crate::install::install(&layout, &me, flags).map_err(failed("install"))?;
-    if let Some(legacy) = options(ctx, a)
-        .legacy_hooks_dir()
-        .map_err(failed("install"))?
-    {
-        said.extend(crate::install::remove_legacy(&layout, &legacy).map_err(failed("install"))?);
+    let packaged = opts.packaged().map_err(failed("install"))?;
+    report(out, "install", a, || {
+        let mut said =
+            crate::install::install(&layout, &me, flags, &packaged).map_err(failed("install"))?;
+        if let Some(legacy) = opts.legacy_hooks_dir().map_err(failed("install"))? {
+            said.extend(
+                crate::install::remove_legacy(&layout, &legacy).map_err(failed("install"))?,
+            );
+        }
+        if let Some(c) = &registration {
+            said.extend(containerd::install(&layout, c).map_err(failed("install --containerd"))?);
+        }
+        Ok(said)
+    })
+}
+
+/// The lines of an install or uninstall that report a change made (a dry run lists its
+/// changes instead); the others (what was kept, a restart to do) it prints as they are.
+const CHANGE_WORDS: [&str; 6] = [
+    "installed ",
+    "registered ",
+    "removed ",
+    "wrote ",
+    "edited ",
+    "created ",
+];
+
+/// Runs `run` (the steps of `command`) and prints what it reports; with `--dry-run`, runs it
+/// with every change to the host recorded instead of made, and prints those changes (`would
+/// write …`, `would replace …`, `would remove …`), then the lines that are not changes (what
+/// it keeps, the restart to do), then that nothing changed.
+fn report(
+    out: &mut dyn Write,
+    command: &str,
+    a: &Args,
+    run: impl FnOnce() -> Result<Vec<String>, CliError>,
+) -> Result<Exit, CliError> {
+    if !a.switch("dry-run") {
+        return say(out, run()?);
     }
-    if let Some(c) = &registration {
-        said.extend(containerd::install(&layout, c).map_err(failed("install --containerd"))?);
+    let (said, changes) = crate::install::dry_run(run);
+    let said = said?;
+    if changes.is_empty() {
+        writeln!(out, "would change nothing")?;
     }
-    say(out, said)
+    for change in &changes {
+        writeln!(out, "{change}")?;
+    }
+    let notes = said
+        .into_iter()
+        .filter(|l| !CHANGE_WORDS.iter().any(|w| l.starts_with(w)))
+        .collect();
+    say(out, notes)?;
+    writeln!(out, "{command} --dry-run: nothing was changed")?;
+    Ok(Exit::Ok)
 }
 
 /// The `cpuplan-hook` binary install copies: the one beside this program (both are built, and
@@ -208,19 +271,26 @@ fn uninstall(ctx: &Context, a: &Args, out: &mut dyn Write) -> Result<Exit, CliEr
     if a.switch("nri") {
         only_nri("uninstall", a, &["containerd"])?;
         let n = Nri::resolve(&options(ctx, a)).map_err(failed("uninstall --nri"))?;
-        return say(out, nri::uninstall(&n).map_err(failed("uninstall --nri"))?);
+        return report(out, "uninstall --nri", a, || {
+            nri::uninstall(&n).map_err(failed("uninstall --nri"))
+        });
     }
-    let (layout, registration) = options(ctx, a).resolve().map_err(failed("uninstall"))?;
-    let mut said = Vec::new();
-    if let Some(c) = &registration {
-        said.extend(containerd::uninstall(&layout, c).map_err(failed("uninstall --containerd"))?);
-    }
-    said.extend(crate::install::uninstall(&layout).map_err(failed("uninstall"))?);
-    if let Some(legacy) = options(ctx, a)
-        .legacy_hooks_dir()
-        .map_err(failed("uninstall"))?
-    {
-        said.extend(crate::install::remove_legacy(&layout, &legacy).map_err(failed("uninstall"))?);
-    }
-    say(out, said)
+    let opts = options(ctx, a);
+    let (layout, registration) = opts.resolve().map_err(failed("uninstall"))?;
+    let packaged = opts.packaged().map_err(failed("uninstall"))?;
+    report(out, "uninstall", a, || {
+        let mut said = Vec::new();
+        if let Some(c) = &registration {
+            said.extend(
+                containerd::uninstall(&layout, c).map_err(failed("uninstall --containerd"))?,
+            );
+        }
+        said.extend(crate::install::uninstall(&layout, &packaged).map_err(failed("uninstall"))?);
+        if let Some(legacy) = opts.legacy_hooks_dir().map_err(failed("uninstall"))? {
+            said.extend(
+                crate::install::remove_legacy(&layout, &legacy).map_err(failed("uninstall"))?,
+            );
+        }
+        Ok(said)
+    })
 }

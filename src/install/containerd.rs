@@ -21,7 +21,7 @@ use std::process::Command;
 use serde_json::Value;
 use toml_edit::{Array, DocumentMut, Item, Table};
 
-use super::files::{io, read_opt, write_atomic};
+use super::files::{self, read_opt, write_atomic};
 use super::import::{
     config_version, fresh, fresh_table, load_order, parse, plugin_section, ConfigError,
 };
@@ -40,7 +40,7 @@ pub(crate) const CRI_V3: &str = "io.containerd.cri.v1.runtime";
 /// The annotations containerd passes from the pod and the container into the OCI spec.
 pub(crate) const ANNOTATIONS: &str = "cpuplan.*";
 /// The first line of every drop-in install writes (uninstall removes only such a file).
-pub(crate) const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --containerd`";
+pub(crate) const DROP_IN_MARK: &str = "# Written by `cpuplan install --containerd`";
 /// The runc runtime type, for a `runc` handler the config does not describe.
 const RUNC_V2: &str = "io.containerd.runc.v2";
 
@@ -382,7 +382,7 @@ fn spec_ours_or_absent(layout: &Layout, path: &Path) -> Result<bool, InstallErro
 }
 
 fn drop_in_ours_or_absent(path: &Path) -> Result<bool, InstallError> {
-    Ok(read_opt(path)?.is_none_or(|t| t.starts_with(DROP_IN_MARK)))
+    Ok(read_opt(path)?.is_none_or(|t| import::starts_with_mark(&t, DROP_IN_MARK)))
 }
 
 /// The drop-in and base spec paths of `c`, if each is absent or was written by install for `layout`.
@@ -441,7 +441,7 @@ pub(crate) fn uninstall(layout: &Layout, c: &Containerd) -> Result<Vec<String>, 
     let (drop_in, spec_path) = ours_or_absent(layout, c)?;
     let mut said = import::remove(&c.config, &drop_in, "containerd")?;
     if spec_path.exists() {
-        std::fs::remove_file(&spec_path).map_err(io("removing", &spec_path))?;
+        files::remove("removing", &spec_path)?;
         said.push(format!("removed {}", spec_path.display()));
     }
     if !said.is_empty() {

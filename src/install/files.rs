@@ -1,7 +1,12 @@
 //! The files install writes on the host: each through a fresh temporary (`O_CREAT|O_EXCL|
 //! O_NOFOLLOW`) that gets its final owner and mode before any byte is written, renamed over
 //! the final name; a file that exists keeps its owner, group and mode.
+//!
+//! Every change install and uninstall make to the host goes through [`write_as`], [`remove`]
+//! or [`remove_dir_if_empty`]; inside [`dry_run`] they change nothing and record the
+//! [`Change`] they would have made instead.
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -125,6 +130,124 @@ pub(super) fn create_temp(path: &Path, owner: Owner) -> std::io::Result<(PathBuf
     }
 }
 
+/// One change to the host, as a dry run records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A directory made (a missing parent of a file written).
+    CreateDir(PathBuf),
+    /// A file written: a new one, or one replaced (keeping its owner, group and mode).
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Whether a file of that name is there already.
+        replaces: bool,
+        /// The permission bits it gets.
+        mode: u32,
+    },
+    /// A file removed.
+    Remove(PathBuf),
+    /// An empty directory removed.
+    RemoveDir(PathBuf),
+}
+
+impl Change {
+    /// The path changed.
+    pub fn path(&self) -> &Path {
+        match self {
+            Change::CreateDir(p) | Change::Remove(p) | Change::RemoveDir(p) => p,
+            Change::Write { path, .. } => path,
+        }
+    }
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Change::CreateDir(p) => write!(f, "would create the directory {}", p.display()),
+            Change::Write {
+                path,
+                replaces: false,
+                mode,
+            } => write!(f, "would write {} (new, mode {mode:04o})", path.display()),
+            Change::Write {
+                path,
+                replaces: true,
+                mode,
+            } => write!(f, "would replace {} (mode {mode:04o})", path.display()),
+            Change::Remove(p) => write!(f, "would remove {}", p.display()),
+            Change::RemoveDir(p) => {
+                write!(f, "would remove the empty directory {}", p.display())
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The changes recorded by the [`dry_run`] in progress on this thread, if any.
+    static DRY_RUN: RefCell<Option<Vec<Change>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with every change to the host recorded instead of made; returns its result and
+/// the changes, in order. Reads (files, `ctr oci spec`) happen as in a real run.
+pub fn dry_run<T>(f: impl FnOnce() -> T) -> (T, Vec<Change>) {
+    DRY_RUN.with(|d| *d.borrow_mut() = Some(Vec::new()));
+    let out = f();
+    let changes = DRY_RUN.with(|d| d.borrow_mut().take()).unwrap_or_default();
+    (out, changes)
+}
+
+/// In a dry run: `change(recorded so far)`'s changes recorded, and `true`; else `false`.
+fn record(change: impl FnOnce(&[Change]) -> Vec<Change>) -> bool {
+    DRY_RUN.with(|d| match d.borrow_mut().as_mut() {
+        Some(changes) => {
+            let new = change(changes);
+            changes.extend(new);
+            true
+        }
+        None => false,
+    })
+}
+
+/// Whether `path` is there, as far as the changes recorded so far leave it.
+fn there(changes: &[Change], path: &Path) -> bool {
+    match changes.iter().rev().find(|c| c.path() == path) {
+        Some(Change::Remove(_) | Change::RemoveDir(_)) => false,
+        Some(_) => true,
+        None => path.symlink_metadata().is_ok(),
+    }
+}
+
+/// Removes the file `path`; errors name `step` and `path`.
+pub(super) fn remove(step: &'static str, path: &Path) -> Result<(), InstallError> {
+    if record(|_| vec![Change::Remove(path.to_path_buf())]) {
+        return Ok(());
+    }
+    std::fs::remove_file(path).map_err(io(step, path))
+}
+
+/// Removes the directory `dir` if it is empty (and says nothing otherwise).
+pub(super) fn remove_dir_if_empty(dir: &Path) {
+    let dry = record(|changes| {
+        let empty = there(changes, dir)
+            && std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .all(|e| !there(changes, &e.path()))
+            && !changes
+                .iter()
+                .any(|c| c.path().parent() == Some(dir) && there(changes, c.path()));
+        if empty {
+            vec![Change::RemoveDir(dir.to_path_buf())]
+        } else {
+            Vec::new()
+        }
+    });
+    if !dry {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 /// Writes `bytes` to `path` with `owner` through a fresh temporary renamed over it (the
 /// directory created as needed); errors name `step` and `path`.
 pub(super) fn write_as(
@@ -133,6 +256,29 @@ pub(super) fn write_as(
     bytes: &[u8],
     owner: Owner,
 ) -> Result<(), InstallError> {
+    let dry = record(|changes| {
+        let mut new = Vec::new();
+        let missing: Vec<&Path> = path
+            .ancestors()
+            .skip(1)
+            .take_while(|d| !there(changes, d))
+            .collect();
+        new.extend(
+            missing
+                .into_iter()
+                .rev()
+                .map(|d| Change::CreateDir(d.into())),
+        );
+        new.push(Change::Write {
+            path: path.to_path_buf(),
+            replaces: there(changes, path),
+            mode: owner.mode,
+        });
+        new
+    });
+    if dry {
+        return Ok(());
+    }
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(io(step, path))?;
     let (tmp, mut f) = create_temp(path, owner).map_err(io(step, path))?;

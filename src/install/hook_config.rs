@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::files::{io, write_with_mode};
+use super::files::{io, remove, write_with_mode};
 use super::{InstallError, Layout};
 
 /// The default hook config `install` writes where none exists, as written (`hooks/hook.json`,
@@ -96,8 +96,7 @@ pub(super) fn remove_if_ours(layout: &Layout) -> Result<Vec<String>, InstallErro
     if layout.config.exists() {
         said.push(match config_state(layout)? {
             ConfigState::Ours => {
-                std::fs::remove_file(&layout.config)
-                    .map_err(io("removing the default config", &layout.config))?;
+                remove("removing the default config", &layout.config)?;
                 format!(
                     "removed the default config {} (install wrote it; unchanged)",
                     layout.config.display()
@@ -115,7 +114,7 @@ pub(super) fn remove_if_ours(layout: &Layout) -> Result<Vec<String>, InstallErro
     }
     let record = layout.config_record();
     if record.exists() {
-        std::fs::remove_file(&record).map_err(io("removing the record of the config", &record))?;
+        remove("removing the record of the config", &record)?;
     }
     Ok(said)
 }
@@ -123,7 +122,7 @@ pub(super) fn remove_if_ours(layout: &Layout) -> Result<Vec<String>, InstallErro
 #[cfg(test)]
 mod tests {
     use super::super::tests::{layout, tiny_static_elf};
-    use super::super::{install, uninstall, InstallFlags};
+    use super::super::{install, uninstall, InstallFlags, NOT_PACKAGED};
     use super::*;
     use std::path::Path;
 
@@ -147,13 +146,13 @@ mod tests {
         // A config install did not write, byte for byte the default (the package's conffile).
         std::fs::create_dir_all(l.config.parent().unwrap()).unwrap();
         std::fs::write(&l.config, DEFAULT_CONFIG_TEXT).unwrap();
-        let said = install(&l, &bin, InstallFlags::default()).unwrap();
+        let said = install(&l, &bin, InstallFlags::default(), &NOT_PACKAGED).unwrap();
         assert!(
             said.iter()
                 .any(|s| s.contains("not written by install; uninstall keeps it")),
             "{said:?}"
         );
-        let said = uninstall(&l).unwrap();
+        let said = uninstall(&l, &NOT_PACKAGED).unwrap();
         assert!(
             said.iter()
                 .any(|s| s.contains("kept the config") && s.contains("install did not write it")),
@@ -165,8 +164,8 @@ mod tests {
         );
         // Written by install, then changed: kept.
         std::fs::remove_file(&l.config).unwrap();
-        install(&l, &bin, InstallFlags::default()).unwrap();
-        let said = install(&l, &bin, InstallFlags::default()).unwrap();
+        install(&l, &bin, InstallFlags::default(), &NOT_PACKAGED).unwrap();
+        let said = install(&l, &bin, InstallFlags::default(), &NOT_PACKAGED).unwrap();
         assert!(
             said.iter()
                 .any(|s| s.contains("written by an earlier install, unchanged")),
@@ -177,7 +176,7 @@ mod tests {
             DEFAULT_CONFIG_TEXT.replace("\"allow\"", "\"deny\""),
         )
         .unwrap();
-        let said = uninstall(&l).unwrap();
+        let said = uninstall(&l, &NOT_PACKAGED).unwrap();
         assert!(
             said.iter()
                 .any(|s| s.contains("changed since install wrote it")),
@@ -187,8 +186,8 @@ mod tests {
         assert!(!l.config_record().exists() && !t.path().join("prefix/libexec/cpuplan").exists());
         // Written by install and unchanged: removed, its directory with it.
         std::fs::remove_file(&l.config).unwrap();
-        install(&l, &bin, InstallFlags::default()).unwrap();
-        uninstall(&l).unwrap();
+        install(&l, &bin, InstallFlags::default(), &NOT_PACKAGED).unwrap();
+        uninstall(&l, &NOT_PACKAGED).unwrap();
         assert!(!l.config.exists() && !l.config.parent().unwrap().exists());
     }
 }

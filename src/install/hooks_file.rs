@@ -27,12 +27,28 @@ pub struct HooksFile {
     pub stages: Vec<String>,
 }
 
-/// An oci-hooks file's `when`: the members install writes; others are ignored on reading.
+/// An oci-hooks file's `when` (oci-hooks(5)): the hook applies to a container when *all* the
+/// conditions set match. install writes `always`; the package's opt-in registration
+/// (`hooks/oci/cpuplan-annotated.json`) sets `annotations` only.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct When {
     /// Whether the hook applies to every container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always: Option<bool>,
+    /// Key regex to value regex: matches when, for each pair, one of the container's
+    /// annotations matches both (unanchored, as Go's `regexp.MatchString`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<std::collections::BTreeMap<String, String>>,
+    /// Regexes of `process.args[0]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    /// Whether the caller asked for host bind mounts.
+    #[serde(
+        default,
+        rename = "hasBindMounts",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub has_bind_mounts: Option<bool>,
 }
 
 /// The hook that runs `binary` as `cpuplan-hook --config CONFIG ARGS…`.
@@ -58,7 +74,10 @@ impl HooksFile {
         HooksFile {
             version: VERSION.into(),
             hook,
-            when: When { always: Some(true) },
+            when: When {
+                always: Some(true),
+                ..When::default()
+            },
             stages: stages.iter().map(|s| s.to_string()).collect(),
         }
     }
@@ -90,8 +109,37 @@ mod tests {
         let other = br#"{"version":"1.0.0","hook":{"path":"/x"},"when":{"annotations":{"a":"b"}},"stages":["prestart"]}"#;
         let o = HooksFile::parse(other).unwrap();
         assert_eq!(o.hook.path(), Path::new("/x"));
-        assert_eq!(o.when, When::default());
+        assert_eq!(o.when.always, None);
+        assert_eq!(
+            o.when.annotations,
+            Some([("a".to_string(), "b".to_string())].into())
+        );
         assert_eq!(HooksFile::parse(b"{\"hook\": 1}"), None);
+    }
+
+    #[test]
+    fn the_annotated_registration_is_the_default_one_but_for_when() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/oci");
+        let read = |n: &str| HooksFile::parse(&std::fs::read(dir.join(n)).unwrap()).unwrap();
+        let (always, annotated) = (read("cpuplan.json"), read("cpuplan-annotated.json"));
+        assert_eq!(annotated.hook, always.hook);
+        assert_eq!(annotated.stages, always.stages);
+        assert_eq!(annotated.version, VERSION);
+        let when = annotated.when;
+        assert_eq!(
+            (when.always, &when.commands, when.has_bind_mounts),
+            (None, &None, None)
+        );
+        assert_eq!(
+            when.annotations,
+            Some(
+                [(
+                    r"^(cdi\.k8s\.io/.+|cpuplan\..+)$".to_string(),
+                    ".*".to_string()
+                )]
+                .into()
+            )
+        );
     }
 
     #[test]
@@ -108,7 +156,11 @@ mod tests {
                 f.hook.path(),
                 Path::new("/usr/libexec/cpuplan/cpuplan-hook")
             );
-            assert_eq!(f.when.always, Some(true), "{name}");
+            assert_eq!(
+                f.when,
+                HooksFile::always(f.hook.clone(), &[]).when,
+                "{name}"
+            );
             assert_eq!(f.stages, stages, "{name}");
             // The bound check-config puts on claim_wait_ms is derived from this timeout.
             assert_eq!(

@@ -7,11 +7,25 @@ use std::path::{Component, Path, PathBuf};
 
 use toml_edit::{Array, DocumentMut, Item, Table};
 
-use super::files::{io, read_opt, write_atomic};
+use super::files::{self, read_opt, write_atomic};
 use super::InstallError;
 
 /// The comment on an `imports` key that install added to the main config (then ` --FLAG`).
-const ADDED_MARK: &str = "# added by cpuplan-hook install";
+const ADDED_MARK: &str = "# added by cpuplan install";
+
+/// How the marks read when the command was still called `cpuplan-hook install` (files an older
+/// install wrote are still recognized as install's, to be replaced or removed).
+const LEGACY_COMMAND: &str = "cpuplan-hook install";
+
+/// `mark` as an older install wrote it ([`LEGACY_COMMAND`]).
+fn legacy(mark: &str) -> String {
+    mark.replacen("cpuplan install", LEGACY_COMMAND, 1)
+}
+
+/// Whether `text` starts with `mark`, as this install or an older one wrote it.
+pub(crate) fn starts_with_mark(text: &str, mark: &str) -> bool {
+    text.starts_with(mark) || text.starts_with(&legacy(mark))
+}
 
 /// A containerd config that cannot be read as TOML, or is of an unsupported version or shape.
 #[derive(Debug, thiserror::Error)]
@@ -263,7 +277,7 @@ pub(super) fn without_import_of(
         && a.decor()
             .suffix()
             .and_then(|s| s.as_str())
-            .is_some_and(|s| s.contains(ADDED_MARK));
+            .is_some_and(|s| s.contains(ADDED_MARK) || s.contains(&legacy(ADDED_MARK)));
     if ours {
         doc.remove("imports");
     }
@@ -271,7 +285,7 @@ pub(super) fn without_import_of(
 }
 
 /// The first line of a main config install created (there was none).
-pub const CREATED_MARK: &str = "# Created by `cpuplan-hook install";
+pub const CREATED_MARK: &str = "# Created by `cpuplan install";
 
 /// The text of a main config install `--flag` creates where none existed: it only imports `entry`.
 pub fn created_config(flag: &str, entry: &str) -> String {
@@ -296,7 +310,7 @@ fn only_created_leftover(text: &str) -> bool {
     let Ok(doc) = text.parse::<DocumentMut>() else {
         return false;
     };
-    text.starts_with(CREATED_MARK)
+    starts_with_mark(text, CREATED_MARK)
         && doc
             .iter()
             .all(|(k, v)| k == "version" || (k == "imports" && string_list(Some(v)).is_empty()))
@@ -340,7 +354,9 @@ pub fn remove(config: &Path, drop_in: &Path, flag: &str) -> Result<Vec<String>, 
     let mut said = Vec::new();
     if let Some(text) = read_opt(config)? {
         let entry = import_entry(config, drop_in);
-        let created = text == created_config(flag, &entry);
+        let created = text == created_config(flag, &entry)
+            || text
+                == created_config(flag, &entry).replacen(CREATED_MARK, &legacy(CREATED_MARK), 1);
         let rest = if created {
             None
         } else {
@@ -356,17 +372,17 @@ pub fn remove(config: &Path, drop_in: &Path, flag: &str) -> Result<Vec<String>, 
             }
             None if !created => {}
             _ => {
-                std::fs::remove_file(config).map_err(io("removing containerd's config", config))?;
+                files::remove("removing containerd's config", config)?;
                 said.push(format!("removed {} (install created it)", config.display()));
             }
         }
     }
     if drop_in.exists() {
-        std::fs::remove_file(drop_in).map_err(io("removing the drop-in", drop_in))?;
+        files::remove("removing the drop-in", drop_in)?;
         said.push(format!("removed {}", drop_in.display()));
     }
     if let Some(d) = drop_in.parent() {
-        let _ = std::fs::remove_dir(d);
+        files::remove_dir_if_empty(d);
     }
     Ok(said)
 }
@@ -392,11 +408,34 @@ mod tests {
         let text = with_import_of(c, d, &doc, "nri").unwrap().unwrap();
         assert!(
             text.contains(
-                "imports = [\"conf.d/cpuplan-nri.toml\"] # added by cpuplan-hook install --nri\n"
+                "imports = [\"conf.d/cpuplan-nri.toml\"] # added by cpuplan install --nri\n"
             ),
             "{text}"
         );
         let back = without_import_of(c, d, &text.parse().unwrap()).unwrap();
         assert_eq!(back, "version = 2\n");
+        // The key an older install added, when the command was `cpuplan-hook`, goes as well.
+        let older = text.replace("cpuplan install", "cpuplan-hook install");
+        let back = without_import_of(c, d, &older.parse().unwrap()).unwrap();
+        assert_eq!(back, "version = 2\n");
+    }
+
+    #[test]
+    fn a_config_an_older_install_created_is_still_install_s() {
+        let t = tempfile::tempdir().unwrap();
+        let config = t.path().join("config.toml");
+        let drop_in = t.path().join("conf.d/cpuplan-nri.toml");
+        std::fs::create_dir_all(drop_in.parent().unwrap()).unwrap();
+        std::fs::write(&drop_in, "version = 2\n").unwrap();
+        let older = created_config("nri", "conf.d/cpuplan-nri.toml")
+            .replace("`cpuplan install", "`cpuplan-hook install");
+        assert!(
+            older.starts_with("# Created by `cpuplan-hook install --nri`"),
+            "{older}"
+        );
+        assert!(starts_with_mark(&older, CREATED_MARK));
+        std::fs::write(&config, older).unwrap();
+        let said = remove(&config, &drop_in, "nri").unwrap();
+        assert!(!config.exists() && !drop_in.exists(), "{said:?}");
     }
 }

@@ -8,12 +8,15 @@ mod hooks_dir;
 mod hooks_file;
 mod import;
 pub mod nri;
+pub mod packaged;
 
 use std::path::{Path, PathBuf};
 
+pub use files::{dry_run, Change};
 use files::{io, write_with_mode};
 pub use hook_config::{default_config, DEFAULT_CONFIG_TEXT};
 use hooks_file::HooksFile;
+pub use packaged::{Packaged, NOT_PACKAGED};
 
 use serde_json::Value;
 
@@ -86,6 +89,13 @@ impl Options {
 }
 
 impl Options {
+    /// The files of the Debian package on the node under the root prefix (dpkg's list there).
+    pub fn packaged(&self) -> Result<Packaged, InstallError> {
+        let root = self.root_prefix.as_deref().unwrap_or(Path::new("/"));
+        let root = std::path::absolute(root).map_err(io("resolving the path", root))?;
+        Ok(Packaged::read(&root))
+    }
+
     /// Where `install` registered before it looked for podman's hooks dir
     /// (`/etc/containers/oci/hooks.d`, which Debian 12's podman 4.3 does not read), under the
     /// root prefix; `None` when `--hooks-dir` is given.
@@ -113,7 +123,7 @@ pub(crate) fn remove_legacy(layout: &Layout, legacy: &Path) -> Result<Vec<String
         let path = legacy.join(name);
         match std::fs::read(&path) {
             Ok(bytes) if ours(layout, &bytes) => {
-                std::fs::remove_file(&path).map_err(io("removing the hooks.d file", &path))?;
+                files::remove("removing the hooks.d file", &path)?;
                 said.push(format!(
                     "removed {} (an earlier install's, in {LEGACY_HOOKS_DIR}, which podman may not read)",
                     path.display()
@@ -154,6 +164,12 @@ pub enum InstallError {
         path: PathBuf,
         /// The binary path cpuplan would register.
         ours: PathBuf,
+    },
+    /// A file install would write is the Debian package's.
+    #[error("{}: {}; the package registers the hook already (its config: /etc/cpuplan/hook.json), so cpuplan install is not needed", path.display(), packaged::HINT.split(':').next().unwrap_or_default())]
+    Packaged {
+        /// The package's file.
+        path: PathBuf,
     },
     /// The binary to install asks for a dynamic loader (and `--allow-dynamic` was not given).
     #[error("checking the binary {}: it is dynamically linked (its ELF PT_INTERP asks for {interp}), so the loader would run it as root with whatever LD_PRELOAD or LD_LIBRARY_PATH reaches it; install a static build (scripts/build-static.sh), or pass --allow-dynamic", path.display())]
@@ -280,12 +296,24 @@ pub(crate) fn install(
     layout: &Layout,
     binary: &Path,
     flags: InstallFlags,
+    packaged: &Packaged,
 ) -> Result<Vec<String>, InstallError> {
     let hook_file = layout.hooks_dir.join(HOOK_FILE);
     let precreate_file = layout.hooks_dir.join(PRECREATE_FILE);
     let mut files = vec![(hook_file, layout.hook_json())];
     if flags.with_precreate {
         files.push((precreate_file.clone(), layout.precreate_json()));
+    }
+    let writes = files.iter().map(|(p, _)| p.clone());
+    let writes: Vec<PathBuf> = writes
+        .chain([
+            precreate_file.clone(),
+            layout.binary(),
+            layout.config.clone(),
+        ])
+        .collect();
+    if let Some(path) = writes.into_iter().find(|p| packaged.owns(p)) {
+        return Err(InstallError::Packaged { path });
     }
     for (path, _) in &files {
         if !ours_or_absent(layout, path)? {
@@ -313,8 +341,7 @@ pub(crate) fn install(
     if !flags.with_precreate {
         match std::fs::read(&precreate_file) {
             Ok(bytes) if ours(layout, &bytes) => {
-                std::fs::remove_file(&precreate_file)
-                    .map_err(io("removing the hooks.d file", &precreate_file))?;
+                files::remove("removing the hooks.d file", &precreate_file)?;
                 said.push(format!(
                     "removed {} (an earlier install's; no --with-precreate now)",
                     precreate_file.display()
@@ -343,12 +370,22 @@ pub(crate) fn install(
 }
 
 /// Removes what [`install`] wrote (the config only if install wrote it and it is unchanged);
-/// returns what it did, or a line saying there was nothing to remove.
-pub(crate) fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
+/// returns what it did, or a line saying there was nothing to remove. The Debian package's
+/// files (`packaged`) are kept, each with a line saying to use the package manager.
+pub(crate) fn uninstall(layout: &Layout, packaged: &Packaged) -> Result<Vec<String>, InstallError> {
     let mut said = Vec::new();
+    let mut kept = false;
+    let mut keep = |path: &Path, said: &mut Vec<String>| {
+        let owned = packaged.owns(path);
+        if owned {
+            said.push(format!("kept {}: {}", path.display(), packaged::HINT));
+            kept = true;
+        }
+        owned
+    };
     for name in [HOOK_FILE, PRECREATE_FILE] {
         let path = layout.hooks_dir.join(name);
-        if !path.exists() {
+        if !path.exists() || keep(&path, &mut said) {
             continue;
         }
         if !ours_or_absent(layout, &path)? {
@@ -357,19 +394,23 @@ pub(crate) fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
                 ours: layout.binary(),
             });
         }
-        std::fs::remove_file(&path).map_err(io("removing the hooks.d file", &path))?;
+        files::remove("removing the hooks.d file", &path)?;
         said.push(format!("removed {}", path.display()));
     }
     let bin = layout.binary();
-    if bin.exists() {
-        std::fs::remove_file(&bin).map_err(io("removing the binary", &bin))?;
+    if bin.exists() && !keep(&bin, &mut said) {
+        files::remove("removing the binary", &bin)?;
         said.push(format!("removed {}", bin.display()));
     }
-    said.extend(hook_config::remove_if_ours(layout)?);
-    for dir in [bin.parent(), layout.config.parent()].into_iter().flatten() {
-        let _ = std::fs::remove_dir(dir);
+    if !(layout.config.exists() && keep(&layout.config, &mut said)) {
+        said.extend(hook_config::remove_if_ours(layout)?);
     }
-    if !said.iter().any(|l| l.starts_with("removed")) {
+    for dir in [bin.parent(), layout.config.parent()].into_iter().flatten() {
+        files::remove_dir_if_empty(dir);
+    }
+    if kept && !said.iter().any(|l| l.starts_with("removed")) {
+        said.insert(0, format!("nothing removed: cpuplan is {}", packaged::HINT));
+    } else if !said.iter().any(|l| l.starts_with("removed")) {
         said.insert(
             0,
             format!(
@@ -383,194 +424,4 @@ pub(crate) fn uninstall(layout: &Layout) -> Result<Vec<String>, InstallError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-    use std::os::unix::fs::PermissionsExt;
-
-    pub(super) fn layout(t: &Path) -> Layout {
-        Layout {
-            prefix: t.join("prefix"),
-            hooks_dir: t.join("hooks.d"),
-            config: t.join("etc/cpuplan/hook.json"),
-        }
-    }
-
-    const ANY: InstallFlags = InstallFlags {
-        with_precreate: false,
-        allow_dynamic: true,
-    };
-    const WITH_PRECREATE: InstallFlags = InstallFlags {
-        with_precreate: true,
-        allow_dynamic: true,
-    };
-
-    /// A 64-bit little-endian ELF header with no program headers: static as far as install checks.
-    pub(super) fn tiny_static_elf(path: &Path) {
-        let mut b = b"\x7fELF\x02\x01\x01".to_vec();
-        b.resize(64, 0);
-        std::fs::write(path, b).unwrap();
-    }
-
-    #[test]
-    fn install_is_idempotent_and_uninstall_leaves_nothing() {
-        let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
-        let bin = t.path().join("src-bin");
-        std::fs::write(&bin, b"#!/bin/sh\n").unwrap();
-        install(&l, &bin, WITH_PRECREATE).unwrap();
-        install(&l, &bin, WITH_PRECREATE).unwrap();
-        assert_eq!(std::fs::read(l.binary()).unwrap(), b"#!/bin/sh\n");
-        let mode = std::fs::metadata(l.binary()).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o755);
-        let hook: Value =
-            serde_json::from_slice(&std::fs::read(l.hooks_dir.join(HOOK_FILE)).unwrap()).unwrap();
-        assert_eq!(hook["hook"]["path"], l.binary().display().to_string());
-        assert_eq!(hook["stages"], json!(["createRuntime", "poststop"]));
-        assert!(l.hooks_dir.join(PRECREATE_FILE).exists());
-        assert!(l.config.exists());
-        let said = uninstall(&l).unwrap();
-        assert!(
-            said.contains(&format!("removed {}", l.binary().display())),
-            "{said:?}"
-        );
-        assert!(!l.hooks_dir.join(HOOK_FILE).exists());
-        assert!(!l.binary().exists());
-        assert!(!l.config.exists());
-        assert!(!t.path().join("prefix/libexec/cpuplan").exists());
-        let said = uninstall(&l).unwrap();
-        assert_eq!(said.len(), 1, "{said:?}");
-        assert!(said[0].starts_with("nothing to remove: no "), "{said:?}");
-    }
-
-    #[test]
-    fn refuses_a_foreign_hooks_file_and_keeps_an_edited_config() {
-        let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
-        std::fs::create_dir_all(&l.hooks_dir).unwrap();
-        std::fs::write(
-            l.hooks_dir.join(HOOK_FILE),
-            r#"{"hook":{"path":"/opt/other"}}"#,
-        )
-        .unwrap();
-        let e = install(&l, Path::new("/bin/sh"), ANY)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("refusing") && e.contains(HOOK_FILE), "{e}");
-        assert!(!l.binary().exists(), "nothing installed when refused");
-        std::fs::remove_file(l.hooks_dir.join(HOOK_FILE)).unwrap();
-        std::fs::create_dir_all(l.config.parent().unwrap()).unwrap();
-        std::fs::write(&l.config, r#"{"on_error":"deny"}"#).unwrap();
-        install(&l, Path::new("/bin/sh"), ANY).unwrap();
-        let said = uninstall(&l).unwrap();
-        assert!(
-            said.iter().any(
-                |s| s.starts_with("kept the config") && s.ends_with("install did not write it")
-            ),
-            "{said:?}"
-        );
-        assert_eq!(
-            std::fs::read_to_string(&l.config).unwrap(),
-            r#"{"on_error":"deny"}"#
-        );
-        let said = uninstall(&l).unwrap();
-        assert!(said[0].starts_with("nothing to remove"), "{said:?}");
-    }
-
-    #[test]
-    fn install_without_precreate_removes_its_earlier_precreate_file_only() {
-        let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
-        let bin = t.path().join("hook");
-        tiny_static_elf(&bin);
-        let precreate = l.hooks_dir.join(PRECREATE_FILE);
-        let flags = InstallFlags {
-            with_precreate: true,
-            allow_dynamic: false,
-        };
-        install(&l, &bin, flags).unwrap();
-        assert!(precreate.exists());
-        let said = install(&l, &bin, InstallFlags::default()).unwrap();
-        assert!(
-            !precreate.exists(),
-            "declarative: no --with-precreate, no precreate file"
-        );
-        assert!(
-            said.iter()
-                .any(|s| s.starts_with(&format!("removed {}", precreate.display()))),
-            "{said:?}"
-        );
-        assert!(l.hooks_dir.join(HOOK_FILE).exists());
-        // A precreate file install did not write is left alone, and said so.
-        std::fs::write(&precreate, r#"{"hook":{"path":"/opt/other"}}"#).unwrap();
-        let said = install(&l, &bin, InstallFlags::default()).unwrap();
-        assert!(precreate.exists());
-        assert!(
-            said.iter()
-                .any(|s| s.starts_with(&format!("left {}", precreate.display()))),
-            "{said:?}"
-        );
-    }
-
-    #[test]
-    fn a_dynamic_or_non_elf_binary_is_refused_unless_allowed() {
-        let t = tempfile::tempdir().unwrap();
-        let l = layout(t.path());
-        // The test binary itself is dynamically linked.
-        let me = std::env::current_exe().unwrap();
-        let e = install(&l, &me, InstallFlags::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("checking the binary")
-                && e.contains("dynamically linked")
-                && e.contains("PT_INTERP asks for /")
-                && e.contains("--allow-dynamic"),
-            "{e}"
-        );
-        assert!(!t.path().join("prefix").exists() && !l.hooks_dir.exists() && !l.config.exists());
-        let script = t.path().join("script");
-        std::fs::write(&script, "#!/bin/sh\n".repeat(10)).unwrap();
-        let e = install(&l, &script, InstallFlags::default())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not an ELF file"), "{e}");
-        let said = install(&l, &me, ANY).unwrap();
-        assert!(
-            said[0].starts_with(WARNING) && said[0].contains("dynamically linked"),
-            "{said:?}"
-        );
-        assert!(!said[0].contains("pass --allow-dynamic"), "{said:?}");
-    }
-
-    #[test]
-    fn a_failed_write_names_the_step_and_the_path() {
-        let t = tempfile::tempdir().unwrap();
-        let mut l = layout(t.path());
-        let bin = t.path().join("hook");
-        tiny_static_elf(&bin);
-        // A hooks dir in /proc: reading finds no file, writing fails (root included).
-        l.hooks_dir = PathBuf::from("/proc/cpuplan-no-such-dir");
-        let e = install(&l, &bin, InstallFlags::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with(&format!(
-                "writing the hooks.d file {}: ",
-                l.hooks_dir.join(HOOK_FILE).display()
-            )),
-            "{e}"
-        );
-        let e = install(
-            &Layout {
-                prefix: bin.clone(),
-                ..l.clone()
-            },
-            &bin,
-            InstallFlags::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.starts_with("writing the binary "), "{e}");
-    }
-}
+mod tests;

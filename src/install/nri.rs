@@ -22,7 +22,7 @@ pub(crate) const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
 /// The drop-in, relative to the main config's directory.
 pub(crate) const DROP_IN: &str = "conf.d/cpuplan-nri.toml";
 /// The first line of the drop-in (uninstall removes only such a file).
-pub(crate) const DROP_IN_MARK: &str = "# Written by `cpuplan-hook install --nri`";
+pub(crate) const DROP_IN_MARK: &str = "# Written by `cpuplan install --nri`";
 
 /// Where NRI is turned on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +114,7 @@ pub(crate) fn drop_in_text(n: &Nri, main_doc: Option<&DocumentMut>) -> Result<St
 fn check_ours(n: &Nri) -> Result<(), InstallError> {
     let drop_in = n.drop_in();
     match read_opt(&drop_in)? {
-        Some(t) if !t.starts_with(DROP_IN_MARK) => Err(ConfigError {
+        Some(t) if !import::starts_with_mark(&t, DROP_IN_MARK) => Err(ConfigError {
             path: drop_in,
             message: format!("not written by cpuplan install --nri (no {DROP_IN_MARK:?} first line); refusing to touch it"),
         }
@@ -143,7 +143,7 @@ pub fn install(n: &Nri) -> Result<Vec<String>, InstallError> {
         "nri",
     )?;
     said.push(
-        "restart containerd to load it; then run the plugin (`cpuplan-nri`, or deploy/kubernetes/overlays/containerd-1.7)"
+        "restart containerd to load it (e.g. systemctl restart containerd); then run the plugin: `systemctl enable --now cpuplan-nri` (the Debian package's unit), `cpuplan-nri`, or on Kubernetes the chart deploy/helm/cpuplan (its nri.enableInContainerd does this for containerd 1.7)"
             .into(),
     );
     Ok(said)

@@ -36,11 +36,13 @@ pub use planner::PlanHandler;
 /// only once it holds its `nri_dir` (`instance::Instance`), waiting while another plugin
 /// serves that directory; one the runtime launched takes it at Configure (the configuration in
 /// force is known then) and fails its registration if another plugin holds it. It logs to stderr and to
-/// `--log`, else to the config's `log`; a plugin the runtime launched opens the config's log
+/// `--log` (`stderr`: nowhere else), else to the config's `log`; a plugin the runtime launched opens the config's log
 /// only at Configure, once it knows which configuration is in force (the runtime may give one).
 pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
     let launched = matches!(opts.stub.endpoint, nri_plugin::Endpoint::PreConnected(_));
     let early = match (&opts.log, launched) {
+        // `--log stderr`: stderr only (the systemd unit's journal), never the config's file.
+        (Some(log), _) if log.as_os_str() == "stderr" => None,
         (Some(log), _) => Some(log.as_path()),
         (None, false) => config.log.as_deref(),
         (None, true) => None,

@@ -25,7 +25,8 @@ usage: cpuplan-nri [--config FILE] [--socket PATH] [--name NAME] [--index NN] [-
                    reconnects with backoff when the runtime restarts
   --name NAME      the plugin's name (default cpuplan)
   --index NN       the plugin's two-digit index (default 10)
-  --log FILE       also append the log to FILE (it always goes to stderr)
+  --log FILE       also append the log to FILE (it always goes to stderr); --log stderr:
+                   stderr only, never the config's log (the systemd unit's journal)
   --state FILE     the probes' state file, rewritten every second (default
                    /run/cpuplan-nri/state)
   --metrics-address ADDR

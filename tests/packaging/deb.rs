@@ -1,6 +1,6 @@
 //! The Debian package: `scripts/deb.sh --debug` builds it with cargo-deb; `dpkg -i` installs it;
 //! a real podman with its default hooks directories (no `--hooks-dir`, no `hooks_dir`) runs a
-//! container that sees `/run/cpuplan/plan.env`; `dpkg -r` leaves only the conffile (and removes
+//! container that sees `/run/cpuplan/plan.env`; `dpkg -r` leaves only the conffiles (and removes
 //! the precreate link the docs tell the operator to make) and `dpkg --purge` nothing at all: not
 //! the hook's state under `/run/cpuplan` nor its default log (the postrm, run on a planted root
 //! through `$DPKG_ROOT`, and the real purge).
@@ -24,6 +24,8 @@ use cpuplan_hook::elf;
 use serde_json::Value;
 
 const PACKAGE: &str = "cpuplan";
+
+mod root;
 
 /// `dpkg ARGS` (no terminal, no prompt): (status, stdout + stderr).
 fn dpkg(args: &[&str]) -> (i32, String) {
@@ -112,6 +114,19 @@ impl Drop for Installed {
     }
 }
 
+/// The package, built once for this binary's tests (they would race on `target/deb-stage`)
+/// into `$CARGO_TARGET_DIR/deb-test`.
+fn built_deb() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = target_dir().join("deb-test");
+            let _ = std::fs::remove_dir_all(&out);
+            build_deb(&out)
+        })
+        .clone()
+}
+
 /// Builds the package with `scripts/deb.sh --debug` into `out`; returns its path.
 fn build_deb(out: &Path) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -176,7 +191,7 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         .prefix("cpuplan-deb-")
         .tempdir()
         .unwrap();
-    let deb = build_deb(&tmp.path().join("debian"));
+    let deb = built_deb();
 
     let guard = Installed {
         _lock: hostlock::exclusive(),
@@ -200,10 +215,12 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
     let files = owned();
     let (rc, conffiles) = dpkg(&["-s", PACKAGE]);
     assert_eq!(rc, 0);
-    assert!(
-        conffiles.contains("Conffiles:\n /etc/cpuplan/hook.json "),
-        "hook.json is a conffile: {conffiles}"
-    );
+    for conffile in ["/etc/cpuplan/hook.json", "/etc/logrotate.d/cpuplan"] {
+        assert!(
+            conffiles.contains(&format!("\n {conffile} ")),
+            "{conffile} is a conffile: {conffiles}"
+        );
+    }
     // What it ships, where.
     let hook = Path::new("/usr/libexec/cpuplan/cpuplan-hook");
     let exec = Path::new("/usr/bin/cpuplan-exec");
@@ -219,6 +236,9 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         Path::new("/usr/lib/x86_64-linux-gnu/libcpuplan_shim.a"),
         Path::new("/usr/include/cpuplan.h"),
         Path::new("/usr/share/cpuplan/oci/cpuplan-precreate.json"),
+        Path::new("/usr/share/cpuplan/oci/cpuplan-annotated.json"),
+        Path::new("/usr/lib/systemd/system/cpuplan-nri.service"),
+        Path::new("/etc/logrotate.d/cpuplan"),
         hooks_file,
         config,
     ] {
@@ -324,10 +344,11 @@ fn the_package_installs_runs_with_podmans_default_hooks_dir_and_purges_clean() {
         .iter()
         .filter(|p| !dirs_before.contains(p) && exists(p))
         .collect();
+    let logrotate = PathBuf::from("/etc/logrotate.d/cpuplan");
     assert_eq!(
-        left,
-        [&config.to_path_buf()],
-        "dpkg -r keeps only the (edited) conffile"
+        left.into_iter().collect::<BTreeSet<_>>(),
+        BTreeSet::from([&config.to_path_buf(), &logrotate]),
+        "dpkg -r keeps only the conffiles"
     );
     assert!(
         std::fs::symlink_metadata(&precreate_link).is_err(),

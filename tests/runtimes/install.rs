@@ -537,9 +537,7 @@ fn install_nri_writes_only_the_drop_in_and_keeps_config_toml_s_owner_and_mode() 
     );
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(
-        text.contains(
-            "imports = [\"conf.d/cpuplan-nri.toml\"] # added by cpuplan-hook install --nri\n"
-        ),
+        text.contains("imports = [\"conf.d/cpuplan-nri.toml\"] # added by cpuplan install --nri\n"),
         "{text}"
     );
     let files: Vec<String> = snapshot(root).into_iter().map(|f| f.0).collect();
@@ -602,7 +600,7 @@ fn install_containerd_keeps_config_toml_s_owner_and_mode() {
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 1, 0o600));
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(
-        text.contains("# added by cpuplan-hook install --containerd"),
+        text.contains("# added by cpuplan install --containerd"),
         "{text}"
     );
     let (rc, _, err) = containerd_run(root, "uninstall");
@@ -817,3 +815,5 @@ fn install_moves_an_earlier_install_s_registration_out_of_etc_containers() {
         foreign
     );
 }
+
+mod preview;

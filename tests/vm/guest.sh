@@ -18,7 +18,8 @@
 # the createRuntime hook and with `install --with-precreate`, and containerd 1.7 driven through
 # CRI as kubelet drives it (a host-network pod whose cgroup parent is a kubelet-style pod slice
 # with its own CPUQuota): first with the NRI plugin (then kubelet's CPU-manager update and an
-# in-place resize through UpdateContainerResources), then, the plugin gone, with the hook
+# in-place resize through UpdateContainerResources), then the same plugin under the Debian
+# package's unit (./cpuplan-nri.service, started by systemd), then, the plugin gone, with the hook
 # registered by `install --containerd` (and the same CPU-manager update, which the hook does
 # not see).
 #
@@ -402,6 +403,52 @@ fi
 kill $NRI_PID
 wait $NRI_PID
 check "nri: the plugin stopped" gone "$(kill -0 $NRI_PID 2>/dev/null && echo running || echo gone)"
+
+# (a') The Debian package's unit for the plugin (debian/cpuplan-nri.service as shipped, its
+# sandbox included; ./cpuplan-nri.service on the share), the binary where it names it and the
+# node's default config but for the fake topology (in /var/lib: the unit's /tmp is private).
+# systemd starts it; it registers, plans a CRI container (the plan at /dev/cpuplan), logs to the
+# journal only (the hook's default log untouched), releases the claim, and stops.
+nri_unit() {
+  local out log_before
+  install -m 755 "$NRI" /usr/bin/cpuplan-nri
+  install -m 644 "$S/cpuplan-nri.service" /etc/systemd/system/cpuplan-nri.service
+  mkdir -p /etc/cpuplan /var/lib/cpuplan-vm
+  cp -r "$W/topo" /var/lib/cpuplan-vm/topo
+  jq -n '{topology_root: "/var/lib/cpuplan-vm/topo"}' > /etc/cpuplan/hook.json
+  log_before=$(stat -c %s /var/log/cpuplan-hook.log 2>&1)
+  systemctl daemon-reload
+  out=$(systemctl start cpuplan-nri 2>&1)
+  check "nri-unit: systemctl start" 0 "$?" "$out"
+  for _ in $(seq 1 100); do /usr/bin/cpuplan-nri --probe ready >/dev/null 2>&1 && break; sleep 0.3; done
+  check "nri-unit: registered (its probe)" 0 "$(/usr/bin/cpuplan-nri --probe ready >/dev/null 2>&1; echo $?)" \
+    "$(systemctl status cpuplan-nri --no-pager 2>&1 | tail -8)"
+  check "nri-unit: its lines in the journal" 1 \
+    "$(journalctl -u cpuplan-nri --no-pager -q -o cat | grep -c 'nri: synchronized with')" \
+    "$(journalctl -u cpuplan-nri --no-pager -q -o cat | tail -5)"
+  # Its sandbox, seen from inside its mount namespace: the file system read-only, /run/cpuplan
+  # (nri_dir, claims_dir) writable.
+  local pid
+  pid=$(systemctl show -P MainPID cpuplan-nri)
+  check "nri-unit: read-only but /run/cpuplan, in its namespace" "/etc:ro /run:ro /run/cpuplan:rw" \
+    "$(nsenter -t "$pid" -m sh -c 'for d in /etc /run /run/cpuplan; do
+      if touch $d/.unit-probe 2>/dev/null; then rm $d/.unit-probe; echo $d:rw; else echo $d:ro; fi
+    done' 2>&1 | tr '\n' ' ' | sed 's/ $//')" \
+    "$(grep -E ' /run(/cpuplan)? ' /proc/$pid/mountinfo 2>&1)"
+  fact "nri-unit: capabilities" "$(grep -E '^Cap(Eff|Bnd)' /proc/$pid/status | tr '\n' ' ')"
+  cri_start nri-unit 5e0b7a3c9d1f4e2a8b6c0d4f2a9e7c15
+  PROBE_OF[nri-unit]="d=/dev/cpuplan
+$CRI_PROBE"
+  probe nri-unit start
+  fact "nri-unit: systemd-analyze security" "$(systemd-analyze security cpuplan-nri --no-pager 2>&1 | tail -1)"
+  out=$($CRI rm-pod "${POD[nri-unit]}" 2>&1)
+  check "nri-unit: pod removed, its claim released" "0 0" \
+    "$? $(find /run/cpuplan/claims -type f -name '*.json' 2>/dev/null | wc -l)" "$out"
+  check "nri-unit: the hook's log untouched" "$log_before" "$(stat -c %s /var/log/cpuplan-hook.log 2>&1)"
+  out=$(systemctl stop cpuplan-nri 2>&1)
+  check "nri-unit: stopped" inactive "$(systemctl is-active cpuplan-nri)" "$out"
+}
+nri_unit
 
 # (b) The hook route: the plugin gone, the hook registered by `install --containerd` (a base
 # runtime spec with the hooks and a drop-in containerd's config imports), containerd restarted.

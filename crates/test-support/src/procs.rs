@@ -119,10 +119,13 @@ fn shims_where(keep: impl Fn(&Path) -> bool) -> Vec<(i32, String)> {
 /// shims still running.
 fn kill_and_wait(pids: &[i32]) -> Vec<i32> {
     for &p in pids {
-        let children = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children"))
-            .unwrap_or_default();
+        let children =
+            std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).unwrap_or_default();
         let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
-        for c in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+        for c in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<i32>().ok())
+        {
             let _ = kill(Pid::from_raw(c), Signal::SIGKILL);
         }
     }
