@@ -59,10 +59,28 @@ pub enum Problem {
 #[error("{0}")]
 pub struct Why(pub String);
 
+/// Every cause [`Problem::cause`] names: a bounded set, the metrics' label values.
+pub const CAUSES: [&str; 15] = [
+    "config",
+    "read",
+    "devices",
+    "setting",
+    "empty_mask",
+    "plan",
+    "spec",
+    "id",
+    "rootfs",
+    "identity",
+    "plan_dir_held",
+    "claim",
+    "cpuset",
+    "files",
+    "internal",
+];
+
 impl Problem {
-    /// The problem's kind, a short stable name (a metric's label; the unit test lists them all): a read's
-    /// problem is named by what failed (`config`, `setting`, `devices`, `empty_mask`, else
-    /// `read`).
+    /// The problem's kind, one of [`CAUSES`] (a metric's label): a read's problem is named by
+    /// what failed (`config`, `setting`, `devices`, `empty_mask`, else `read`).
     pub fn cause(&self) -> &'static str {
         match self {
             Problem::Config(_) => "config",
@@ -152,25 +170,6 @@ impl Eq for Problem {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every cause [`Problem::cause`] names: a bounded set.
-    const CAUSES: &[&str] = &[
-        "config",
-        "read",
-        "setting",
-        "devices",
-        "empty_mask",
-        "plan",
-        "spec",
-        "id",
-        "rootfs",
-        "identity",
-        "plan_dir_held",
-        "claim",
-        "cpuset",
-        "files",
-        "internal",
-    ];
 
     #[test]
     fn the_text_is_the_wrapped_error_s_and_the_cause_is_bounded() {

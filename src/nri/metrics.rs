@@ -160,23 +160,7 @@ const HELP: [(&str, &str); 9] = [
 ];
 
 /// Every value of `cpuplan_nri_problems_total`'s `cause` ([`crate::decide::Problem::cause`]).
-pub const PROBLEM_CAUSES: [&str; 15] = [
-    "config",
-    "read",
-    "devices",
-    "setting",
-    "empty_mask",
-    "plan",
-    "spec",
-    "id",
-    "rootfs",
-    "identity",
-    "plan_dir_held",
-    "claim",
-    "cpuset",
-    "files",
-    "internal",
-];
+pub use crate::decide::problem::CAUSES as PROBLEM_CAUSES;
 
 /// Every outcome, in order.
 const OUTCOMES: [Outcome; 5] = [

@@ -84,8 +84,9 @@ fn systemd_paths(spec: &str) -> Vec<String> {
         .collect()
 }
 
-/// A systemd slice's path: `a-b.slice` → `a.slice/a-b.slice`, `-.slice` → the root (empty).
-fn expand_slice(slice: &str) -> Option<String> {
+/// A systemd slice's cgroup path, as systemd nests slices (runc's `ExpandSlice`): `a-b.slice` →
+/// `a.slice/a-b.slice`, `-.slice` → the root (empty); `None` for a name that is not a slice's.
+pub fn expand_slice(slice: &str) -> Option<String> {
     let base = slice.strip_suffix(".slice")?;
     if base.is_empty() || base.contains('/') {
         return None;

@@ -38,7 +38,7 @@ mod topology;
 pub mod fuzzing;
 
 pub use cgroup::{CgroupDir, CgroupMounts, CgroupVersion, Cgroups};
-pub use cgroup_path::{cgroups_path_names, lexical_components};
+pub use cgroup_path::{cgroups_path_names, expand_slice, lexical_components};
 pub use claims::{
     claim_gpus, list_claims, lock_exclusive, release, Claim, ClaimError, ClaimOutcome, Holder,
 };

@@ -114,27 +114,9 @@ fn named_units(cgroups_path: &str) -> Result<Vec<(String, PathBuf)>, String> {
     Ok(units)
 }
 
-/// A systemd slice's cgroup, as systemd nests slices (runc's `ExpandSlice`): `a-b.slice` →
-/// `a.slice/a-b.slice`, `-.slice` → the root (empty); `None` for a name that is not a slice's.
+/// A systemd slice's cgroup (the planner's [`cpuplan::expand_slice`]) as a path.
 fn expand_slice(slice: &str) -> Option<PathBuf> {
-    let base = slice.strip_suffix(".slice")?;
-    if base.is_empty() || base.contains('/') {
-        return None;
-    }
-    let mut path = PathBuf::new();
-    if base == "-" {
-        return Some(path);
-    }
-    let mut prefix = String::new();
-    for comp in base.split('-') {
-        if comp.is_empty() {
-            return None;
-        }
-        prefix.push_str(comp);
-        path.push(format!("{prefix}.slice"));
-        prefix.push('-');
-    }
-    Some(path)
+    cpuplan::expand_slice(slice).map(PathBuf::from)
 }
 
 #[cfg(test)]
@@ -282,27 +264,6 @@ mod tests {
                 why.contains("names no unit") && why.contains("/system.slice/containerd.service/x"),
                 "{why}"
             );
-        }
-    }
-
-    #[test]
-    fn slices_expand_as_systemd_nests_them() {
-        let e = |s: &str| expand_slice(s).map(|p| p.display().to_string());
-        assert_eq!(e("system.slice").as_deref(), Some("system.slice"));
-        assert_eq!(
-            e("kubepods-besteffort-pod1.slice").as_deref(),
-            Some("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice")
-        );
-        assert_eq!(e("-.slice").as_deref(), Some(""));
-        for bad in [
-            "a--b.slice",
-            "-a.slice",
-            "a-.slice",
-            ".slice",
-            "a.scope",
-            "a/b.slice",
-        ] {
-            assert_eq!(e(bad), None, "{bad}");
         }
     }
 }
