@@ -32,6 +32,16 @@ fn ident() -> &'static str {
     IDENT.get().copied().unwrap_or(DEFAULT_IDENT)
 }
 
+/// What the process's logger drops, where a program sets it ([`set_drop`]).
+static DROP: std::sync::OnceLock<fn(&Record<'_>) -> bool> = std::sync::OnceLock::new();
+
+/// Drops every record `drop` says is noise from now on (the NRI plugin: ttrpc's echo of a
+/// connection its stub already refused and counted); the first call wins. The hook sets none,
+/// so it links nothing of the stub.
+pub fn set_drop(drop: fn(&Record<'_>) -> bool) {
+    let _ = DROP.set(drop);
+}
+
 struct HookLogger {
     file: Mutex<Option<File>>,
     stderr: bool,
@@ -50,7 +60,7 @@ impl Log for HookLogger {
     }
 
     fn log(&self, r: &Record<'_>) {
-        if !self.enabled(r.metadata()) || nri_plugin::transport::is_rejection_echo(r) {
+        if !self.enabled(r.metadata()) || DROP.get().is_some_and(|drop| drop(r)) {
             return;
         }
         // One event, one line: format_line escapes a container-supplied newline.

@@ -48,6 +48,7 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
         (None, true) => None,
     };
     crate::logging::set_ident("cpuplan-nri");
+    crate::logging::set_drop(nri_plugin::transport::is_rejection_echo);
     crate::logging::init(early);
     crate::logging::set_level(config.log_level);
     let nri_dir = config.nri_dir.clone();

@@ -3,9 +3,10 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::fakehost::run_hook;
 use common::fakehost::{fingerprint, fixtures, list_tree, FakeHost, FakeRoot};
 use common::hookbin;
-use cpuplan_hook::hook::{run_hook, HookError};
+use cpuplan_hook::hook::HookError;
 use serde_json::json;
 
 fn state_error(input: &[u8]) -> String {

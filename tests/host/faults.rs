@@ -500,7 +500,7 @@ fn a_killed_writers_temporary_files_are_removed_by_the_next_run_and_nothing_else
     std::fs::remove_file(fake.root.join(format!("proc/{}/stat", fake.pid))).unwrap();
     let stopped =
         json!({"ociVersion": "1.0.2", "id": "h6-ctr", "status": "stopped", "bundle": fx.bundle()});
-    cpuplan_hook::hook::run_hook(
+    common::fakehost::run_hook(
         Some("poststop"),
         stopped.to_string().as_bytes(),
         &fx.hook_path(),

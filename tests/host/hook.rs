@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
+use common::fakehost::run_hook;
 use common::fakehost::FakeHost;
 use common::hookbin;
-use cpuplan_hook::hook::{run_hook, HookError, Report};
+use cpuplan_hook::hook::{HookError, Report};
 use serde_json::{json, Value};
 
 fn run(h: &FakeHost) -> Result<Option<Report>, HookError> {

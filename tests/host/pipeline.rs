@@ -15,11 +15,11 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::fakehost::run_hook;
 use common::hookbin::{cpuplan_bin, hook_bin};
 use common::pipeline_cases::{case, cases, host, Case};
 use cpuplan::planenv::PlanEnv;
 use cpuplan_hook::config::HookConfig;
-use cpuplan_hook::hook::run_hook;
 use cpuplan_hook::nri::PlanHandler;
 use nri_plugin::api::{
     Container, LinuxContainer, LinuxCpu, LinuxDevice, LinuxResources, OptionalInt64,

@@ -99,8 +99,8 @@ fn plan_json(h: &FakeHost) -> Value {
     serde_json::from_str(&plan_file(h, "plan.json").expect("plan.json written")).unwrap()
 }
 
-/// The hook's logger is the process's: a test that reads its log runs alone in this binary, or
-/// another test's run would point the logger at its own file meanwhile.
+/// One systemd test at a time: each starts its own private bus and fake systemd (the hook runs
+/// in process one at a time anyway: `common::fakehost::run_hook`).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     ONE.lock().unwrap_or_else(|e| e.into_inner())

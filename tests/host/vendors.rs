@@ -8,8 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::fakehost::run_hook;
 use common::fakehost::{FakeHost, PID};
-use cpuplan_hook::hook::{run_hook, Report};
+use cpuplan_hook::hook::Report;
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> PathBuf {

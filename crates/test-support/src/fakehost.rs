@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use cpuplan_hook::hook::{run_hook, HookError, Report};
+use cpuplan_hook::hook::{HookError, Report};
 use serde_json::{json, Value};
 
 /// The pid of the planted host's container init ([`FakeHost::new`]).
@@ -17,6 +17,19 @@ pub const PID: u32 = 4242;
 /// The repo's fixture directory.
 pub fn fixtures() -> PathBuf {
     crate::statics::workspace_root().join("tests/fixtures")
+}
+
+/// The hook's `run_hook` in this process, one run at a time: the hook's logger is the process's,
+/// so two runs at once (two tests of one binary) would write each other's lines into each other's
+/// logs. Every in-process run of the tests goes through here.
+pub fn run_hook(
+    stage: Option<&str>,
+    input: impl std::io::Read,
+    config: &Path,
+) -> Result<Option<Report>, HookError> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    cpuplan_hook::hook::run_hook(stage, input, config)
 }
 
 /// A bundle and a hook config in one tempdir, with or without a planted host root.
