@@ -151,7 +151,10 @@ fn bad_keys_and_values_name_file_and_key() {
             r#"{"rank_placement": "on"}"#,
             r#"key "rank_placement": "on" is not auto or off"#,
         ),
-        (r#"{"rank_placement": 1}"#, r#"key "rank_placement": 1 is not auto or off"#),
+        (
+            r#"{"rank_placement": 1}"#,
+            r#"key "rank_placement": 1 is not auto or off"#,
+        ),
         (
             r#"{"claim_wait_ms": 8001}"#,
             "8001 is over 8000: the hook's registrations time it out after 10 s",

@@ -224,7 +224,10 @@ pub fn worker_cpus(gpus: &[Gpu], host: &[HostGpu], cpus: &CpuSet) -> Vec<Option<
 /// The container's `rank_placement`: its annotation `cpuplan.rank-placement` where set, else
 /// `config`'s. A bad annotation is a note naming it, and the container is then not placed
 /// (its plan is unchanged, and it starts).
-pub fn rank_placement(config: RankPlacement, annotation: Option<&str>) -> (RankPlacement, Option<String>) {
+pub fn rank_placement(
+    config: RankPlacement,
+    annotation: Option<&str>,
+) -> (RankPlacement, Option<String>) {
     let key = crate::read::spec::RANK_PLACEMENT_ANNOTATION;
     match annotation.map(str::parse::<RankPlacement>) {
         None => (config, None),

@@ -93,12 +93,18 @@ fn cuda_visible_devices_forms_name_the_container_s_gpus() {
         worker(1, Signal::LocalRank)
     );
     // Read as CUDA reads it: up to the first entry that names none of the GPUs.
-    assert_eq!(
-        who_of(&[b"CUDA_VISIBLE_DEVICES=0,7,1"]),
-        worker(0, cuda)
-    );
+    assert_eq!(who_of(&[b"CUDA_VISIBLE_DEVICES=0,7,1"]), worker(0, cuda));
     // None of the container's GPUs, hidden, an ambiguous prefix, a bare MIG uuid: no GPU named.
-    for value in ["-1", "", "2", "GPU-", "GPU-3b", "GPU-9", "MIG-abcdef", "none"] {
+    for value in [
+        "-1",
+        "",
+        "2",
+        "GPU-",
+        "GPU-3b",
+        "GPU-9",
+        "MIG-abcdef",
+        "none",
+    ] {
         let var = format!("CUDA_VISIBLE_DEVICES={value}");
         assert_eq!(who_of(&[var.as_bytes()]), Ok(None), "{value}");
     }
@@ -124,11 +130,17 @@ fn hostile_values_are_no_rank_with_one_note_naming_the_variable() {
         (b"LOCAL_RANK=2", "LOCAL_RANK=2 is past the 2 GPUs"),
         (b"LOCAL_RANK=999999999", "past the 2 GPUs"),
         (huge.as_bytes(), "..."),
-        (b"CUDA_VISIBLE_DEVICES=\xff", "CUDA_VISIBLE_DEVICES=\"\\xff\"".as_ref()),
+        (
+            b"CUDA_VISIBLE_DEVICES=\xff",
+            "CUDA_VISIBLE_DEVICES=\"\\xff\"".as_ref(),
+        ),
     ] {
         let note = who_of(&[var]).expect_err(&String::from_utf8_lossy(var));
         assert!(note.contains(says), "{note} (wanted {says})");
-        assert!(note.len() < 200 && !note.contains('\n'), "one short line: {note}");
+        assert!(
+            note.len() < 200 && !note.contains('\n'),
+            "one short line: {note}"
+        );
     }
     // Past the GPUs a narrowed CUDA_VISIBLE_DEVICES leaves.
     let note = who_of(&[b"CUDA_VISIBLE_DEVICES=0,1", b"LOCAL_RANK=2"]).unwrap_err();
@@ -149,16 +161,17 @@ fn each_worker_gets_its_gpu_s_local_cpus_within_the_container_s() {
         address: a.into(),
         sources: Vec::new(),
     };
-    let ours = [gpu("0000:3b:00.0"), gpu("0000:86:00.0"), gpu("0000:af:00.0")];
+    let ours = [
+        gpu("0000:3b:00.0"),
+        gpu("0000:86:00.0"),
+        gpu("0000:af:00.0"),
+    ];
     assert_eq!(
         worker_cpus(&ours, &host, &set("2-5")),
         [Some(set("2-3")), Some(set("4-5")), None]
     );
     // Outside the container's CPUs, or all of them: nothing to narrow to.
-    assert_eq!(
-        worker_cpus(&ours[..2], &host, &set("0-3")),
-        [None, None]
-    );
+    assert_eq!(worker_cpus(&ours[..2], &host, &set("0-3")), [None, None]);
 }
 
 #[test]

@@ -315,6 +315,7 @@ mod tests {
         let known = keys(&[
             SETTING_ANNOTATION,
             POOL_SPLIT_ANNOTATION,
+            RANK_PLACEMENT_ANNOTATION,
             PLAN_ANNOTATION,
             "other.x",
         ]);
@@ -324,7 +325,7 @@ mod tests {
         assert_eq!(
             note,
             "annotation cpuplan.step-thread-cores is not one cpuplan knows, ignored (it knows \
-             cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.plan)"
+             cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.rank-placement, cpuplan.plan)"
         );
         // The tenant's keys: escaped, cut, at most four named.
         let long = format!("cpuplan.b{}", "x".repeat(200));

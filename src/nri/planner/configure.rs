@@ -28,7 +28,12 @@ impl PlanHandler {
                 config.nri_dir.display(),
                 config.claims_dir.display()
             );
-            let planner = Arc::new(Planner::new(config, &self.plugin, &self.metrics));
+            let planner = Arc::new(Planner::new(
+                config,
+                &self.plugin,
+                &self.metrics,
+                &self.ranks,
+            ));
             match self.planner.write() {
                 Ok(mut p) => *p = planner,
                 Err(poisoned) => *poisoned.into_inner() = planner,
