@@ -71,11 +71,19 @@ impl Entry {
         }
     }
 
-    /// Logs `note` about this container unless it was said already or [`MAX_NOTES`] were.
-    fn note_once(&self, key: &str, note: impl FnOnce() -> String) {
+    /// Logs `note` about this container unless it was said already: one per worker for what
+    /// befell a worker (`per_worker`), else (a tenant's bad value) at most [`MAX_NOTES`].
+    fn note_once(&self, key: &str, per_worker: bool, note: impl FnOnce() -> String) {
         let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
-        if notes.len() < MAX_NOTES && !notes.iter().any(|k| k == key) {
-            notes.push(key.to_string());
+        let room = notes.len() < MAX_NOTES + 3 * self.workers.len();
+        let bad = notes.iter().filter(|k| k.starts_with("bad ")).count();
+        let key = if per_worker {
+            key.to_string()
+        } else {
+            format!("bad {key}")
+        };
+        if room && (per_worker || bad < MAX_NOTES) && !notes.contains(&key) {
+            notes.push(key);
             log::info!("container {}: rank placement: {}", self.id, note());
         }
     }
@@ -266,7 +274,7 @@ fn exec(
         Ok(None) => {}
         Err(note) => {
             ranks.counts.bad_signal.fetch_add(1, Ordering::Relaxed);
-            entry.note_once(&note, || format!("pid {tgid}: {note}"));
+            entry.note_once(&note, false, || format!("pid {tgid}: {note}"));
         }
         Ok(Some(w)) => match entry.workers.get(w.index).cloned().flatten() {
             Some(cpus) => {
@@ -278,7 +286,7 @@ fn exec(
                 );
                 place(ranks, &entry, w.index, tgid, &cpus, placed)
             }
-            None => entry.note_once(&format!("unnarrowed {}", w.index), || {
+            None => entry.note_once(&format!("unnarrowed {}", w.index), true, || {
                 format!(
                     "worker {} (pid {tgid}, by {}) has no CPUs of its own GPU in the container's: it keeps the container's",
                     w.index, w.signal
@@ -325,7 +333,7 @@ fn place(
         counts.already.fetch_add(1, Ordering::Relaxed);
     } else if !cpus.is_subset(&now) {
         counts.elsewhere.fetch_add(1, Ordering::Relaxed);
-        entry.note_once(&format!("elsewhere {w}"), || {
+        entry.note_once(&format!("elsewhere {w}"), true, || {
             format!(
                 "worker {w} (pid {tgid}) runs on CPUs {now}, not within its GPU's {cpus}: something else placed it, left alone"
             )
@@ -358,7 +366,7 @@ fn place(
             return;
         }
         counts.placed.fetch_add(1, Ordering::Relaxed);
-        entry.note_once(&format!("placed {w}"), || {
+        entry.note_once(&format!("placed {w}"), true, || {
             format!("worker {w}'s processes are placed on CPUs {cpus} (first: pid {tgid})")
         });
     }
@@ -370,48 +378,4 @@ fn place(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_container_s_leaves_under_both_drivers() {
-        let id = "a".repeat(64);
-        assert_eq!(
-            leaves_of(&format!("/kubepods/besteffort/pod1/{id}")),
-            [id.clone()]
-        );
-        let leaves = leaves_of(&format!(
-            "kubepods-besteffort-pod1.slice:cri-containerd:{id}"
-        ));
-        assert!(
-            leaves.contains(&format!("cri-containerd-{id}.scope")),
-            "{leaves:?}"
-        );
-    }
-
-    #[test]
-    fn a_process_is_the_container_s_in_its_leaf_or_below_it() {
-        let ranks = Ranks::default();
-        ranks.add(Entry::new(
-            "c1",
-            Vec::new(),
-            Vec::new(),
-            vec!["c1leaf".into()],
-        ));
-        let of = |t: &str| ranks.of_cgroup(t).map(|e| e.id.clone());
-        assert_eq!(of("0::/kubepods/pod1/c1leaf\n").as_deref(), Some("c1"));
-        assert_eq!(
-            of("0::/kubepods/pod1/c1leaf/container\n").as_deref(),
-            Some("c1")
-        );
-        assert_eq!(
-            of("12:cpuset:/kubepods/pod1/c1leaf\n").as_deref(),
-            Some("c1")
-        );
-        assert_eq!(of("0::/kubepods/pod1/c1leafx\n"), None);
-        assert_eq!(of("0::/kubepods/pod1/other\n"), None);
-        ranks.remove("c1");
-        assert_eq!(of("0::/kubepods/pod1/c1leaf\n"), None);
-        assert!(ranks.is_empty());
-    }
-}
+mod tests;
