@@ -132,7 +132,7 @@ fn hostile_values_are_no_rank_with_one_note_naming_the_variable() {
         (huge.as_bytes(), "..."),
         (
             b"CUDA_VISIBLE_DEVICES=\xff",
-            "CUDA_VISIBLE_DEVICES=\"\\xff\"".as_ref(),
+            "CUDA_VISIBLE_DEVICES=\"\\xff\"",
         ),
     ] {
         let note = who_of(&[var]).expect_err(&String::from_utf8_lossy(var));

@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn fork_exec_and_exit_are_read_and_the_rest_skipped() {
         let mut all = datagram(PROC_EVENT_FORK, &[10, 10, 11, 11]);
-        while all.len() % 4 != 0 {
+        while !all.len().is_multiple_of(4) {
             all.push(0);
         }
         all.extend(datagram(PROC_EVENT_EXEC, &[11, 11]));

@@ -1,12 +1,11 @@
 use super::*;
-use super::*;
 
 #[test]
 fn a_container_s_leaves_under_both_drivers() {
     let id = "a".repeat(64);
     assert_eq!(
         leaves_of(&format!("/kubepods/besteffort/pod1/{id}")),
-        [id.clone()]
+        std::slice::from_ref(&id)
     );
     let leaves = leaves_of(&format!(
         "kubepods-besteffort-pod1.slice:cri-containerd:{id}"
@@ -110,11 +109,11 @@ fn real_processes_are_placed_at_exec_and_fork_and_never_fought() {
     let mut handle = |e| handle(&ranks, e, &mut env, &mut placed);
     let pid = |c: &std::process::Child| c.id() as i32;
 
-    let mut w1 = child(&[("LOCAL_RANK", "1")], None);
+    let w1 = child(&[("LOCAL_RANK", "1")], None);
     handle(ProcEvent::Exec { tgid: pid(&w1) });
     assert_eq!(cpus_of(pid(&w1)), b, "worker 1 placed at its exec");
     // A child forked before its parent was placed: placed at the fork's event.
-    let mut forked = child(&[], None);
+    let forked = child(&[], None);
     handle(ProcEvent::Fork {
         parent_tgid: pid(&w1),
         child_pid: pid(&forked),
@@ -122,7 +121,7 @@ fn real_processes_are_placed_at_exec_and_fork_and_never_fought() {
     });
     assert_eq!(cpus_of(pid(&forked)), b, "the child of a placed worker");
     // A thread's fork event places nothing.
-    let mut thread = child(&[], None);
+    let thread = child(&[], None);
     handle(ProcEvent::Fork {
         parent_tgid: pid(&w1),
         child_pid: pid(&thread),
@@ -130,10 +129,10 @@ fn real_processes_are_placed_at_exec_and_fork_and_never_fought() {
     });
     assert_eq!(cpus_of(pid(&thread)), mask);
     // Within its worker's CPUs already: left alone; elsewhere: left alone.
-    let mut inside = child(&[("LOCAL_RANK", "0")], Some(&a));
+    let inside = child(&[("LOCAL_RANK", "0")], Some(&a));
     handle(ProcEvent::Exec { tgid: pid(&inside) });
     assert_eq!(cpus_of(pid(&inside)), a);
-    let mut elsewhere = child(&[("LOCAL_RANK", "0")], Some(&b));
+    let elsewhere = child(&[("LOCAL_RANK", "0")], Some(&b));
     handle(ProcEvent::Exec {
         tgid: pid(&elsewhere),
     });
@@ -142,8 +141,8 @@ fn real_processes_are_placed_at_exec_and_fork_and_never_fought() {
     });
     assert_eq!(cpus_of(pid(&elsewhere)), b, "never moved back");
     // A bad rank and no rank: the container's CPUs.
-    let mut bad = child(&[("LOCAL_RANK", "-1")], None);
-    let mut none = child(&[("PATH", "/bin")], None);
+    let bad = child(&[("LOCAL_RANK", "-1")], None);
+    let none = child(&[("PATH", "/bin")], None);
     handle(ProcEvent::Exec { tgid: pid(&bad) });
     handle(ProcEvent::Exec { tgid: pid(&none) });
     assert_eq!(
@@ -155,7 +154,7 @@ fn real_processes_are_placed_at_exec_and_fork_and_never_fought() {
         pid: pid(&w1),
         tgid: pid(&w1),
     });
-    let mut after = child(&[], None);
+    let after = child(&[], None);
     handle(ProcEvent::Fork {
         parent_tgid: pid(&w1),
         child_pid: pid(&after),
