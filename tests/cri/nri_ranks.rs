@@ -129,6 +129,8 @@ env OMPI_COMM_WORLD_LOCAL_RANK=0 TAG={t}-mpi sleep 3600 &
 echo '--- end'
 while [ ! -e /sig/restart ]; do sleep 1; done
 env LOCAL_RANK=1 TAG={t}-late sleep 3600 &
+while [ ! -e /sig/again ]; do sleep 1; done
+env LOCAL_RANK=0 TAG={t}-again sleep 3600 &
 exec sleep 3600"
     );
     let sig = node.path(&format!("sig-{t}"));
@@ -218,6 +220,16 @@ echo '--- end'; exec sleep 3600"
         "one line each, at most 4 per container: {notes:?}"
     );
     assert!(!log.contains("panicked"), "{log}");
+
+    // The plugin restarted: the running launcher's next worker is placed all the same.
+    drop(plugin);
+    let plugin = Plugin::external(&node, &cfg);
+    std::fs::write(sig.join("again"), "").unwrap();
+    wait_until(
+        "a worker started after the plugin restarted on CPU 0",
+        || context(&node, &plugin.log()),
+        || all_on(&format!("{t}-again"), 1, "0"),
+    );
 }
 
 crate::on_both!(workers_are_placed_on_their_gpu_s_cpus_and_nothing_else_moves);

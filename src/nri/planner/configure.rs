@@ -81,6 +81,10 @@ impl Planner {
                 continue;
             }
             kept += 1;
+            if let Some(c) = containers.iter().find(|c| c.id == id.as_str()) {
+                let pod = pods.iter().find(|p| p.id == c.pod_sandbox_id);
+                self.restore_ranks(&id, c, pod);
+            }
             let Some(record) = self.dirs.record(&id) else {
                 continue;
             };
