@@ -199,7 +199,12 @@ fn watch(ranks: &Ranks) {
                     }
                 }
                 Ok(Received::Overrun) => {
-                    ranks.counts.overruns.fetch_add(1, Ordering::Relaxed);
+                    let n = ranks.counts.overruns.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        log::warn!(
+                            "rank placement: the kernel's process events overran the socket ({n} times so far): the processes whose events were lost keep their container's CPUs"
+                        );
+                    }
                 }
                 Err(e) => {
                     failures += 1;
