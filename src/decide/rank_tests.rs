@@ -178,6 +178,7 @@ fn each_worker_gets_its_gpu_s_local_cpus_within_the_container_s() {
 fn the_annotation_overrides_the_config_and_a_bad_one_places_nothing() {
     use RankPlacement::{Auto, Off};
     assert_eq!(rank_placement(Auto, None), (Auto, None));
+    assert_eq!(rank_placement(Off, None), (Off, None));
     assert_eq!(rank_placement(Off, Some("auto")), (Auto, None));
     assert_eq!(rank_placement(Auto, Some(" off ")), (Off, None));
     let (p, note) = rank_placement(Auto, Some("yes please"));

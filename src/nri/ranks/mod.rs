@@ -207,7 +207,7 @@ fn watch(ranks: &Ranks) {
                     }
                 }
                 Err(e) => {
-                    failures += 1;
+                    failures = failures.saturating_add(1);
                     log::warn!("rank placement: the process events socket failed: {e}");
                     break;
                 }
@@ -330,6 +330,15 @@ fn place(
     placed: &mut HashMap<i32, (Arc<Entry>, usize)>,
 ) {
     let counts = &ranks.counts;
+    if cpus.last().is_some_and(|c| c >= NixSet::count()) {
+        entry.note_once(&format!("wide {w}"), true, || {
+            format!(
+                "worker {w}'s CPUs {cpus} go past CPU {}: not placed",
+                NixSet::count() - 1
+            )
+        });
+        return;
+    }
     let Ok(now) = sched_getaffinity(Pid::from_raw(tgid)).map(|s| from_nix(&s)) else {
         counts.gone.fetch_add(1, Ordering::Relaxed);
         return;
