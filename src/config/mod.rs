@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use cpuplan::{PoolSplit, Setting};
+use std::fmt;
+use std::str::FromStr;
 
 use serde::Deserialize;
 
@@ -80,6 +82,41 @@ pub enum CpusetRule {
     Keep,
 }
 
+/// The `rank_placement` setting: whether the NRI plugin places each worker process of a
+/// container on its GPU's CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RankPlacement {
+    /// Place the processes that carry a worker signal.
+    #[default]
+    Auto,
+    /// Place nothing.
+    Off,
+}
+
+impl FromStr for RankPlacement {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "auto" => Ok(RankPlacement::Auto),
+            "off" => Ok(RankPlacement::Off),
+            _ => Err(format!(
+                "{:?} is not auto or off",
+                s.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
+impl fmt::Display for RankPlacement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RankPlacement::Auto => "auto",
+            RankPlacement::Off => "off",
+        })
+    }
+}
+
 /// What a planning problem does to the container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -96,6 +133,8 @@ pub enum OnError {
 pub struct HookConfig {
     /// The default `step_thread_core` setting.
     pub step_thread_core: Setting,
+    /// Whether the NRI plugin places each GPU worker process on its GPU's CPUs (`auto`) or not.
+    pub rank_placement: RankPlacement,
     /// The default `pool_split`: `per-process` (one process per GPU worker shares the CPUs
     /// left) or `off` (one process drives every GPU and gets them all).
     pub pool_split: PoolSplit,
@@ -139,6 +178,7 @@ impl Default for HookConfig {
         HookConfig {
             step_thread_core: Setting::Auto,
             pool_split: PoolSplit::PerProcess,
+            rank_placement: RankPlacement::Auto,
             cpuset: CpusetRule::Numa,
             dir: PathBuf::from("/run/cpuplan"),
             claims_dir: PathBuf::from("/run/cpuplan/claims"),
@@ -163,6 +203,7 @@ impl Default for HookConfig {
 struct RawConfig {
     step_thread_core: Option<serde_json::Value>,
     pool_split: Option<serde_json::Value>,
+    rank_placement: Option<serde_json::Value>,
     cpuset: Option<serde_json::Value>,
     dir: Option<serde_json::Value>,
     claims_dir: Option<serde_json::Value>,
@@ -179,9 +220,10 @@ struct RawConfig {
 }
 
 /// Every key of the hook config, in [`RawConfig`]'s order.
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "step_thread_core",
     "pool_split",
+    "rank_placement",
     "cpuset",
     "dir",
     "claims_dir",
@@ -398,6 +440,13 @@ impl HookConfig {
                 other => Err(cpuplan::PoolSplitError(other.to_string())),
             }
             .map_err(|e| value_err("pool_split", e.to_string()))?;
+        }
+        if let Some(v) = raw.rank_placement {
+            c.rank_placement = match &v {
+                serde_json::Value::String(s) => s.parse(),
+                other => Err(format!("{other} is not auto or off")),
+            }
+            .map_err(|e| value_err("rank_placement", e))?;
         }
         if let Some(v) = raw.cpuset {
             c.cpuset = typed(path, "cpuset", v, "\"numa\" or \"keep\"")?;

@@ -148,6 +148,14 @@ fn bad_keys_and_values_name_file_and_key() {
         ),
         // A wait the shipped registrations' timeout cannot hold, saying the figure.
         (
+            r#"{"rank_placement": "on"}"#,
+            r#"key "rank_placement": "on" is not auto or off"#,
+        ),
+        (
+            r#"{"rank_placement": 1}"#,
+            r#"key "rank_placement": 1 is not auto or off"#,
+        ),
+        (
             r#"{"claim_wait_ms": 8001}"#,
             "8001 is over 8000: the hook's registrations time it out after 10 s",
         ),
@@ -171,7 +179,7 @@ fn every_key_is_known_and_an_unknown_one_is_named_after_the_known_ones_values() 
     assert!(
         e.ends_with(
             "unknown field `step_thread_cor`, expected one of `step_thread_core`, `pool_split`, \
-             `cpuset`, `dir`, \
+             `rank_placement`, `cpuset`, `dir`, \
              `claims_dir`, `on_error`, `log`, `log_level`, `root`, `topology_root`, \
              `claim_wait_ms`, `gpu_sources`, `nri_dir`, `inventory_dir`, `metrics`"
         ),

@@ -8,6 +8,7 @@
 pub mod course;
 pub mod numa;
 pub mod problem;
+pub mod rank;
 pub mod stale;
 pub mod update;
 pub mod verdict;

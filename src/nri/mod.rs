@@ -7,7 +7,9 @@
 //! (containers whose plan mount may have stopped their start), `plandir` (the host directory
 //! of plans), `spec` (NRI's container as the planner's spec), `from_edit`
 //! (the edit as NRI's adjustment), [`options`] (the command line), `metrics` (Prometheus),
-//! `health` (readiness and liveness, and the probes' state file), `http` (the listener).
+//! `health` (readiness and liveness, and the probes' state file), `http` (the listener),
+//! `ranks` (each GPU worker process placed on its GPU's CPUs, watching the kernel's process
+//! events).
 #![warn(missing_docs)]
 
 mod attempts;
@@ -21,6 +23,7 @@ pub mod metrics;
 pub mod options;
 mod plandir;
 mod planner;
+mod ranks;
 mod spec;
 
 use std::sync::Arc;
@@ -68,6 +71,7 @@ pub fn run(opts: &NriOptions, config: HookConfig) -> Result<(), NriError> {
         if let Some(address) = listen {
             http::serve(address, Arc::clone(&handler));
         }
+        ranks::spawn(handler.ranks());
     });
     if launched {
         handler.hold_at_configure();

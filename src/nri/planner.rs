@@ -46,6 +46,7 @@ use super::ids::ContainerId;
 use super::instance::Instance;
 use super::metrics::{fallbacks_of, labels_of, Fallback, Metrics, Outcome, Request};
 use super::plandir::{PlanDirs, Record};
+use super::ranks::Ranks;
 use super::spec::container_spec;
 
 /// The longest the plugin waits for the claims lock: well below the runtime's 2 s plugin timeout.
@@ -95,6 +96,8 @@ pub struct PlanHandler {
     metrics: Arc<Metrics>,
     /// Whether the plugin is ready and live.
     health: Arc<Health>,
+    /// The containers whose worker processes are placed, kept across configurations.
+    ranks: Arc<Ranks>,
 }
 
 impl PlanHandler {
@@ -102,15 +105,22 @@ impl PlanHandler {
     /// `log_given`, a configuration the runtime gives keeps the log file `--log` named.
     pub fn new(config: HookConfig, plugin: &str, log_given: bool) -> PlanHandler {
         let metrics = Arc::new(Metrics::new());
+        let ranks = Arc::new(Ranks::default());
         PlanHandler {
-            planner: RwLock::new(Arc::new(Planner::new(config, plugin, &metrics))),
+            planner: RwLock::new(Arc::new(Planner::new(config, plugin, &metrics, &ranks))),
             plugin: plugin.to_string(),
             log_given,
             instance: Mutex::new(None),
             hold_at_configure: AtomicBool::new(false),
             metrics,
             health: Arc::default(),
+            ranks,
         }
+    }
+
+    /// The containers whose worker processes are placed (the watcher's, [`super::ranks`]).
+    pub(crate) fn ranks(&self) -> Arc<Ranks> {
+        Arc::clone(&self.ranks)
     }
 
     /// The plugin's health (ready, live), as the stub and the handlers report it.
@@ -187,6 +197,8 @@ struct Planner {
     attempts: Attempts,
     /// The plugin's metrics.
     metrics: Arc<Metrics>,
+    /// The containers whose worker processes are placed.
+    ranks: Arc<Ranks>,
 }
 
 /// The UID of the Kubernetes pod whose cgroup `text` (a `/proc/PID/cgroup`) is in, if any:
@@ -260,7 +272,12 @@ fn at_or_under(dest: &str, dir: &Path) -> bool {
 }
 
 impl Planner {
-    fn new(config: HookConfig, plugin: &str, metrics: &Arc<Metrics>) -> Planner {
+    fn new(
+        config: HookConfig,
+        plugin: &str,
+        metrics: &Arc<Metrics>,
+        ranks: &Arc<Ranks>,
+    ) -> Planner {
         Planner {
             host: Host::of(&config)
                 .keeping_inventory()
@@ -275,6 +292,7 @@ impl Planner {
                 .and_then(pod_uid_of_cgroup),
             attempts: Attempts::default(),
             metrics: Arc::clone(metrics),
+            ranks: Arc::clone(ranks),
         }
     }
 
@@ -341,6 +359,7 @@ impl Planner {
     /// Releases container `id`'s claims and removes its plan files. A claim another live
     /// instance of the plugin took over stays (see [`cpuplan::release`]): that one releases it.
     fn forget(&self, id: &ContainerId) {
+        self.ranks.remove(id.as_str());
         let me = self.me.get().map(|me| Holder {
             container: id.to_string(),
             ..me.clone()
@@ -466,6 +485,7 @@ impl Planner {
                 if mount {
                     self.attempts.mounted(&pod.id, &c.name, id);
                 }
+                self.place_ranks(id, c, &inputs, &decision);
                 self.metrics
                     .outcome(Request::Create, labels_of(&decision).0);
                 for f in fallbacks {
@@ -564,6 +584,7 @@ impl Plugin for PlanHandler {
 }
 
 mod configure;
+mod ranks;
 mod update;
 use update::kubelet_cpu;
 

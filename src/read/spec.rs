@@ -15,14 +15,18 @@ pub const SETTING_ANNOTATION: &str = "cpuplan.step-thread-core";
 /// The annotation that sets `pool_split` for one container (`off`: one process drives every GPU).
 pub const POOL_SPLIT_ANNOTATION: &str = "cpuplan.pool-split";
 
+/// The annotation that sets `rank_placement` for one container (`off`: no process is placed).
+pub const RANK_PLACEMENT_ANNOTATION: &str = "cpuplan.rank-placement";
+
 /// The annotation cpuplan writes with the plan (podman's `precreate`, the NRI plugin).
 pub const PLAN_ANNOTATION: &str = "cpuplan.plan";
 
 /// Every `cpuplan.*` annotation cpuplan knows, with what it is: the one table. Any other key
 /// with [`ANNOTATION_PREFIX`] is ignored, and said once per container ([`unknown_annotations`]).
-pub const ANNOTATIONS: [(&str, &str); 3] = [
+pub const ANNOTATIONS: [(&str, &str); 4] = [
     (SETTING_ANNOTATION, "the container's step_thread_core"),
     (POOL_SPLIT_ANNOTATION, "the container's pool_split"),
+    (RANK_PLACEMENT_ANNOTATION, "the container's rank_placement"),
     (PLAN_ANNOTATION, "the plan, written by cpuplan"),
 ];
 
@@ -311,6 +315,7 @@ mod tests {
         let known = keys(&[
             SETTING_ANNOTATION,
             POOL_SPLIT_ANNOTATION,
+            RANK_PLACEMENT_ANNOTATION,
             PLAN_ANNOTATION,
             "other.x",
         ]);
@@ -320,7 +325,7 @@ mod tests {
         assert_eq!(
             note,
             "annotation cpuplan.step-thread-cores is not one cpuplan knows, ignored (it knows \
-             cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.plan)"
+             cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.rank-placement, cpuplan.plan)"
         );
         // The tenant's keys: escaped, cut, at most four named.
         let long = format!("cpuplan.b{}", "x".repeat(200));

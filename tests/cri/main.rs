@@ -23,5 +23,6 @@ mod nri_metrics;
 mod nri_node;
 mod nri_order;
 mod nri_protocol;
+mod nri_ranks;
 mod nri_trust;
 mod nri_update;

@@ -28,7 +28,12 @@ impl PlanHandler {
                 config.nri_dir.display(),
                 config.claims_dir.display()
             );
-            let planner = Arc::new(Planner::new(config, &self.plugin, &self.metrics));
+            let planner = Arc::new(Planner::new(
+                config,
+                &self.plugin,
+                &self.metrics,
+                &self.ranks,
+            ));
             match self.planner.write() {
                 Ok(mut p) => *p = planner,
                 Err(poisoned) => *poisoned.into_inner() = planner,
@@ -76,6 +81,10 @@ impl Planner {
                 continue;
             }
             kept += 1;
+            if let Some(c) = containers.iter().find(|c| c.id == id.as_str()) {
+                let pod = pods.iter().find(|p| p.id == c.pod_sandbox_id);
+                self.restore_ranks(&id, c, pod);
+            }
             let Some(record) = self.dirs.record(&id) else {
                 continue;
             };

@@ -172,7 +172,7 @@ fn a_container_that_mounts_the_plugin_s_directories_is_its_own() {
         claims_dir: "/run/cpuplan/claims".into(),
         ..HookConfig::default()
     };
-    let p = Planner::new(config, "10-cpuplan", &Arc::default());
+    let p = Planner::new(config, "10-cpuplan", &Arc::default(), &Arc::default());
     let with = |source: &str| Container {
         mounts: vec![nri_plugin::api::Mount {
             destination: "/x".into(),

@@ -145,6 +145,7 @@ impl Planner {
         if let Err(e) = self.dirs.write(&id, &edit, &record) {
             return self.update_problem(&id_text, Problem::files(e));
         }
+        self.place_ranks(&id, c, &inputs, &decision);
         self.metrics
             .outcome(Request::Update, labels_of(&decision).0);
         log::info!(

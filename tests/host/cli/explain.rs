@@ -85,7 +85,7 @@ fn explain_pid_takes_one_running_pid_and_says_in_one_line_what_it_cannot_read() 
 fn a_misspelt_cpuplan_annotation_is_one_line_naming_the_known_ones_and_changes_nothing() {
     use common::fakehost::{FakeHost, PID};
     use common::hookbin;
-    let known = "(it knows cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.plan)";
+    let known = "(it knows cpuplan.step-thread-core, cpuplan.pool-split, cpuplan.rank-placement, cpuplan.plan)";
     // explain: one note; the plan is the one without it.
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("hook.json");

@@ -98,6 +98,7 @@ fn a_misspelt_key_or_a_bad_value_fails_the_render_and_the_lint() {
             "/config/step_thread_core",
         ),
         (json!({"pool_split": "per-gpu"}), "/config/pool_split"),
+        (json!({"rank_placement": "on"}), "/config/rank_placement"),
         (json!({"on_error": "ignore"}), "/config/on_error"),
         (json!({"cpuset": true}), "/config/cpuset"),
         (json!({"log_level": "trace"}), "/config/log_level"),
@@ -126,7 +127,7 @@ fn a_misspelt_key_or_a_bad_value_fails_the_render_and_the_lint() {
         "/config/metrics",
     );
     // What the schema accepts renders into a config the plugin loads.
-    let good = json!({"step_thread_core": 3, "pool_split": "off", "gpu_sources": ["devices", "env"],
+    let good = json!({"step_thread_core": 3, "pool_split": "off", "rank_placement": "off", "gpu_sources": ["devices", "env"],
         "claim_wait_ms": 500, "log_level": "debug", "metrics": "off"});
     let docs = render(&json!({ "config": good }));
     let cm = one(&docs, "ConfigMap");

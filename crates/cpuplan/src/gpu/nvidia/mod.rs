@@ -22,7 +22,7 @@ pub use driver::{
     nvidia_gpu_addresses, nvidia_gpus, parse_information, NvidiaGpu, NVIDIA_GPUS_DIR,
 };
 pub use seen::cuda_gpus;
-pub use visible::{parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
+pub use visible::{parse_id, parse_visible_devices, DeviceId, VisibleDevices, VISIBLE_DEVICES};
 
 use super::{CharDevice, DeviceError, Named, Resolved, Vendor};
 use crate::error::Result;

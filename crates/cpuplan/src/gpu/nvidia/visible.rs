@@ -63,7 +63,7 @@ pub(crate) fn entries(raw: &str) -> Result<Vec<(&str, DeviceId)>, DeviceError> {
 }
 
 /// One entry: an index, `GPU-<uuid>`, a PCI bus id, `MIG-GPU-<uuid>/<gi>/<ci>`, `MIG-<uuid>` or `<gpu>:<mig>`.
-pub(crate) fn parse_id(entry: &str) -> Option<DeviceId> {
+pub fn parse_id(entry: &str) -> Option<DeviceId> {
     if let Some(pci) = PciAddress::canonical(entry) {
         return Some(DeviceId::Pci(pci));
     }
