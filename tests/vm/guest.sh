@@ -32,7 +32,10 @@ R=$S/results.jsonl
 : > "$R"
 # On the guest's root filesystem (/run is noexec); the hook copied off the 9p share once.
 W=/tmp/cpuplan-vm
-mkdir -p $W
+# The claims directories: the hook takes one only below directories that are root's and
+# writable by root alone, which no directory under /tmp is.
+CL=/run/cpuplan-vm/claims
+mkdir -p $W $CL
 # The hook (the runtime's stages), the NRI plugin and the operator's command (install, claims),
 # side by side: install copies the cpuplan-hook beside cpuplan.
 cp $S/cpuplan-hook $S/cpuplan-nri $S/cpuplan $W/
@@ -70,8 +73,8 @@ t_start=$(ms)
 # of its own (every container asks for the same GPU), one debug log (it says what the systemd
 # call took).
 hook_config() {
-  jq -n --arg s "$S" --arg w "$W" --arg n "$1" \
-    '{topology_root: "\($w)/topo", claims_dir: "\($w)/claims/\($n)", log: "\($w)/hook.log", log_level: "debug"}' \
+  jq -n --arg s "$S" --arg w "$W" --arg cl "$CL" --arg n "$1" \
+    '{topology_root: "\($w)/topo", claims_dir: "\($cl)/\($n)", log: "\($w)/hook.log", log_level: "debug"}' \
     > "$W/hook-$1.json"
 }
 [ -e /dev/nvidia0 ] || mknod -m 666 /dev/nvidia0 c 195 0
@@ -216,7 +219,7 @@ in_service() {
   fi
   systemctl stop $u
   check "$n: poststop released its claim" "0 1" \
-    "$(find $W/claims/$n -type f -name '*.json' 2>/dev/null | wc -l) $(grep -c 'stopped, released 1 GPU claim' $W/hook-svc.log)"
+    "$(find $CL/$n -type f -name '*.json' 2>/dev/null | wc -l) $(grep -c 'stopped, released 1 GPU claim' $W/hook-svc.log)"
 }
 in_service
 
@@ -315,7 +318,7 @@ cri_start() {
 
 # (a) The NRI plugin, an external plugin on containerd's NRI socket. Its command line, here only.
 nri_plugin() { exec "$NRI" --config "$W/nri.json"; }
-jq -n --arg w "$W" '{topology_root: "\($w)/topo", claims_dir: "\($w)/claims/nri", nri_dir: "\($w)/nri",
+jq -n --arg w "$W" --arg cl "$CL" '{topology_root: "\($w)/topo", claims_dir: "\($cl)/nri", nri_dir: "\($w)/nri",
   log: "\($w)/nri.log", log_level: "debug"}' > $W/nri.json
 nri_plugin > $W/nri.out 2>&1 &
 NRI_PID=$!
@@ -398,7 +401,7 @@ if [ -n "${CID[nri-cri]:-}" ]; then
   systemctl daemon-reload
   probe nri-cri resize-reload
   out=$($CRI rm-pod "${POD[nri-cri]}" 2>&1)
-  check "nri-cri: pod removed, its claim released" "0 0" "$? $(find $W/claims/nri -type f -name '*.json' 2>/dev/null | wc -l)" "$out"
+  check "nri-cri: pod removed, its claim released" "0 0" "$? $(find $CL/nri -type f -name '*.json' 2>/dev/null | wc -l)" "$out"
 fi
 kill $NRI_PID
 wait $NRI_PID
@@ -488,7 +491,7 @@ for n in runc-systemd crun-systemd runc-cgroupfs crun-cgroupfs runc-nobus; do
 done
 [ -n "${pod:-}" ] && podman rm -f -t 0 "$pod" >/dev/null 2>&1
 [ -n "${pre:-}" ] && podman rm -f -t 0 "$pre" >/dev/null 2>&1
-check "poststop: every claim released" "0 of 8" "$(find $W/claims -type f -name '*.json' 2>/dev/null | wc -l) of $(grep -c 'stopped, released 1 GPU claim' $W/hook.log)"
+check "poststop: every claim released" "0 of 8" "$(find $CL -type f -name '*.json' 2>/dev/null | wc -l) of $(grep -c 'stopped, released 1 GPU claim' $W/hook.log)"
 
 fact checks_ms "$(($(ms) - t_start))"
 cp $W/hook.log "$S/hook.log"

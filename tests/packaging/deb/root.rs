@@ -192,13 +192,15 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
     // runtime that is not there): it logs to stderr, the journal under systemd, and never
     // opens the config's log file.
     let plugin_log = tmp.path().join("plugin-config.log");
+    // Claims in a directory of the operator's (none under /tmp is).
+    let operator = common::operator_dir::tempdir();
     let plugin_config = tmp.path().join("plugin.json");
     std::fs::write(
         &plugin_config,
         serde_json::to_vec(&serde_json::json!({
             "log": plugin_log,
             "nri_dir": tmp.path().join("nri"),
-            "claims_dir": tmp.path().join("nri-claims"),
+            "claims_dir": operator.path().join("nri-claims"),
             "inventory_dir": tmp.path().join("nri-inventory"),
         }))
         .unwrap(),
@@ -271,7 +273,7 @@ fn in_a_throwaway_root_the_unit_logrotate_and_the_package_s_own_files() {
     std::fs::write(
         &config,
         serde_json::to_vec(&serde_json::json!({
-            "log": log, "claims_dir": tmp.path().join("claims")
+            "log": log, "claims_dir": operator.path().join("claims")
         }))
         .unwrap(),
     )
