@@ -99,7 +99,14 @@ pub struct Worker {
     pub device: Option<String>,
     /// Its pinned CPUs, `None` when unpinned.
     pub cpus: Option<CpuSet>,
+    /// The CPUs the NRI plugin places its processes on at their exec (its `plan.json`'s
+    /// `worker_placement`), `None` where they keep the container's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placed: Option<CpuSet>,
 }
+
+/// The line under a container whose worker processes the NRI plugin places.
+const PLACED_NOTE: &str = "  each worker's processes are placed at their exec by the NRI plugin (by their rank variable: LOCAL_RANK and the like); the rest keep the container's cpus\n";
 
 /// The letter of the `i`th container: `A`..`Z`, then `#` for the rest.
 pub fn mark(i: usize) -> char {
@@ -193,17 +200,20 @@ impl Picture {
             );
             for (i, w) in c.workers.iter().enumerate() {
                 let dev = w.device.as_deref().map_or("cpu worker".into(), escape);
-                match &w.cpus {
-                    Some(cpus) => {
-                        let _ = writeln!(s, "  worker {i} GPU {dev}: cpus {cpus}");
-                    }
-                    None => {
-                        let _ = writeln!(s, "  worker {i} GPU {dev}: unpinned");
-                    }
-                }
+                let pinned = w
+                    .cpus
+                    .as_ref()
+                    .map_or_else(|| "unpinned".into(), |cpus| format!("cpus {cpus}"));
+                let placed = w.placed.as_ref().map_or_else(String::new, |cpus| {
+                    format!(", its processes placed on cpus {cpus}")
+                });
+                let _ = writeln!(s, "  worker {i} GPU {dev}: {pinned}{placed}");
             }
             if let Some(r) = &c.result {
                 let _ = writeln!(s, "  API server: cpus {r}");
+            }
+            if c.workers.iter().any(|w| w.placed.is_some()) {
+                s.push_str(PLACED_NOTE);
             }
         }
         if self.containers.is_empty() {
@@ -254,6 +264,7 @@ mod tests {
             workers: vec![Worker {
                 device: Some("0000:18:00.0".into()),
                 cpus: Some(set("0,6")),
+                placed: None,
             }],
             result: Some(set("2,8")),
             gpus: vec!["0000:18:00.0".into()],
@@ -289,7 +300,47 @@ mod tests {
         );
         assert!(text.contains("container a [A] (hook, pid 1): cpus 0-2,6-8, plan current"));
         assert!(text.contains("  worker 0 GPU 0000:18:00.0: cpus 0,6\n  API server: cpus 2,8\n"));
+        assert!(!text.contains(PLACED_NOTE), "{text}");
         assert_eq!(mark(25), 'Z');
         assert_eq!(mark(26), '#');
+    }
+
+    #[test]
+    fn a_placed_worker_shows_its_placement_cpus_and_the_plugin_s_note() {
+        let worker = |d: &str, cpus: &str, placed: Option<&str>| Worker {
+            device: Some(d.into()),
+            cpus: Some(set(cpus)),
+            placed: placed.map(set),
+        };
+        let c = Planned {
+            mark: 'A',
+            container: "c\u{1b}1".into(),
+            route: "nri",
+            pid: None,
+            cpuset: set("0-11"),
+            workers: vec![
+                worker("0000:18:00.0", "0", Some("0-5")),
+                worker("0000:2a:00.0", "6", None),
+            ],
+            result: Some(set("11")),
+            gpus: Vec::new(),
+            plan: "generation 1".into(),
+        };
+        let p = Picture {
+            nodes: Vec::new(),
+            gpus: Vec::new(),
+            containers: vec![c],
+            problems: Vec::new(),
+        };
+        let text = p.text();
+        assert!(
+            text.contains(&format!(
+                "container c\\u{{1b}}1 [A] (nri): cpus 0-11, plan generation 1\n  worker 0 GPU 0000:18:00.0: cpus 0, its processes placed on cpus 0-5\n  worker 1 GPU 0000:2a:00.0: cpus 6\n  API server: cpus 11\n{PLACED_NOTE}"
+            )),
+            "{text}"
+        );
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["containers"][0]["workers"][0]["placed"], "0-5");
+        assert!(json["containers"][0]["workers"][1].get("placed").is_none());
     }
 }

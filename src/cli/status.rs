@@ -171,6 +171,10 @@ fn planned(
         .map(|(w, pinned)| Worker {
             device: devices.get(w).cloned().flatten(),
             cpus: pinned.as_ref().map(|p| p.cpus.clone()),
+            placed: plan
+                .worker_placement
+                .as_ref()
+                .and_then(|p| p.get(w).cloned().flatten()),
         })
         .collect();
     Planned {

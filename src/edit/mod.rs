@@ -98,6 +98,19 @@ impl SpecEdit {
     }
 }
 
+impl SpecEdit {
+    /// Records `workers` (each worker's placement CPUs, [`PlanDoc::worker_placement`]) in the
+    /// document and in the `plan.json` it is written as.
+    pub fn with_worker_placement(mut self, workers: Option<Vec<Option<CpuSet>>>) -> SpecEdit {
+        self.doc.worker_placement = workers;
+        let bytes = self.doc.to_bytes();
+        for f in self.files.iter_mut().filter(|f| f.name == PLAN_JSON) {
+            f.bytes = bytes.clone();
+        }
+        self
+    }
+}
+
 #[cfg(test)]
 pub mod tests_support {
     //! An edit made in memory, for the front ends' unit tests.

@@ -45,6 +45,11 @@ pub struct PlanDoc {
     pub generation: u64,
     /// The inputs used.
     pub inputs: InputsRecord,
+    /// Each worker's CPUs (plan order) where the NRI plugin places the container's GPU worker
+    /// processes at their exec: its GPU's local CPUs within the container's (`null`: that
+    /// worker keeps the container's); absent where no process is placed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_placement: Option<Vec<Option<CpuSet>>>,
 }
 
 impl PlanDoc {
@@ -69,6 +74,7 @@ impl PlanDoc {
                 setting_from: decision.setting_from(inputs),
                 gpu_notes: inputs.gpu_notes.clone(),
             },
+            worker_placement: None,
         }
     }
 
@@ -77,5 +83,34 @@ impl PlanDoc {
         let mut json = serde_json::to_vec_pretty(self).unwrap_or_default();
         json.push(b'\n');
         json
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::edit::tests_support::edit;
+    use crate::edit::PLAN_JSON;
+
+    fn plan_json(e: &crate::edit::SpecEdit) -> serde_json::Value {
+        let f = e.files.iter().find(|f| f.name == PLAN_JSON).unwrap();
+        serde_json::from_slice(&f.bytes).unwrap()
+    }
+
+    #[test]
+    fn worker_placement_is_a_member_of_plan_json_only_where_processes_are_placed() {
+        let plain = edit();
+        assert!(plan_json(&plain).get("worker_placement").is_none());
+        let set = |l: &str| cpuplan::parse_cpu_list(l).unwrap();
+        let placed = edit().with_worker_placement(Some(vec![Some(set("0-3")), None]));
+        let v = plan_json(&placed);
+        assert_eq!(v["worker_placement"], serde_json::json!(["0-3", null]));
+        // The rest of the document is as it was: a new member, nothing else changed.
+        let mut without = v.clone();
+        without.as_object_mut().unwrap().remove("worker_placement");
+        assert_eq!(without, plan_json(&plain));
+        assert_eq!(
+            placed.doc.worker_placement,
+            Some(vec![Some(set("0-3")), None])
+        );
     }
 }

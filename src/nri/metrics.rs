@@ -22,6 +22,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::ranks::Counts;
 use crate::decide::{ClaimResult, Decision};
 
 /// What became of a container the plugin was asked about.
@@ -136,6 +137,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlacementLabels {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabels {
     cause: &'static str,
 }
@@ -147,7 +153,7 @@ struct RequestLabels {
 
 /// Every metric's name (after the `cpuplan_` prefix) and help line, in the order served:
 /// the one list docs/kubernetes.md's table is checked against.
-const HELP: [(&str, &str); 9] = [
+const HELP: [(&str, &str); 11] = [
     ("build", "The plugin's version"),
     ("nri_containers", "Containers handled at CreateContainer and UpdateContainer, by outcome (pinned, sized, off, problem, ignored)"),
     ("nri_problems", "Planning problems, by cause (the problem's kind, from a fixed list): under on_error allow the container runs unplanned, under deny it is refused"),
@@ -157,6 +163,18 @@ const HELP: [(&str, &str); 9] = [
     ("nri_registrations", "Registrations with the runtime (the first, and one per reconnection)"),
     ("nri_claims_held", "GPU claims this plugin holds for live containers"),
     ("nri_inventory_rebuilds", "Times the plugin read the host inventory afresh (at start, and after each Synchronize)"),
+    ("nri_placements", "GPU worker processes looked at by rank placement, by outcome (placed, already_inside, elsewhere, bad_signal, gone)"),
+    ("nri_placement_overruns", "Times the kernel's process events overran the plugin's socket (the processes whose events were lost keep their container's CPUs)"),
+];
+
+/// Every value of `cpuplan_nri_placements_total`'s `outcome`, each with the count of
+/// [`Counts`] it is read from.
+const PLACEMENTS: [(&str, fn(&Counts) -> &AtomicU64); 5] = [
+    ("placed", |c| &c.placed),
+    ("already_inside", |c| &c.already),
+    ("elsewhere", |c| &c.elsewhere),
+    ("bad_signal", |c| &c.bad_signal),
+    ("gone", |c| &c.gone),
 ];
 
 /// Every value of `cpuplan_nri_problems_total`'s `cause` ([`crate::decide::Problem::cause`]).
@@ -197,6 +215,8 @@ pub struct Metrics {
     claims_held: Gauge,
     inventory_reads: Arc<AtomicU64>,
     inventory_rebuilds: Counter,
+    placements: Family<PlacementLabels, Counter>,
+    placement_overruns: Counter,
 }
 
 impl Default for Metrics {
@@ -223,8 +243,10 @@ impl Metrics {
             claims_held: Gauge::default(),
             inventory_reads: Arc::default(),
             inventory_rebuilds: Counter::default(),
+            placements: Family::default(),
+            placement_overruns: Counter::default(),
         };
-        let [build, containers, problems, fallbacks, duration, registered, registrations, claims, rebuilds] =
+        let [build, containers, problems, fallbacks, duration, registered, registrations, claims, rebuilds, placements, overruns] =
             HELP;
         let version = Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]);
         registry.register(build.0, build.1, version);
@@ -237,6 +259,11 @@ impl Metrics {
         registry.register(registrations.0, registrations.1, m.registrations.clone());
         registry.register(claims.0, claims.1, m.claims_held.clone());
         registry.register(rebuilds.0, rebuilds.1, m.inventory_rebuilds.clone());
+        registry.register(placements.0, placements.1, m.placements.clone());
+        registry.register(overruns.0, overruns.1, m.placement_overruns.clone());
+        for (outcome, _) in PLACEMENTS {
+            let _ = m.placements.get_or_create(&PlacementLabels { outcome });
+        }
         for request in [Request::Create, Request::Update] {
             for outcome in OUTCOMES {
                 let _ = m.containers.get_or_create(&OutcomeLabels {
@@ -306,6 +333,23 @@ impl Metrics {
     /// The counter the host's inventory reads go to ([`crate::read::host::Host::counting_reads`]).
     pub fn inventory_reads(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.inventory_reads)
+    }
+
+    /// The rank watcher's `counts` as they are now (the counters move up to them; they are kept
+    /// by the watcher's thread, which touches no metric).
+    pub fn placements(&self, counts: &Counts) {
+        for (outcome, count) in PLACEMENTS {
+            let c = self.placements.get_or_create(&PlacementLabels { outcome });
+            let (now, served) = (count(counts).load(Ordering::Relaxed), c.get());
+            if now > served {
+                c.inc_by(now - served);
+            }
+        }
+        let now = counts.overruns.load(Ordering::Relaxed);
+        let served = self.placement_overruns.get();
+        if now > served {
+            self.placement_overruns.inc_by(now - served);
+        }
     }
 
     /// Text in the OpenMetrics format ([`convert`] gives the Prometheus format), with `claims_held` as the gauge's value now.
@@ -450,6 +494,41 @@ mod tests {
         }
         assert_eq!(at("cpuplan_nri_registrations_total "), Some(0.0));
         assert_eq!(at("cpuplan_nri_inventory_rebuilds_total "), Some(0.0));
+        for (outcome, _) in PLACEMENTS {
+            let s = format!(r#"cpuplan_nri_placements_total{{outcome="{outcome}"}} "#);
+            assert_eq!(at(&s), Some(0.0), "{s}\n{text}");
+        }
+        assert_eq!(at("cpuplan_nri_placement_overruns_total "), Some(0.0));
+    }
+
+    #[test]
+    fn placements_follow_the_watcher_s_counts_by_outcome() {
+        let m = Metrics::new();
+        let counts = Counts::default();
+        counts.placed.fetch_add(3, Ordering::Relaxed);
+        counts.already.fetch_add(1, Ordering::Relaxed);
+        counts.bad_signal.fetch_add(2, Ordering::Relaxed);
+        counts.overruns.fetch_add(4, Ordering::Relaxed);
+        m.placements(&counts);
+        counts.placed.fetch_add(1, Ordering::Relaxed);
+        m.placements(&counts);
+        m.placements(&counts);
+        let text = m.encode(None);
+        let at = |o: &str| {
+            sample(
+                &text,
+                &format!(r#"cpuplan_nri_placements_total{{outcome="{o}"}} "#),
+            )
+        };
+        assert_eq!(at("placed"), Some(4.0), "{text}");
+        assert_eq!(at("already_inside"), Some(1.0));
+        assert_eq!(at("elsewhere"), Some(0.0));
+        assert_eq!(at("bad_signal"), Some(2.0));
+        assert_eq!(at("gone"), Some(0.0));
+        assert_eq!(
+            sample(&text, "cpuplan_nri_placement_overruns_total "),
+            Some(4.0)
+        );
     }
 
     #[test]

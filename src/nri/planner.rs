@@ -144,6 +144,7 @@ impl PlanHandler {
                 None
             }
         };
+        self.metrics.placements(&self.ranks.counts);
         self.metrics.encode(held)
     }
 
@@ -470,7 +471,9 @@ impl Planner {
             fallbacks.push(Fallback::EnvOnly);
         }
         let decision = course.into_decision();
-        let mut edit = SpecEdit::new(&inputs, &decision, &self.config);
+        let placement = self.placement(id, c, &inputs, &decision);
+        let mut edit = SpecEdit::new(&inputs, &decision, &self.config)
+            .with_worker_placement(placement.as_ref().map(|p| p.workers.clone()));
         edit.dir = PathBuf::from(PLAN_MOUNT);
         if mount && !inputs.spec.sets_env(PLAN_PATH) {
             edit.env
@@ -485,7 +488,7 @@ impl Planner {
                 if mount {
                     self.attempts.mounted(&pod.id, &c.name, id);
                 }
-                self.place_ranks(id, c, &inputs, &decision);
+                self.place_ranks(id, placement);
                 self.metrics
                     .outcome(Request::Create, labels_of(&decision).0);
                 for f in fallbacks {

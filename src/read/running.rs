@@ -88,6 +88,9 @@ pub struct RecordedPlan {
     /// The inputs recorded (absent in a plan not written by cpuplan's front ends).
     #[serde(default)]
     pub inputs: Option<RecordedInputs>,
+    /// Each worker's CPUs where the NRI plugin places its processes (absent where none is).
+    #[serde(default)]
+    pub worker_placement: Option<Vec<Option<CpuSet>>>,
 }
 
 /// A running container now: its cgroup's CPUs and quota, and its plan.

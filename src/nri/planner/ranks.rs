@@ -3,7 +3,7 @@
 //! run (from the `plan.json` the plugin wrote for them: a restarted plugin places their
 //! processes started from then on). A container with two GPUs or more whose `rank_placement`
 //! is `auto` is registered with each worker's CPUs (its GPU's local CPUs within the
-//! container's).
+//! container's), the same CPUs its `plan.json` lists ([`Placement`], decided once for both).
 
 use cpuplan::{CpuSet, HostGpu};
 use nri_plugin::api::{Container, PodSandbox};
@@ -32,16 +32,30 @@ struct WrittenInputs {
     gpus: Vec<String>,
 }
 
+/// Where a container's worker processes are placed, decided once for both the `plan.json` it
+/// is given ([`crate::edit::PlanDoc::worker_placement`]) and the watcher.
+#[derive(Debug)]
+pub(super) struct Placement {
+    /// Its GPUs in plan order.
+    gpus: Vec<Gpu>,
+    /// Each worker's CPUs: its GPU's local CPUs within the container's (`None`: not narrowed).
+    pub(super) workers: Vec<Option<CpuSet>>,
+    /// The container's CPUs.
+    cpus: CpuSet,
+    /// The cgroup leaves that are the container's.
+    leaves: Vec<String>,
+}
+
 impl Planner {
-    /// Registers container `id` (`c`) as planned now (see the module).
-    pub(super) fn place_ranks(
+    /// Where container `id`'s (`c`) worker processes are placed as planned now (see the
+    /// module); `None`, with the line that says why, where none is.
+    pub(super) fn placement(
         &self,
         id: &ContainerId,
         c: &Container,
         inputs: &Inputs,
         decision: &Decision,
-    ) {
-        self.ranks.remove(id.as_str());
+    ) -> Option<Placement> {
         let asked = inputs
             .spec
             .annotations
@@ -51,7 +65,7 @@ impl Planner {
             .cpuset
             .clone()
             .unwrap_or_else(|| inputs.mask.clone());
-        self.register(
+        self.placement_of(
             id,
             c,
             asked,
@@ -59,7 +73,15 @@ impl Planner {
             &inputs.topology.gpus,
             cpus,
             true,
-        );
+        )
+    }
+
+    /// Registers container `id` with the watcher at `placement`, or no longer where `None`.
+    pub(super) fn place_ranks(&self, id: &ContainerId, placement: Option<Placement>) {
+        self.ranks.remove(id.as_str());
+        if let Some(p) = placement {
+            self.register(id, p);
+        }
     }
 
     /// Registers running container `id` (`c` of `pod`, as Synchronize lists them) again from its
@@ -95,13 +117,14 @@ impl Planner {
             .or_else(|| pod.and_then(|p| p.annotations.get(RANK_PLACEMENT_ANNOTATION)))
             .map(String::as_str);
         let cpus = written.inputs.cpuset.unwrap_or(written.inputs.mask);
-        self.register(id, c, asked, &gpus, &host, cpus, false);
+        let placement = self.placement_of(id, c, asked, &gpus, &host, cpus, false);
+        self.place_ranks(id, placement);
     }
 
-    /// Registers `id` with `gpus` (plan order) placed over `host`'s GPUs within `cpus`, where
-    /// the setting (`asked` by the annotation, else the config's) is `auto`; `say` logs why not.
+    /// Where `id`'s `gpus` (plan order) are placed over `host`'s GPUs within `cpus`, where the
+    /// setting (`asked` by the annotation, else the config's) is `auto`; `say` logs why not.
     #[allow(clippy::too_many_arguments)]
-    fn register(
+    fn placement_of(
         &self,
         id: &ContainerId,
         c: &Container,
@@ -110,13 +133,13 @@ impl Planner {
         host: &[HostGpu],
         cpus: CpuSet,
         say: bool,
-    ) {
+    ) -> Option<Placement> {
         let (setting, note) = rank_placement(self.config.rank_placement, asked);
         if let Some(note) = note.filter(|_| say) {
             log::warn!("container {id}: {note}");
         }
         if setting == RankPlacement::Off || gpus.len() < 2 {
-            return;
+            return None;
         }
         let workers = worker_cpus(gpus, host, &cpus);
         if workers.iter().all(Option::is_none) {
@@ -125,21 +148,32 @@ impl Planner {
                     "container {id}: rank placement: no worker's GPU has CPUs of its own within {cpus}: every process keeps them"
                 );
             }
-            return;
+            return None;
         }
         let leaves = leaves_of(c.linux.as_ref().map_or("", |l| l.cgroups_path.as_str()));
         if leaves.is_empty() {
             log::info!(
                 "container {id}: rank placement: the runtime gives no cgroups path: no process is placed"
             );
-            return;
+            return None;
         }
+        Some(Placement {
+            gpus: gpus.to_vec(),
+            workers,
+            cpus,
+            leaves,
+        })
+    }
+
+    /// Registers `id` with the watcher at `p`.
+    fn register(&self, id: &ContainerId, p: Placement) {
         let uuids = self
             .host
             .inventory()
             .map(|inv| inv.nvidia.clone())
             .unwrap_or_default();
-        let ids: Vec<GpuId> = gpus
+        let ids: Vec<GpuId> = p
+            .gpus
             .iter()
             .map(|g| GpuId {
                 address: g.address.clone(),
@@ -149,16 +183,17 @@ impl Planner {
                     .and_then(|n| n.uuid.clone()),
             })
             .collect();
-        let shown: Vec<String> = workers
+        let shown: Vec<String> = p
+            .workers
             .iter()
             .enumerate()
             .map(|(w, c)| match c {
                 Some(c) => format!("worker {w} on {c}"),
-                None => format!("worker {w} keeps {cpus}"),
+                None => format!("worker {w} keeps {}", p.cpus),
             })
             .collect();
         log::info!("container {id}: rank placement: {}", shown.join(", "));
         self.ranks
-            .add(Entry::new(id.as_str(), ids, workers, leaves));
+            .add(Entry::new(id.as_str(), ids, p.workers, p.leaves));
     }
 }

@@ -134,7 +134,9 @@ impl Planner {
             return self.update_problem(&id_text, p);
         }
         let generation = record.generation.max(1) + 1;
-        let edit = SpecEdit::at_generation(&inputs, &decision, &self.config, generation);
+        let placement = self.placement(&id, c, &inputs, &decision);
+        let edit = SpecEdit::at_generation(&inputs, &decision, &self.config, generation)
+            .with_worker_placement(placement.as_ref().map(|p| p.workers.clone()));
         let record = Record {
             cpus: cpus.clone(),
             quota,
@@ -145,7 +147,7 @@ impl Planner {
         if let Err(e) = self.dirs.write(&id, &edit, &record) {
             return self.update_problem(&id_text, Problem::files(e));
         }
-        self.place_ranks(&id, c, &inputs, &decision);
+        self.place_ranks(&id, placement);
         self.metrics
             .outcome(Request::Update, labels_of(&decision).0);
         log::info!(
