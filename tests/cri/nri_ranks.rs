@@ -9,6 +9,9 @@
 //! container keeps CPUs 0-1 (its GPUs' local CPUs are all of them), worker 0's are `0` and
 //! worker 1's `1`, both CPUs that exist, so the affinity the plugin sets is real.
 //!
+//! What the plugin shows of it is checked too: its `/metrics` count the processes by outcome
+//! (`cpuplan_nri_placements_total`), and each container's `plan.json` lists its workers' CPUs.
+//!
 //! What is never waited for is shown by ordering instead: a process that must stay on the
 //! container's CPUs started before a worker whose placement the test waits for, and the plugin
 //! handles the kernel's events in order.
@@ -16,11 +19,63 @@
 use common::cri;
 use common::nriplugin;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cri::{annotations, gpu_host, Containerd, CriNode};
-use nriplugin::{context, plugin_config, wait_until, Plugin};
-use serde_json::json;
+use nriplugin::{context, nri_dir, plugin_config, wait_until, Plugin};
+use serde_json::{json, Value};
+
+/// A free loopback address for the plugin's metrics listener.
+fn free_address() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// The plugin's `/metrics` at `address` (empty where nothing answers).
+fn scrape(address: SocketAddr) -> String {
+    let Ok(mut s) = TcpStream::connect_timeout(&address, Duration::from_secs(2)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let asked = write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    );
+    let mut text = String::new();
+    if asked.is_err() || s.read_to_string(&mut text).is_err() {
+        return String::new();
+    }
+    text.split_once("\r\n\r\n")
+        .map_or_else(String::new, |(_, body)| body.to_string())
+}
+
+/// `cpuplan_nri_placements_total{outcome}` in `scrape` (`None` where it is not served).
+fn placements(scrape: &str, outcome: &str) -> Option<f64> {
+    let name = format!(r#"cpuplan_nri_placements_total{{outcome="{outcome}"}} "#);
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(&name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The plugin's `plan.json` of container `id` on `node`.
+fn plan_of(node: &CriNode, id: &str) -> Value {
+    let path = nri_dir(node).join(id).join("plan.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// A plugin of `node` serving its metrics at a free loopback address, registered and
+/// synchronized: the plugin and the address.
+fn plugin_with_metrics(node: &CriNode, cfg: &std::path::Path) -> (Plugin, SocketAddr) {
+    let address = free_address();
+    let plugin = Plugin::spawn(node, cfg, &[&format!("--metrics-address={address}")]);
+    plugin.wait_for(node, "nri: synchronized with", 1);
+    (plugin, address)
+}
 
 /// Every process of the host whose environment holds `TAG=<tag>`, with its CPUs
 /// (`Cpus_allowed_list`).
@@ -85,7 +140,18 @@ fn workers_are_placed_on_their_gpu_s_cpus_and_nothing_else_moves(c: Containerd) 
     )
     .unwrap();
     node.start();
-    let plugin = Plugin::external(&node, &cfg);
+    let (plugin, metrics) = plugin_with_metrics(&node, &cfg);
+    // Every outcome served from the start, at 0.
+    let first = scrape(metrics);
+    for outcome in [
+        "placed",
+        "already_inside",
+        "elsewhere",
+        "bad_signal",
+        "gone",
+    ] {
+        assert_eq!(placements(&first, outcome), Some(0.0), "{outcome}: {first}");
+    }
     let ctx = || {
         format!(
             "{}\n--- tagged: {:?}",
@@ -103,7 +169,7 @@ fn workers_are_placed_on_their_gpu_s_cpus_and_nothing_else_moves(c: Containerd) 
         &format!("env LOCAL_RANK=1 TAG={t}-off sleep 3600 & echo '--- end'; exec sleep 3600"),
     ));
     off.annotations = annotations(&[("cpuplan.rank-placement", "off")]);
-    node.start_until(&pod, &off, "--- end");
+    let (off_id, _) = node.start_until(&pod, &off, "--- end");
     wait_until("the unplaced worker to run", ctx, || {
         !tagged(&format!("{t}-off")).is_empty()
     });
@@ -126,6 +192,7 @@ fn workers_are_placed_on_their_gpu_s_cpus_and_nothing_else_moves(c: Containerd) 
 env LOCAL_RANK=0 TAG={t}-w0 sh -c '( while :; do sleep 1; done ) & exec sleep 3600' &
 env LOCAL_RANK=1 TAG={t}-w1 sleep 3600 &
 env OMPI_COMM_WORLD_LOCAL_RANK=0 TAG={t}-mpi sleep 3600 &
+env LOCAL_RANK=0 TAG={t}-own taskset -c 1 sleep 3600 &
 echo '--- end'
 while [ ! -e /sig/restart ]; do sleep 1; done
 env LOCAL_RANK=1 TAG={t}-late sleep 3600 &
@@ -141,7 +208,13 @@ exec sleep 3600"
         host_path: sig.display().to_string(),
         ..Default::default()
     });
-    node.start_until(&pod, &launcher, "--- end");
+    let (launcher_id, _) = node.start_until(&pod, &launcher, "--- end");
+    // Its plan.json lists each worker's CPUs, the ones its processes are placed on; the
+    // container whose placement is off lists none.
+    let plan = plan_of(&node, &launcher_id);
+    assert_eq!(plan["worker_placement"], json!(["0", "1"]), "{plan}");
+    let unplaced = plan_of(&node, &off_id);
+    assert!(unplaced.get("worker_placement").is_none(), "{unplaced}");
     wait_until("worker 0 and the child it forked on CPU 0", ctx, || {
         all_on(&format!("{t}-w0"), 2, "0")
     });
@@ -151,6 +224,22 @@ exec sleep 3600"
     wait_until("the MPI worker 0 on CPU 0", ctx, || {
         all_on(&format!("{t}-mpi"), 1, "0")
     });
+    // A worker that moves itself elsewhere (taskset onto worker 1's CPU) is left there, and
+    // counted.
+    wait_until(
+        "the worker that placed itself to stay on CPU 1",
+        ctx,
+        || {
+            all_on(&format!("{t}-own"), 1, "1")
+                && placements(&scrape(metrics), "elsewhere").is_some_and(|n| n >= 1.0)
+        },
+    );
+    // Worker 0's shell, worker 1, the MPI worker: placed; worker 0's `exec sleep` found it
+    // already inside its CPUs.
+    let now = scrape(metrics);
+    assert!(placements(&now, "placed").unwrap() >= 3.0, "{now}");
+    assert!(placements(&now, "already_inside").unwrap() >= 1.0, "{now}");
+    assert_eq!(placements(&now, "bad_signal"), Some(0.0), "{now}");
     // A worker started later: the launcher starts it once the file is there.
     std::fs::write(sig.join("restart"), "").unwrap();
     wait_until("the restarted worker 1 on CPU 1", ctx, || {
@@ -193,6 +282,12 @@ echo '--- end'; exec sleep 3600"
         bad_ranks.len() == 5 && bad_ranks.iter().all(|(_, c)| c == "0-1"),
         "no bad rank is placed: {bad_ranks:?}"
     );
+    // Each of the five counted as a bad signal.
+    let flooded = scrape(metrics);
+    assert!(
+        placements(&flooded, "bad_signal").unwrap() >= 5.0,
+        "{flooded}"
+    );
     // No other container touched, the plugin up, its memory bounded, its notes few.
     assert!(all_on(&format!("{t}-w0"), 2, "0") && all_on(&format!("{t}-w1"), 1, "1"));
     assert!(
@@ -223,7 +318,7 @@ echo '--- end'; exec sleep 3600"
 
     // The plugin restarted: the running launcher's next worker is placed all the same.
     drop(plugin);
-    let plugin = Plugin::external(&node, &cfg);
+    let (plugin, _) = plugin_with_metrics(&node, &cfg);
     std::fs::write(sig.join("again"), "").unwrap();
     wait_until(
         "a worker started after the plugin restarted on CPU 0",

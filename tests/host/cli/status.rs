@@ -40,7 +40,7 @@ fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
     assert!(empty.contains("no planned containers"), "{empty}");
     // A container the NRI plugin planned: its plan directory, and its claim (taken by this
     // test's process, as the plugin takes its claims).
-    let plan = ok_json(&[
+    let mut plan = ok_json(&[
         "explain",
         "--json",
         "--bundle",
@@ -48,6 +48,9 @@ fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
         "--root",
         h,
     ]);
+    // As the plugin writes it where it places the workers' processes: worker 0 on its GPU's
+    // CPUs within the container's, worker 1 keeping the container's.
+    plan["worker_placement"] = serde_json::json!(["0-27,112-139", null]);
     std::fs::create_dir_all(nri.join("c1")).unwrap();
     std::fs::write(nri.join("c1/plan.json"), plan.to_string()).unwrap();
     let me = std::process::id();
@@ -83,7 +86,7 @@ fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
         shown.contains("container c1 [A] (nri): cpus 0-55,112-167, plan generation"),
         "{shown}"
     );
-    assert!(shown.contains("  worker 0 GPU 0000:18:00.0: cpus 0,112\n  worker 1 GPU 0000:2a:00.0: cpus 1,113\n  API server: cpus 55,167\n"), "{shown}");
+    assert!(shown.contains("  worker 0 GPU 0000:18:00.0: cpus 0,112, its processes placed on cpus 0-27,112-139\n  worker 1 GPU 0000:2a:00.0: cpus 1,113\n  API server: cpus 55,167\n  each worker's processes are placed at their exec by the NRI plugin"), "{shown}");
     let mut json_args = status.to_vec();
     json_args.push("--json");
     let v = ok_json(&json_args);
@@ -91,6 +94,8 @@ fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
     assert_eq!(c1["container"], "c1");
     assert_eq!(c1["route"], "nri");
     assert_eq!(c1["workers"][1]["cpus"], "1,113");
+    assert_eq!(c1["workers"][0]["placed"], "0-27,112-139");
+    assert!(c1["workers"][1].get("placed").is_none(), "{c1}");
     assert_eq!(c1["gpus"], serde_json::json!(gpus));
     let claimed: Vec<&Value> = v["gpus"]
         .as_array()
