@@ -167,9 +167,12 @@ const HELP: [(&str, &str); 11] = [
     ("nri_placement_overruns", "Times the kernel's process events overran the plugin's socket (the processes whose events were lost keep their container's CPUs)"),
 ];
 
+/// Which of the watcher's [`Counts`] an outcome is read from.
+type CountOf = fn(&Counts) -> &AtomicU64;
+
 /// Every value of `cpuplan_nri_placements_total`'s `outcome`, each with the count of
 /// [`Counts`] it is read from.
-const PLACEMENTS: [(&str, fn(&Counts) -> &AtomicU64); 5] = [
+const PLACEMENTS: [(&str, CountOf); 5] = [
     ("placed", |c| &c.placed),
     ("already_inside", |c| &c.already),
     ("elsewhere", |c| &c.elsewhere),
