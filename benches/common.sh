@@ -3,8 +3,8 @@
 # bench_needs TOOL[:PACKAGE]...: root and the tools, or one line and status 2.
 # bench_hook: $HOOK (or the static release build) checked, and $TRUE_BIN.
 # bench_init PREFIX: a temp dir $T (removed on exit, with every container and cgroup made),
-# runc's state in it ($RUNC), a busybox rootfs $R shared by every container, a claims tmpfs and
-# the hook config $T/hook.json (topology_root examples/host, step_thread_core auto, a log file).
+# runc's state in it ($RUNC), a busybox rootfs $R shared by every container, a claims tmpfs
+# $CLAIMS (under /run) and the hook config $T/hook.json (topology_root examples/host, step_thread_core auto, a log file).
 # mkbundle NAME HOOKS_JSON: a bundle $T/NAME, the same config.json for every variant but its
 # hooks. build_spawner: $T/spawn N STDIN PATH ARGS... (posix_spawn + wait4, each run's wall ms
 # and ru_maxrss). median: of the numbers on stdin.
@@ -44,7 +44,10 @@ T=$(mktemp -d "/tmp/$1.XXXXXX")
 TAG=$1-$$
 RUNC=(runc --root "$T/state")
 cleanup() {
-  mountpoint -q "$T/claims" 2>/dev/null && umount "$T/claims"
+  if [ -n "${CLAIMS:-}" ]; then
+    mountpoint -q "$CLAIMS" 2>/dev/null && umount "$CLAIMS"
+    rm -rf "${CLAIMS%/claims}"
+  fi
   for id in $("${RUNC[@]}" list -q 2>/dev/null); do "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true; done
   for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
     [ -d "$h$TAG" ] && find "$h$TAG" -depth -type d -exec rmdir {} + 2>/dev/null || true
@@ -61,12 +64,15 @@ cp "$(command -v busybox)" "$R/bin/busybox"
 for a in sh true cat; do ln -s busybox "$R/bin/$a"; done
 
 # The claims directory on a tmpfs, as the default /run/cpuplan/claims is on a host with
-# systemd (this VM's /run is on disk, where each claim's fsync costs milliseconds).
-mkdir "$T/claims"
-mount -t tmpfs -o mode=700 tmpfs "$T/claims"
+# systemd (this VM's /run is on disk, where each claim's fsync costs milliseconds); under
+# /run, not $T: the hook refuses a claims directory with a directory above it that another
+# user may write (/tmp's mode 1777), and would plan nothing.
+CLAIMS=$(mktemp -d "/run/$1-claims.XXXXXX")/claims
+mkdir "$CLAIMS"
+mount -t tmpfs -o mode=700 tmpfs "$CLAIMS"
 cat >"$T/hook.json" <<EOF
 {"step_thread_core": "auto", "topology_root": "$REPO/examples/host",
- "claims_dir": "$T/claims", "log": "$T/hook.log", "claim_wait_ms": 2000}
+ "claims_dir": "$CLAIMS", "log": "$T/hook.log", "claim_wait_ms": 2000}
 EOF
 
 }

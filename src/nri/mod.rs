@@ -23,7 +23,7 @@ pub mod metrics;
 pub mod options;
 mod plandir;
 mod planner;
-mod ranks;
+pub(crate) mod ranks;
 mod spec;
 
 use std::sync::Arc;
