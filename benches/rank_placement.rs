@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cpuplan::CpuSet;
-use cpuplan_hook::fuzzing::{spawn_rank_watcher, GpuId, RankEntry, Ranks};
-use nix::sched::{sched_getaffinity, CpuSet as NixSet};
+use cpuplan_hook::fuzzing::{cpus_of_affinity, spawn_rank_watcher, GpuId, RankEntry, Ranks};
+use nix::sched::sched_getaffinity;
 use nix::unistd::Pid;
 
 fn now_ns() -> u64 {
@@ -121,16 +121,6 @@ impl WaitTimeout for Child {
     }
 }
 
-fn from_nix(set: &NixSet) -> CpuSet {
-    let mut cpus = CpuSet::new();
-    for c in 0..NixSet::count() {
-        if set.is_set(c).unwrap_or(false) {
-            cpus.insert(c);
-        }
-    }
-    cpus
-}
-
 /// One pending worker for the poller: pid, spawn time, wanted CPUs, and when it was seen placed.
 type Pending = Arc<Mutex<Vec<(i32, u64, CpuSet, Option<u64>)>>>;
 
@@ -153,7 +143,7 @@ fn round(
                 if seen.is_none() {
                     let t = now_ns();
                     match sched_getaffinity(Pid::from_raw(*pid)) {
-                        Ok(s) if from_nix(&s) == *want => *seen = Some(t),
+                        Ok(s) if cpus_of_affinity(&s) == *want => *seen = Some(t),
                         _ => all = false,
                     }
                 }
@@ -262,7 +252,7 @@ fn main() {
     let idle = opt("--idle", 30);
     let exe = std::env::current_exe().unwrap();
 
-    let mask = from_nix(&sched_getaffinity(Pid::from_raw(0)).unwrap());
+    let mask = cpus_of_affinity(&sched_getaffinity(Pid::from_raw(0)).unwrap());
     let cpus: Vec<usize> = mask.iter().collect();
     assert!(
         cpus.len() >= 2,

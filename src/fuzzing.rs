@@ -8,4 +8,6 @@ pub use crate::read::state::read_state;
 /// The NRI daemon's rank placement (its watcher thread over the kernel's process events), for
 /// `benches/rank_placement.rs`.
 pub use crate::decide::rank::GpuId;
-pub use crate::nri::ranks::{spawn as spawn_rank_watcher, Entry as RankEntry, Ranks};
+pub use crate::nri::ranks::{
+    from_nix as cpus_of_affinity, spawn as spawn_rank_watcher, Entry as RankEntry, Ranks,
+};

@@ -147,18 +147,7 @@ fn a_claim_planted_in_a_claims_dir_below_tmp_is_never_read_and_nothing_is_claime
     // naming a live process (this test's), is there first.
     let planted = tempfile::tempdir().unwrap();
     let claims = planted.path().join("claims");
-    let squatter = cpuplan::Holder::of_pid(Path::new("/"), "squatter", "/b/x", std::process::id())
-        .unwrap()
-        .unwrap();
-    let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(
-        &claims,
-        Path::new("/"),
-        &squatter,
-        &["0000:3b:00.0".into()],
-        wait,
-    )
-    .unwrap();
+    common::operator_dir::claim_as_this_process(&claims, "squatter", "/b/x", &["0000:3b:00.0"]);
     let listed = || cpuplan::list_claims(&claims, Path::new("/")).unwrap();
     let before = listed();
     let mut h = FakeHost::new();

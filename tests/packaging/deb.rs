@@ -29,7 +29,13 @@ mod root;
 
 /// `dpkg ARGS` (no terminal, no prompt): (status, stdout + stderr).
 fn dpkg(args: &[&str]) -> (i32, String) {
+    dpkg_with(&[], args)
+}
+
+/// `dpkg OPTIONS ARGS` (no terminal, no prompt): (status, stdout + stderr).
+fn dpkg_with(options: &[String], args: &[&str]) -> (i32, String) {
     let out = Command::new("dpkg")
+        .args(options)
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .stdin(Stdio::null())

@@ -560,12 +560,7 @@ fn a_claims_dir_below_a_world_writable_directory_is_refused_and_what_is_planted_
     // of GPU 0 naming a live process of theirs (this test's) and a host-plan record beside it.
     let planted = tempfile::tempdir().unwrap();
     let claims = planted.path().join("claims");
-    let squatter = cpuplan::Holder::of_pid(Path::new("/"), "squatter", "/b/x", std::process::id())
-        .unwrap()
-        .unwrap();
-    let gpu = ["0000:3b:00.0".to_string()];
-    let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(&claims, Path::new("/"), &squatter, &gpu, wait).unwrap();
+    common::operator_dir::claim_as_this_process(&claims, "squatter", "/b/x", &["0000:3b:00.0"]);
     std::fs::create_dir(planted.path().join("hostplans")).unwrap();
     std::fs::write(
         planted.path().join("hostplans/.hostplan.0000000000000001"),

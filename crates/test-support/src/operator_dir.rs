@@ -34,3 +34,16 @@ pub fn tempdir() -> tempfile::TempDir {
         .tempdir_in(base)
         .unwrap_or_else(|e| panic!("a tempdir in {BASE}: {e}"))
 }
+
+/// Claims `gpus` in `claims` for this test's own process (live for the test's life) as a
+/// container `container` of scope `scope`, the way the hook and the plugin take claims.
+#[cfg(feature = "hook")]
+pub fn claim_as_this_process(claims: &Path, container: &str, scope: &str, gpus: &[&str]) {
+    let root = Path::new("/");
+    let holder = cpuplan::Holder::of_pid(root, container, scope, std::process::id())
+        .unwrap()
+        .expect("this process runs");
+    let gpus: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
+    let wait = std::time::Duration::from_secs(1);
+    cpuplan::claim_gpus(claims, root, &holder, &gpus, wait).unwrap();
+}

@@ -309,7 +309,8 @@ fn to_nix(cpus: &CpuSet) -> NixSet {
     set
 }
 
-fn from_nix(set: &NixSet) -> CpuSet {
+/// The CPUs of an affinity set as `sched_getaffinity` gives it.
+pub fn from_nix(set: &NixSet) -> CpuSet {
     let mut cpus = CpuSet::new();
     for c in 0..NixSet::count() {
         if set.is_set(c).unwrap_or(false) {

@@ -478,13 +478,7 @@ fn claims_lists_the_claims_of_a_broken_config_after_one_warning_line() {
     let d = common::operator_dir::tempdir();
     let claims = d.path().join("claims");
     // A claim of this test process, as the hook would take it.
-    let me = std::process::id();
-    let holder = cpuplan::Holder::of_pid(Path::new("/"), "web", "/b/web", me)
-        .unwrap()
-        .unwrap();
-    let gpu = ["0000:3b:00.0".to_string()];
-    let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(&claims, Path::new("/"), &holder, &gpu, wait).unwrap();
+    common::operator_dir::claim_as_this_process(&claims, "web", "/b/web", &["0000:3b:00.0"]);
     let cfg = d.path().join("hook.json");
     std::fs::write(
         &cfg,

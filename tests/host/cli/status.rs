@@ -54,12 +54,13 @@ fn status_draws_the_node_its_gpus_claims_and_planned_containers() {
     std::fs::create_dir_all(nri.join("c1")).unwrap();
     std::fs::write(nri.join("c1/plan.json"), plan.to_string()).unwrap();
     let me = std::process::id();
-    let holder = cpuplan::Holder::of_pid(Path::new("/"), "c1", "nri:cpuplan", me)
-        .unwrap()
-        .unwrap();
     let gpus = ["0000:18:00.0".to_string(), "0000:2a:00.0".to_string()];
-    let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(&claims, Path::new("/"), &holder, &gpus, wait).unwrap();
+    common::operator_dir::claim_as_this_process(
+        &claims,
+        "c1",
+        "nri:cpuplan",
+        &["0000:18:00.0", "0000:2a:00.0"],
+    );
     let shown = text(&status);
     assert!(
         shown.contains("1 planned container(s); 2 of 8 GPU(s) claimed"),
@@ -169,18 +170,7 @@ fn status_and_claims_by_a_user_who_cannot_read_them_say_so_and_exit_2() {
     let (claims, nri) = (o.path().join("claims"), o.path().join("nri"));
     std::fs::create_dir(&claims).unwrap();
     mode(&claims, 0o700).unwrap();
-    let holder = cpuplan::Holder::of_pid(Path::new("/"), "c1", "nri:cpuplan", std::process::id())
-        .unwrap()
-        .unwrap();
-    let wait = std::time::Duration::from_secs(1);
-    cpuplan::claim_gpus(
-        &claims,
-        Path::new("/"),
-        &holder,
-        &["0000:18:00.0".into()],
-        wait,
-    )
-    .unwrap();
+    common::operator_dir::claim_as_this_process(&claims, "c1", "nri:cpuplan", &["0000:18:00.0"]);
     let cfg = t.path().join("hook.json");
     std::fs::write(
         &cfg,

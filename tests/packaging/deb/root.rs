@@ -15,17 +15,11 @@ use super::{built_deb, repo_json};
 
 /// `dpkg --root ROOT --force-script-chrootless ARGS`: (status, output).
 fn dpkg_in(root: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .arg("--force-script-chrootless")
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dpkg");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.code().unwrap_or(-1), text)
+    let options = [
+        format!("--root={}", root.display()),
+        "--force-script-chrootless".to_string(),
+    ];
+    super::dpkg_with(&options, args)
 }
 
 /// `BIN ARGS`: (status, stdout, stderr).
